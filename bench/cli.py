@@ -1,0 +1,260 @@
+"""python -m bench: run sweeps, list strategies, report, compare."""
+from __future__ import annotations
+
+import argparse
+import datetime
+import socket
+import sys
+from pathlib import Path
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+
+
+class UsageError(Exception):
+    """Bad input: one line that names the fix."""
+
+
+def _csv(text: str | None) -> list[str]:
+    return [x.strip() for x in (text or "").split(",") if x.strip()]
+
+
+def _ints(text: str, what: str) -> list[int]:
+    try:
+        values = [int(x) for x in _csv(text)]
+    except ValueError:
+        raise UsageError(f"{what} must be comma-separated whole numbers, got {text!r}") from None
+    if any(v <= 0 for v in values):
+        raise UsageError(f"{what} must be positive, got {text!r}")
+    return values
+
+
+def resolve_gpus(text: str | None) -> list[int]:
+    """GPU ids from --gpus ('' or 'cpu': none; 'all' or unset: every visible GPU)."""
+    from bench import envinfo
+
+    available = envinfo.gpu_count()
+    if text is None or text.strip().lower() == "all":
+        return list(range(available))
+    if text.strip().lower() in ("", "cpu", "none"):
+        return []
+    try:
+        ids = [int(x) for x in _csv(text)]
+    except ValueError:
+        raise UsageError(f"--gpus takes CUDA ordinals such as 0,1, got {text!r}") from None
+    if len(set(ids)) != len(ids):
+        raise UsageError(f"--gpus lists a GPU twice: {text!r}")
+    missing = [i for i in ids if i < 0 or i >= available]
+    if missing:
+        have = f"{available} GPU{'s' if available != 1 else ''}" + (f" (ids 0-{available - 1})" if available else "")
+        raise UsageError(f"GPU id {missing[0]} does not exist: this host has {have}; pass --gpus with ids from that range"
+                         + ("" if available else " or leave it empty for the CPU"))
+    return ids
+
+
+def _check_names(given: list[str], valid: list[str], what: str, flag: str) -> list[str]:
+    for name in given:
+        if name not in valid:
+            raise UsageError(f"unknown {what} {name!r}: choose from {', '.join(valid)} ({flag})")
+    return given
+
+
+def _parse_options(pairs: list[str], strategy_names: list[str]) -> dict:
+    import strategies
+
+    known = {k for n in strategy_names for k in strategies.get(n).options}
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise UsageError(f"--option takes NAME=VALUE, got {pair!r}")
+        if key not in known:
+            raise UsageError(f"no selected strategy has option {key!r}; options: {', '.join(sorted(known)) or 'none'}")
+        options[key] = value
+    return options
+
+
+def cmd_run(args) -> int:
+    import torch
+
+    import strategies
+    from bench import results
+    from bench.models import WORKLOADS
+    from bench.precision import PRECISIONS
+    from bench.progress import ConsoleReporter
+    from bench.sweep import Settings, Sweep, build_groups
+
+    names = _check_names(_csv(args.strategies) or strategies.names(), strategies.names() + _hidden_ok(), "strategy",
+                         "--strategies")
+    precisions = _check_names(_csv(args.precisions), list(PRECISIONS), "precision", "--precisions")
+    models = _check_names(_csv(args.models), list(WORKLOADS), "model", "--models")
+    gpus = resolve_gpus(args.gpus)
+    on_gpu = bool(gpus)
+    counts = _ints(args.gpu_counts, "--gpu-counts") if args.gpu_counts else [len(gpus)] if gpus else [args.cpu_replicas]
+    if gpus and max(counts) > len(gpus):
+        raise UsageError(f"--gpu-counts asks for {max(counts)} GPUs but --gpus gives {len(gpus)}")
+    replicas = counts if gpus else [args.cpu_replicas]
+
+    if args.global_batch_sizes:
+        if args.batch_sizes:
+            raise UsageError("give --batch-sizes (per GPU) or --global-batch-sizes, not both")
+        global_sizes = _ints(args.global_batch_sizes, "--global-batch-sizes")
+        for g in global_sizes:
+            for n in replicas:
+                if g % n:
+                    raise UsageError(f"global batch {g} does not split across {n} devices: use a multiple of {n}, "
+                                     f"or give per-GPU sizes with --batch-sizes")
+        if len(set(replicas)) > 1:
+            raise UsageError("--global-batch-sizes needs one device count; use --batch-sizes for a scaling sweep")
+        batch_sizes = [g // replicas[0] for g in global_sizes]
+    else:
+        batch_sizes = _ints(args.batch_sizes or ("32,64,128,256" if on_gpu else "2,4"), "--batch-sizes")
+
+    settings = Settings(
+        warmup=args.warmup if args.warmup is not None else (10 if on_gpu else 1),
+        steps=args.steps if args.steps is not None else (20 if on_gpu else 3),
+        trials=args.trials if args.trials is not None else (3 if on_gpu else 2),
+        seed=args.seed, data=args.data, channels_last=args.channels_last, compile=args.compile,
+        cudnn_benchmark=args.cudnn_benchmark, tf32=args.tf32, options=_parse_options(args.option, names),
+        case_timeout_s=args.case_timeout, startup_timeout_s=args.startup_timeout,
+    )
+    if settings.steps < 1 or settings.trials < 1 or settings.warmup < 0:
+        raise UsageError("--steps and --trials must be at least 1, --warmup at least 0")
+
+    out, existing = _output_file(args)
+    groups = build_groups(names, precisions, models, gpus, counts, args.cpu_replicas, batch_sizes, settings)
+    reporter = ConsoleReporter()
+    sweep = Sweep(groups, str(out), args.resume, reporter, existing)
+    try:
+        rows = sweep.run(torch.cuda.is_available())
+    except KeyboardInterrupt:
+        reporter.close()
+        print(f"interrupted: {len(sweep.rows)} finished case(s) are in {out}; "
+              f"continue with: python -m bench run --resume --out {out} (same arguments)", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001
+        reporter.close()
+        if exc.__class__.__name__ == "_Terminated":
+            print(f"terminated: {len(sweep.rows)} finished case(s) are in {out}; resume with --resume --out {out}",
+                  file=sys.stderr)
+            return 143
+        raise
+    reporter.close()
+    counts_by_status = {}
+    for row in rows:
+        counts_by_status[row["status"]] = counts_by_status.get(row["status"], 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts_by_status.items()))
+    print(f"{len(rows)} cases ({summary}) written to {results.json_path(out)} and {results.json_path(out).with_suffix('.csv')}")
+    return 0
+
+
+def _hidden_ok() -> list[str]:
+    import os
+
+    return ["faulty"] if os.environ.get("PARABENCH_TEST_STRATEGIES") == "1" else []
+
+
+def _output_file(args) -> tuple[Path, list[dict]]:
+    from bench import results
+
+    folder = Path(args.results_dir)
+    if args.out:
+        out = results.json_path(args.out)
+    elif args.resume:
+        candidates = sorted(folder.glob("run-*.json"), key=lambda p: p.stat().st_mtime)
+        if not candidates:
+            raise UsageError(f"--resume found no run-*.json in {folder}; pass the file with --out")
+        out = candidates[-1]
+    else:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = folder / f"run-{stamp}-{socket.gethostname()}.json"
+    if out.exists():
+        if not args.resume:
+            raise UsageError(f"{out} already exists: pass --resume to continue it, or choose another --out")
+        try:
+            return out, results.load(out)
+        except results.ResultsError as exc:
+            raise UsageError(f"{exc} (the file was left untouched)") from None
+    return out, []
+
+
+def cmd_list(args) -> int:
+    import torch
+
+    import strategies
+    from bench.models import WORKLOADS, training_flops_per_image
+    from bench.precision import PRECISIONS
+    from bench.sweep import Settings, placements
+
+    gpus = resolve_gpus(args.gpus)
+    where = f"GPUs {','.join(map(str, gpus))}" if gpus else f"the CPU ({args.cpu_replicas} replicas)"
+    print(f"Strategies and precisions on {where}:")
+    for name in strategies.names():
+        strategy = strategies.get(name)
+        print(f"\n  {name:<18} {strategy.summary}")
+        if strategy.options:
+            print(f"  {'':<18} options: " + ", ".join(f"{k}={v}" for k, v in strategy.options.items()))
+        placement = placements(strategy, gpus, [len(gpus)] if gpus else [args.cpu_replicas], args.cpu_replicas)[-1]
+        for precision in PRECISIONS.values():
+            reason = strategy.unavailable_reason(placement, precision, torch.cuda.is_available())
+            print(f"    {precision.name:<9} {'runs here' if reason is None else 'cannot run: ' + reason}")
+    print("\nModels:")
+    for name, w in WORKLOADS.items():
+        print(f"  {name:<15} input {'x'.join(map(str, w.input_shape))}, {w.num_classes} classes, "
+              f"{training_flops_per_image(name) / 1e9:.2f} GFLOP per image per training step")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="parabench", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a sweep and write results")
+    run.add_argument("--strategies", help="comma-separated (default: every strategy)")
+    run.add_argument("--precisions", default="fp32", help="fp32,amp-fp16,amp-bf16,apex-O1,apex-O2 (default fp32)")
+    run.add_argument("--models", default="resnet18-small", help="resnet18-small,resnet18 (default resnet18-small)")
+    run.add_argument("--batch-sizes", help="per-GPU batch sizes (default 32,64,128,256 on GPUs, 2,4 on the CPU)")
+    run.add_argument("--global-batch-sizes", help="global batch sizes, split evenly across the devices")
+    run.add_argument("--gpus", help="CUDA ordinals, e.g. 0,1 (default: all visible; '' or cpu: the CPU)")
+    run.add_argument("--gpu-counts", help="run multi-GPU strategies on the first N of --gpus for each N, e.g. 1,2,4")
+    run.add_argument("--cpu-replicas", type=int, default=2, help="replicas/processes for multi-device strategies on the CPU")
+    run.add_argument("--warmup", type=int, help="warm-up steps per case (default 10 on GPUs, 1 on the CPU)")
+    run.add_argument("--steps", type=int, help="timed steps per trial (default 20 on GPUs, 3 on the CPU)")
+    run.add_argument("--trials", type=int, help="trials per case (default 3 on GPUs, 2 on the CPU)")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--data", choices=["device", "host"], default="device",
+                     help="device: batch resident on the GPUs; host: copied from pinned memory every step")
+    run.add_argument("--channels-last", action="store_true", help="channels_last memory format for model and inputs")
+    run.add_argument("--compile", action="store_true", help="torch.compile the model (strategies that support it)")
+    run.add_argument("--cudnn-benchmark", choices=["auto", "on", "off"], default="auto",
+                     help="auto: on, but off for strategies that run replicas in threads (see README)")
+    run.add_argument("--tf32", choices=["default", "on", "off"], default="default")
+    run.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                     help="strategy option, e.g. bucket_cap_mb=50, launcher=spawn (see `list`)")
+    run.add_argument("--out", help="results file (.json; a .csv is written beside it)")
+    run.add_argument("--results-dir", default=str(RESULTS_DIR), help="folder for a new results file (default results/)")
+    run.add_argument("--resume", action="store_true", help="continue --out (or the newest run), skipping measured cases")
+    run.add_argument("--case-timeout", type=float, default=600.0, help="seconds a case may take before it is killed")
+    run.add_argument("--startup-timeout", type=float, default=300.0, help="seconds a worker may take to start")
+    run.set_defaults(func=cmd_run)
+
+    lst = sub.add_parser("list", help="strategies and precisions, and whether each can run here")
+    lst.add_argument("--gpus", help="as for run")
+    lst.add_argument("--cpu-replicas", type=int, default=2)
+    lst.set_defaults(func=cmd_list)
+
+    for extra in _EXTRA_COMMANDS:
+        extra(sub)
+    return parser
+
+
+_EXTRA_COMMANDS: list = []
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        print(f"parabench: error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,126 @@
+"""The two ResNet-18 workloads, defined here so that no torchvision is needed.
+
+`resnet18` is the standard ImageNet network (3x224x224 input, 7x7 stride-2 stem,
+max-pool, 1000 classes, 11,689,512 parameters). `resnet18-small` keeps the same
+four stages of basic blocks but takes 1x28x28 input through a 3x3 stride-1 stem
+with no max-pool and ends in 10 classes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, in_planes: int, planes: int, stride: int = 1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_planes, planes, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.downsample = None
+        if stride != 1 or in_planes != planes:
+            self.downsample = nn.Sequential(
+                nn.Conv2d(in_planes, planes, 1, stride, bias=False), nn.BatchNorm2d(planes)
+            )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + identity)
+
+
+class ResNet18(nn.Module):
+    def __init__(self, in_channels: int, num_classes: int, small_input: bool):
+        super().__init__()
+        if small_input:
+            self.conv1 = nn.Conv2d(in_channels, 64, 3, 1, 1, bias=False)
+            self.maxpool = nn.Identity()
+        else:
+            self.conv1 = nn.Conv2d(in_channels, 64, 7, 2, 3, bias=False)
+            self.maxpool = nn.MaxPool2d(3, 2, 1)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        stages, in_planes = [], 64
+        for planes, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+            stages.append(nn.Sequential(BasicBlock(in_planes, planes, stride), BasicBlock(planes, planes)))
+            in_planes = planes
+        self.layer1, self.layer2, self.layer3, self.layer4 = stages
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(512, num_classes)
+        # torchvision's initialisation, so that training behaves like the reference model.
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One model with its input shape: everything a strategy needs to build the same job."""
+
+    name: str
+    input_shape: tuple[int, int, int]
+    num_classes: int
+    small_input: bool
+
+    def build(self, seed: int = 0) -> nn.Module:
+        """The model with weights that depend on `seed` alone (identical in every strategy)."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return ResNet18(self.input_shape[0], self.num_classes, self.small_input)
+
+    def synthetic_batch(self, batch: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """A fixed random batch on the CPU; the first rows are the same for any `batch`."""
+        # Inputs and targets come from separate streams, so that a prefix of a larger
+        # batch equals the smaller batch exactly.
+        inputs = torch.randn((batch, *self.input_shape), generator=torch.Generator().manual_seed(seed + 1))
+        targets = torch.randint(
+            0, self.num_classes, (batch,), generator=torch.Generator().manual_seed(seed + 2)
+        )
+        return inputs, targets
+
+
+WORKLOADS: dict[str, Workload] = {
+    "resnet18-small": Workload("resnet18-small", (1, 28, 28), 10, small_input=True),
+    "resnet18": Workload("resnet18", (3, 224, 224), 1000, small_input=False),
+}
+
+
+def get_workload(name: str) -> Workload:
+    if name not in WORKLOADS:
+        raise KeyError(f"unknown model {name!r}: choose one of {', '.join(WORKLOADS)}")
+    return WORKLOADS[name]
+
+
+_FLOPS_CACHE: dict[str, float] = {}
+
+
+def training_flops_per_image(name: str) -> float:
+    """FLOPs of one forward+backward pass per image, counted by torch.utils.flop_counter.
+
+    The counter sees matrix products and convolutions (what the tensor cores do);
+    element-wise work such as BatchNorm and ReLU is not counted, as is customary.
+    """
+    if name not in _FLOPS_CACHE:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        workload = get_workload(name)
+        model = workload.build()
+        inputs, targets = workload.synthetic_batch(2)
+        counter = FlopCounterMode(display=False)
+        with counter:
+            nn.functional.cross_entropy(model(inputs), targets).backward()
+        _FLOPS_CACHE[name] = counter.get_total_flops() / 2
+    return _FLOPS_CACHE[name]

@@ -1,0 +1,106 @@
+"""The precision axis: fp32, torch.amp fp16 with GradScaler, bf16, and NVIDIA Apex amp.
+
+A strategy never branches on precision: it asks the case's `PrecisionRuntime` for
+an autocast context, for the backward pass (which scales the loss where needed),
+and for the optimiser step and the scaler update.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str
+    summary: str
+    autocast_dtype: torch.dtype | None = None
+    grad_scaler: bool = False
+    apex_opt_level: str | None = None
+
+    def unavailable_reason(self, device_type: str) -> str | None:
+        if self.apex_opt_level:
+            if importlib.util.find_spec("apex") is None:
+                return "NVIDIA Apex is not installed (torch.amp is the supported path)"
+            if importlib.util.find_spec("apex.amp") is None:
+                return "this Apex has no amp module (removed from Apex in May 2025)"
+            if device_type != "cuda":
+                return "Apex amp needs CUDA"
+        return None
+
+    def runtime(self, device_type: str) -> "PrecisionRuntime":
+        if self.apex_opt_level:
+            return ApexRuntime(self, device_type)
+        return PrecisionRuntime(self, device_type)
+
+
+class PrecisionRuntime:
+    """Per-case state of a precision (the GradScaler lives here)."""
+
+    def __init__(self, precision: Precision, device_type: str):
+        self.precision = precision
+        self.device_type = device_type
+        self.scaler = torch.amp.GradScaler(device_type) if precision.grad_scaler else None
+
+    def prepare(self, model, optimizer):
+        return model, optimizer
+
+    def autocast(self):
+        if self.precision.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device_type, dtype=self.precision.autocast_dtype)
+
+    def backward(self, loss: torch.Tensor, optimizer=None) -> None:
+        (self.scaler.scale(loss) if self.scaler else loss).backward()
+
+    def step(self, optimizer) -> None:
+        if self.scaler:
+            self.scaler.step(optimizer)
+        else:
+            optimizer.step()
+
+    def update(self) -> None:
+        if self.scaler:
+            self.scaler.update()
+
+
+class ApexRuntime(PrecisionRuntime):
+    def __init__(self, precision: Precision, device_type: str):
+        super().__init__(precision, device_type)
+        from apex import amp  # only reached where unavailable_reason() said it imports
+
+        self.amp = amp
+
+    def prepare(self, model, optimizer):
+        return self.amp.initialize(model, optimizer, opt_level=self.precision.apex_opt_level, verbosity=0)
+
+    def autocast(self):
+        return contextlib.nullcontext()  # Apex patches the model itself
+
+    def backward(self, loss, optimizer=None) -> None:
+        with self.amp.scale_loss(loss, optimizer) as scaled:
+            scaled.backward()
+
+    def step(self, optimizer) -> None:
+        optimizer.step()
+
+
+PRECISIONS: dict[str, Precision] = {
+    p.name: p
+    for p in (
+        Precision("fp32", "float32 everywhere (TF32 convolutions follow --tf32)"),
+        Precision("amp-fp16", "torch.amp autocast to float16 with GradScaler", torch.float16, grad_scaler=True),
+        Precision("amp-bf16", "torch.amp autocast to bfloat16", torch.bfloat16),
+        Precision("apex-O1", "NVIDIA Apex amp, opt level O1", apex_opt_level="O1"),
+        Precision("apex-O2", "NVIDIA Apex amp, opt level O2", apex_opt_level="O2"),
+    )
+}
+
+
+def get_precision(name: str) -> Precision:
+    if name not in PRECISIONS:
+        raise KeyError(f"unknown precision {name!r}: choose from {', '.join(PRECISIONS)}")
+    return PRECISIONS[name]

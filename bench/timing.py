@@ -1,0 +1,62 @@
+"""Step timing: CUDA events at every step boundary on every device a process drives.
+
+No host synchronisation inside a trial, so the CPU may queue the next step while the
+GPUs work, as in real training. The time of step i on a device is the distance between
+its boundary events i and i+1 on that device's stream; the step time is the largest
+over devices (and, for several processes, over ranks). On the CPU the host clock is
+exact, since the work is synchronous.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+
+
+class StepClock:
+    def __init__(self, devices: list[torch.device]):
+        self.cuda_devices = sorted({d for d in devices if d.type == "cuda"}, key=lambda d: d.index)
+
+    def synchronize(self) -> None:
+        for device in self.cuda_devices:
+            torch.cuda.synchronize(device)
+
+    def time_trial(self, run: Callable[[], None], steps: int) -> tuple[list[float], float]:
+        """Run `steps` steps; return per-step milliseconds and the trial's wall seconds."""
+        self.synchronize()
+        start = time.perf_counter()
+        if not self.cuda_devices:
+            marks = [start]
+            for _ in range(steps):
+                run()
+                marks.append(time.perf_counter())
+            return [(b - a) * 1000 for a, b in zip(marks, marks[1:])], marks[-1] - start
+
+        events = {d: [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)] for d in self.cuda_devices}
+
+        def mark(i: int) -> None:
+            for device, evs in events.items():
+                evs[i].record(torch.cuda.current_stream(device))
+
+        mark(0)
+        for i in range(steps):
+            run()
+            mark(i + 1)
+        self.synchronize()
+        wall = time.perf_counter() - start
+        per_device = [[evs[i].elapsed_time(evs[i + 1]) for i in range(steps)] for evs in events.values()]
+        return [max(column) for column in zip(*per_device)], wall
+
+
+def reset_peak_memory(devices: list[torch.device]) -> None:
+    for device in {d for d in devices if d.type == "cuda"}:
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def peak_memory_mib(devices: list[torch.device]) -> dict[int, tuple[float, float]]:
+    """Per CUDA ordinal: (peak allocated, peak reserved) in MiB since the last reset."""
+    return {
+        d.index: (torch.cuda.max_memory_allocated(d) / 2**20, torch.cuda.max_memory_reserved(d) / 2**20)
+        for d in {d for d in devices if d.type == "cuda"}
+    }

@@ -1,0 +1,71 @@
+"""Data parallelism from zero: the classic hand-written all-reduce.
+
+Split the batch, run one replica per device, sum the gradients onto the first device,
+broadcast the sum back, and let every replica take the same optimiser step. The
+replicas are driven from one thread in turn; CUDA's asynchronous launches let the
+devices work at the same time.
+"""
+import copy
+
+import torch
+
+from strategies import common, register
+from strategies.base import Strategy, TrainStep
+
+
+def allreduce_mean(per_replica: list[list[torch.Tensor]]) -> None:
+    """Average tensors in place across replicas: reduce onto replica 0, then broadcast."""
+    n = len(per_replica)
+    for tensors in zip(*per_replica):
+        total = tensors[0]
+        for other in tensors[1:]:
+            total.add_(other.to(total.device, non_blocking=True))
+        total.div_(n)
+        for other in tensors[1:]:
+            other.copy_(total, non_blocking=True)
+
+
+@register
+class AllreduceScratch(Strategy):
+    name = "allreduce-scratch"
+    summary = "hand-written all-reduce: per-device replicas, sum grads, broadcast"
+    options = {"coalesce": False}  # True: one flat gradient buffer per replica instead of one copy per tensor
+
+    def build(self, model, ctx):
+        devices = ctx.all_devices()
+        n = len(devices)
+        replicas = [common.model_to(copy.deepcopy(model), d, ctx) for d in devices]
+        optimizers = [common.make_optimizer(r.parameters()) for r in replicas]
+        runtime = ctx.precision.runtime(devices[0].type)
+        forwards = [common.maybe_compile(r, ctx) for r in replicas]
+        coalesce = str(ctx.options.get("coalesce", False)).lower() in ("1", "true", "yes")
+
+        def place(inputs, targets):
+            return [
+                (common.inputs_to(common.shard(inputs, n, i), d, ctx), common.shard(targets, n, i).to(d, non_blocking=True))
+                for i, d in enumerate(devices)
+            ]
+
+        def run(shards):
+            for forward, optimizer, (inputs, targets) in zip(forwards, optimizers, shards):
+                with runtime.autocast():
+                    loss = common.loss_fn(forward(inputs), targets)  # mean over this shard
+                runtime.backward(loss, optimizer)
+            grads = [[p.grad for p in r.parameters()] for r in replicas]
+            if coalesce:
+                flats = [[torch.cat([g.reshape(-1) for g in gs])] for gs in grads]
+                allreduce_mean(flats)
+                for gs, (flat,) in zip(grads, flats):
+                    offset = 0
+                    for g in gs:
+                        g.copy_(flat[offset : offset + g.numel()].view_as(g))
+                        offset += g.numel()
+            else:
+                allreduce_mean(grads)
+            for optimizer in optimizers:
+                runtime.step(optimizer)
+            runtime.update()
+            for optimizer in optimizers:
+                optimizer.zero_grad(set_to_none=True)
+
+        return TrainStep(replicas[0], devices, place, run)

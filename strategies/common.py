@@ -1,0 +1,73 @@
+"""Pieces every PyTorch strategy shares: the optimiser, the loss, device placement."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from strategies.base import WorkerContext
+
+# The same optimiser in every strategy and both frameworks.
+SGD_SETTINGS = {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-4}
+
+loss_fn = nn.CrossEntropyLoss()
+
+
+def make_optimizer(params) -> torch.optim.Optimizer:
+    # foreach=False keeps the update arithmetic identical on every device count.
+    return torch.optim.SGD(params, foreach=False, **SGD_SETTINGS)
+
+
+def memory_format(ctx: WorkerContext) -> torch.memory_format:
+    return torch.channels_last if ctx.channels_last else torch.contiguous_format
+
+
+def model_to(model: nn.Module, device: torch.device, ctx: WorkerContext) -> nn.Module:
+    return model.to(device=device, memory_format=memory_format(ctx))
+
+
+def inputs_to(inputs: torch.Tensor, device: torch.device, ctx: WorkerContext) -> torch.Tensor:
+    return inputs.to(device, non_blocking=True).contiguous(memory_format=memory_format(ctx))
+
+
+def maybe_compile(module: nn.Module, ctx: WorkerContext) -> nn.Module:
+    return torch.compile(module) if ctx.compile else module
+
+
+def shard(tensor: torch.Tensor, n: int, index: int) -> torch.Tensor:
+    """Replica `index`'s equal slice of the global batch."""
+    per = tensor.shape[0] // n
+    return tensor[index * per : (index + 1) * per]
+
+
+class AutocastForward(nn.Module):
+    """Runs the wrapped module's forward under the case's autocast.
+
+    parallel_apply re-enters autocast in its worker threads with the *default* dtype
+    (float16 on CUDA), so bf16 under DataParallel would silently run in fp16; entering
+    autocast inside forward, as PyTorch's AMP notes advise for DataParallel, keeps it.
+    """
+
+    def __init__(self, module: nn.Module, runtime):
+        super().__init__()
+        self.module = module
+        self.runtime = runtime
+
+    def forward(self, x):
+        with self.runtime.autocast():
+            return self.module(x)
+
+
+def standard_step(forward, targets_device: torch.device, optimizer, runtime):
+    """`place` and `run` for strategies whose forward returns the whole batch's output
+    on one device (single, DataParallel and friends, DDP)."""
+
+    def run(batch):
+        inputs, targets = batch
+        with runtime.autocast():
+            loss = loss_fn(forward(inputs), targets)
+        runtime.backward(loss, optimizer)
+        runtime.step(optimizer)
+        runtime.update()
+        optimizer.zero_grad(set_to_none=True)
+
+    return run
