@@ -61,7 +61,8 @@ def _check_names(given: list[str], valid: list[str], what: str, flag: str) -> li
 def _parse_options(pairs: list[str], strategy_names: list[str]) -> dict:
     import strategies
 
-    known = {k for n in strategy_names for k in strategies.get(n).options}
+    defaults = {k: v for n in strategy_names for k, v in strategies.get(n).options.items()}
+    known = set(defaults)
     options = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -69,8 +70,24 @@ def _parse_options(pairs: list[str], strategy_names: list[str]) -> dict:
             raise UsageError(f"--option takes NAME=VALUE, got {pair!r}")
         if key not in known:
             raise UsageError(f"no selected strategy has option {key!r}; options: {', '.join(sorted(known)) or 'none'}")
-        options[key] = value
+        options[key] = _typed_like(defaults[key], value, key)
     return options
+
+
+def _typed_like(default, value: str, key: str):
+    """An option's text as the type of its default (so results record 5, not '5')."""
+    try:
+        if isinstance(default, bool):
+            if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                raise ValueError
+            return value.lower() in ("1", "true", "yes", "on")
+        if isinstance(default, int):
+            return int(value)
+        if isinstance(default, float):
+            return float(value)
+    except ValueError:
+        raise UsageError(f"option {key} takes a {type(default).__name__}, got {value!r}") from None
+    return value
 
 
 def cmd_run(args) -> int:

@@ -61,23 +61,31 @@ class Worker:
                 return f"killed by signal {-code}"
         return f"exit code {code}"
 
-    def kill(self) -> None:
+    def kill(self, grace_s: float = 0.0) -> None:
+        """Kill the worker and everything it started; `grace_s` lets a worker that is
+        already leaving exit by itself first, so that its own exit status is kept."""
+        if grace_s:
+            try:
+                self.proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
         kill_tree(self.proc.pid)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
         self._reader.join(timeout=5)
 
 
 def kill_tree(pid: int) -> None:
-    """SIGKILL a process, every descendant (in any session) and its process group."""
+    """SIGKILL every descendant of `pid` (in any session) and its process group.
+
+    The root itself is left to its parent, which reaps it and so keeps its exit status.
+    """
     try:
-        root = psutil.Process(pid)
-        family = [root, *root.children(recursive=True)]
+        descendants = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
-        family = []
-    for proc in family:
+        descendants = []
+    for proc in descendants:
         try:
             proc.kill()
         except psutil.NoSuchProcess:
@@ -86,4 +94,4 @@ def kill_tree(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    psutil.wait_procs(family, timeout=5)
+    psutil.wait_procs(descendants, timeout=5)

@@ -50,7 +50,7 @@ class ResultsError(Exception):
 
 
 def case_key(row: dict) -> tuple:
-    return tuple(str(row.get(k, "")) for k in CASE_KEY)
+    return tuple("" if row.get(k) is None else str(row.get(k)) for k in CASE_KEY)
 
 
 def json_path(path: str | os.PathLike) -> Path:
@@ -86,7 +86,7 @@ def _coerce(row: dict) -> dict:
     out = {}
     for c in COLUMNS:
         v = row.get(c)
-        if v == "" or (isinstance(v, float) and math.isnan(v)):
+        if (v == "" and c in INTEGER | FLOAT) or (isinstance(v, float) and math.isnan(v)):
             v = None
         if v is not None and c in INTEGER:
             v = int(float(v))

@@ -177,13 +177,14 @@ class Sweep:
                 spec_path = fh.name
             worker = Worker(group.strategy.launch_command(spec_path, group.placement, group.options), env,
                             str(envinfo.REPO))
-            inflight, oom_at, timed_out = None, None, False
+            inflight, oom_at, timed_out, ended = None, None, False, False
             deadline = time.monotonic() + s.startup_timeout_s
             try:
                 while True:
                     try:
                         event = worker.next_event(min(1.0, deadline - time.monotonic()))
                     except EOFError:
+                        ended = True
                         break
                     if event is None:
                         if time.monotonic() >= deadline:
@@ -206,7 +207,8 @@ class Sweep:
                             oom_at = batch
                         deadline = time.monotonic() + s.case_timeout_s
             finally:
-                worker.kill()  # the worker and every process it started, whatever happened
+                # The worker and every process it started, whatever happened.
+                worker.kill(grace_s=10.0 if ended else 0.0)
                 os.unlink(spec_path)
 
             tail = worker.output_tail()

@@ -26,6 +26,7 @@ from strategies.base import Placement, WorkerContext
 
 def configure_backends(spec: dict) -> None:
     torch.backends.cudnn.benchmark = bool(spec["cudnn_benchmark"])
+    torch.backends.cudnn.deterministic = spec.get("mode") == "parity"
     if spec["tf32"] != "default":
         allow = spec["tf32"] == "on"
         torch.backends.cuda.matmul.allow_tf32 = allow
@@ -94,6 +95,19 @@ def measure_case(strategy, ctx: WorkerContext, workload, data, batch_per_replica
     return figures
 
 
+def parity_step(strategy, ctx: WorkerContext, workload, data) -> None:
+    """One training step, no timing; the reporting rank saves the parameters it ends with."""
+    batch = ctx.spec["batch_sizes"][0]
+    global_batch = batch * ctx.world_size_replicas
+    step = strategy.build(workload.build(seed=ctx.spec["seed"]), ctx)
+    for _ in range(ctx.spec["steps"]):
+        step.run(step.place(data[0][:global_batch], data[1][:global_batch]))
+    strategy.barrier(ctx)
+    if strategy.reports(ctx):
+        params = {name: p.detach().float().cpu() for name, p in step.model.named_parameters()}
+        torch.save(params, ctx.spec["parity_out"])
+
+
 def sweep(spec: dict, rank: int, world_size: int, local_rank: int) -> None:
     strategy = strategies.get(spec["strategy"])
     options = {**strategy.options, **spec["options"]}
@@ -109,6 +123,8 @@ def sweep(spec: dict, rank: int, world_size: int, local_rank: int) -> None:
         # Synthetic data generated once, for the largest case; smaller cases use a prefix.
         largest = max(spec["batch_sizes"]) * ctx.world_size_replicas
         data = workload.synthetic_batch(largest, seed=spec["seed"])
+        if spec.get("mode") == "parity":
+            return parity_step(strategy, ctx, workload, data)
         for batch in spec["batch_sizes"]:
             reporting = strategy.reports(ctx)
             if reporting:
@@ -118,7 +134,8 @@ def sweep(spec: dict, rank: int, world_size: int, local_rank: int) -> None:
                 figures = measure_case(strategy, ctx, workload, data, batch)
             except Exception as exc:  # noqa: BLE001 - every failure becomes the case's status
                 status = "oom" if is_oom(exc) else "error"
-                reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+                first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                reason = f"{'rank %d: ' % rank if world_size > 1 else ''}{type(exc).__name__}: {first_line}"
                 protocol.emit("result", batch_per_gpu=batch, status=status, reason=reason[:500], rank=rank,
                               traceback=traceback.format_exc()[-2000:])
                 # Leave rather than go on: other ranks may be stuck in a collective, and a

@@ -1,0 +1,60 @@
+"""The CLI end to end on the CPU, and its one-line errors for bad input."""
+import json
+
+import pytest
+
+from bench import results
+from tests.conftest import rows_of, run_cli
+
+TINY = ["--gpus", "", "--batch-sizes", "1,2", "--warmup", "0", "--steps", "2", "--trials", "2"]
+
+
+def test_tiny_sweep_writes_well_formed_rows(tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_cli("run", "--strategies", "single,allreduce-scratch,dp", *TINY, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rows = rows_of(out)
+    assert len(rows) == 6 and set(rows[0]) == set(results.COLUMNS)
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert {(r["strategy"], r["batch_per_gpu"]) for r in ok} == {(s, b) for s in ("single", "allreduce-scratch") for b in (1, 2)}
+    for r in ok:
+        assert r["step_ms_p10"] <= r["step_ms_p50"] <= r["step_ms_p90"]
+        assert r["img_per_s"] == pytest.approx(r["global_batch"] / (r["step_ms_p50"] / 1000))
+        assert r["global_batch"] == r["batch_per_gpu"] * r["n_replicas"]
+        assert r["n_timed_steps"] == 4 and r["tflops"] > 0 and r["torch"] and r["date"] and r["python"]
+    assert all(r["status"] == "skipped" and "CUDA" in r["reason"] for r in rows if r["strategy"] == "dp")
+    # The CSV beside it holds the same rows.
+    assert len(results.load(out.with_suffix(".csv"))) == 6
+    assert str(out) in proc.stdout
+
+
+def test_list_says_what_runs_here():
+    proc = run_cli("list", "--gpus", "")
+    assert proc.returncode == 0
+    assert "single" in proc.stdout and "runs here" in proc.stdout
+    assert "needs CUDA" in proc.stdout and "Apex" in proc.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--strategies", "nope"], "unknown strategy 'nope': choose from single"),
+    (["--precisions", "fp8"], "unknown precision 'fp8': choose from fp32"),
+    (["--models", "vgg"], "unknown model 'vgg': choose from resnet18-small, resnet18"),
+    (["--gpus", "7"], "GPU id 7 does not exist: this host has"),
+    (["--gpus", "", "--global-batch-sizes", "5"], "global batch 5 does not split across 2 devices"),
+    (["--batch-sizes", "0"], "--batch-sizes must be positive"),
+    (["--option", "bucket_cap_mb"], "--option takes NAME=VALUE"),
+    (["--strategies", "single", "--option", "bucket_cap_mb=5"], "no selected strategy has option 'bucket_cap_mb'"),
+])
+def test_bad_input_gives_one_line_and_nonzero_exit(args, message):
+    proc = run_cli("run", *args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+def test_existing_output_is_never_overwritten(tmp_path):
+    out = tmp_path / "r.json"
+    out.write_text('{"schema": "parabench-results/1", "rows": []}')
+    proc = run_cli("run", "--strategies", "single", *TINY, "--out", str(out))
+    assert proc.returncode == 2 and "already exists: pass --resume" in proc.stderr
+    assert json.loads(out.read_text())["rows"] == []
