@@ -108,14 +108,18 @@ def parity_step(strategy, ctx: WorkerContext, workload, data) -> None:
         torch.save(params, ctx.spec["parity_out"])
 
 
+def make_context(spec: dict, rank: int = 0, world_size: int = 1, local_rank: int = 0) -> WorkerContext:
+    strategy = strategies.get(spec["strategy"])
+    placement = Placement(tuple(spec["gpus"]), spec["n_replicas"])
+    return WorkerContext(
+        spec, placement, get_precision(spec["precision"]), {**strategy.options, **spec["options"]},
+        rank, world_size, local_rank, world_size_replicas=world_size if world_size > 1 else placement.n_replicas,
+    )
+
+
 def sweep(spec: dict, rank: int, world_size: int, local_rank: int) -> None:
     strategy = strategies.get(spec["strategy"])
-    options = {**strategy.options, **spec["options"]}
-    placement = Placement(tuple(spec["gpus"]), spec["n_replicas"])
-    ctx = WorkerContext(
-        spec, placement, get_precision(spec["precision"]), options, rank, world_size, local_rank,
-        world_size_replicas=world_size if world_size > 1 else placement.n_replicas,
-    )
+    ctx = make_context(spec, rank, world_size, local_rank)
     configure_backends(spec)
     workload = get_workload(spec["model"])
     strategy.init_worker(ctx)

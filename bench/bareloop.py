@@ -1,0 +1,97 @@
+"""Does the harness cost anything? A bare training loop against the suite's `single`.
+
+Both run in this process on the same GPU, alternating, so that clocks and thermals are
+shared: `python -m bench.bareloop --model resnet18 --batch 256 --precision amp-fp16 --channels-last`.
+The bare loop is timed the most favourable way (host clock, one synchronisation at each
+end of a run of steps); the suite's figure is its own (median of per-step CUDA-event
+intervals), and its whole-trial wall-clock figure is printed beside it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from bench.models import get_workload
+from bench.precision import get_precision
+from bench.worker import configure_backends, make_context, measure_case
+from strategies import get as get_strategy
+from strategies.common import SGD_SETTINGS
+
+
+def bare_loop(model_name: str, batch: int, precision: str, channels_last: bool, warmup: int, steps: int) -> float:
+    """Images per second of a plain loop: the 20 lines a user would write."""
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    workload = get_workload(model_name)
+    model = workload.build().cuda().to(memory_format=fmt)
+    x, y = workload.synthetic_batch(batch)
+    x, y = x.cuda().contiguous(memory_format=fmt), y.cuda()
+    opt = torch.optim.SGD(model.parameters(), foreach=False, **SGD_SETTINGS)
+    dtype = get_precision(precision).autocast_dtype
+    scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step():
+        with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    return batch * steps / (time.perf_counter() - start)
+
+
+def suite_single(model_name: str, batch: int, precision: str, channels_last: bool, warmup: int, steps: int) -> dict:
+    spec = {
+        "strategy": "single", "precision": precision, "model": model_name, "gpus": [0], "n_replicas": 1,
+        "batch_sizes": [batch], "warmup": warmup, "steps": steps, "trials": 3, "seed": 0, "data": "device",
+        "channels_last": channels_last, "compile": False, "cudnn_benchmark": True, "tf32": "default", "options": {},
+    }
+    configure_backends(spec)
+    workload = get_workload(model_name)
+    return measure_case(get_strategy("single"), make_context(spec), workload, workload.synthetic_batch(batch), batch)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--precision", default="amp-fp16")
+    parser.add_argument("--channels-last", action="store_true")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    torch.backends.cudnn.benchmark = True
+    bare, suite, suite_wall = [], [], []
+    for _ in range(args.rounds):
+        bare.append(bare_loop(args.model, args.batch, args.precision, args.channels_last, args.warmup, args.steps))
+        figures = suite_single(args.model, args.batch, args.precision, args.channels_last, args.warmup, args.steps)
+        suite.append(figures["img_per_s"])
+        suite_wall.append(figures["wall_img_per_s"])
+    result = {
+        "case": vars(args), "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+        "bare_img_per_s": bare, "suite_img_per_s": suite, "suite_wall_img_per_s": suite_wall,
+        "suite_over_bare": statistics.median(suite) / statistics.median(bare),
+        "suite_wall_over_bare": statistics.median(suite_wall) / statistics.median(bare),
+    }
+    print(json.dumps(result, indent=1))
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(result, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
