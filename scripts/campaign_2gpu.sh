@@ -4,7 +4,7 @@
 set -u
 OUT=${OUT:-/tmp/parabench-campaign}; W=/tmp/camp2; rm -rf $W; mkdir -p $W "$OUT"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 PY=${PY:-python3}
-trap 'tar czf "$OUT/campaign-2gpu.tgz" -C $W .' EXIT
+trap 'tar czf "$OUT/campaign-2gpu.tgz" -C $W .' EXIT; trap 'exit 143' TERM INT
 COMMON="--gpus 0,1 --warmup 8 --steps 12 --trials 3 --case-timeout 120"
 t0=$(date +%s)
 timeout 150 $PY -m bench run $COMMON --models resnet18-small --precisions fp32 --batch-sizes 32,128,512,2048 \

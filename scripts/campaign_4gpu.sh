@@ -4,7 +4,7 @@
 set -u
 OUT=${OUT:-/tmp/parabench-campaign}; W=/tmp/camp4; rm -rf $W; mkdir -p $W "$OUT"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 PY=${PY:-python3}
-trap 'tar czf "$OUT/campaign-4gpu.tgz" -C $W .' EXIT
+trap 'tar czf "$OUT/campaign-4gpu.tgz" -C $W .' EXIT; trap 'exit 143' TERM INT
 COMMON="--warmup 8 --steps 12 --trials 3 --case-timeout 150"
 timeout 150 $PY -m pytest -q -s -p no:cacheprovider tests/test_parity.py -k gpu 2>&1 | grep -E "reference|passed|failed" | tee $W/parity-gpu.log
 timeout 60 $PY -m bench.peak --out $W/peak.json | tail -8
