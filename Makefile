@@ -37,6 +37,9 @@ bench: $(NEEDS_SETUP)
 list: $(NEEDS_SETUP)
 	$(PY) -m bench list --gpus "$(GPUS)"
 
+plot: $(NEEDS_SETUP)
+	$(PY) -m bench report --results-dir $(RESULTS) --out plots
+
 test: $(NEEDS_SETUP)
 	$(PY) -m pytest -q tests
 

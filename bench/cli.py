@@ -221,6 +221,20 @@ def cmd_list(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    from bench import report, results
+
+    paths = [Path(p) for p in args.files] or report.default_inputs(Path(args.results_dir))
+    if not paths:
+        raise UsageError(f"no results files in {args.results_dir}: run a sweep first (make bench)")
+    try:
+        out = report.write_report(paths, Path(args.out))
+    except results.ResultsError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"report written to {out} (tables and figures in {out.parent})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="parabench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -259,12 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
     lst.add_argument("--cpu-replicas", type=int, default=2)
     lst.set_defaults(func=cmd_list)
 
-    for extra in _EXTRA_COMMANDS:
-        extra(sub)
+    rep = sub.add_parser("report", help="tables, figures and plots/REPORT.md from results files")
+    rep.add_argument("files", nargs="*", help="results files (default: every results file under --results-dir)")
+    rep.add_argument("--results-dir", default=str(RESULTS_DIR))
+    rep.add_argument("--out", default=str(RESULTS_DIR.parent / "plots"), help="output folder (default plots/)")
+    rep.set_defaults(func=cmd_report)
     return parser
-
-
-_EXTRA_COMMANDS: list = []
 
 
 def main(argv: list[str] | None = None) -> int:

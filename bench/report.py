@@ -1,0 +1,382 @@
+"""Tables and figures that answer "which strategy, at which batch size, at what cost".
+
+`python -m bench report [FILES...]` (or `make plot`) reads results files, keeps rows from
+different hardware apart, and writes Markdown and CSV tables, PNG and SVG figures and a
+summary, plots/REPORT.md, whose findings are computed from the data.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from bench import results  # noqa: E402
+
+STRATEGY_ORDER = ["single", "ddp", "allreduce-scratch", "dp", "dp-fn", "dp-manual", "mxnet-gluon"]
+PRECISION_ORDER = ["fp32", "amp-fp16", "amp-bf16", "apex-O1", "apex-O2"]
+THREADED = {"dp", "dp-fn", "dp-manual"}  # cuDNN autotuning is off by default for these
+
+
+def default_inputs(folder: Path) -> list[Path]:
+    """Results files under `folder`, leaving out the CI baselines and probe files."""
+    return sorted(p for p in folder.rglob("*.json")
+                  if "baselines" not in p.parts and not p.name.endswith(".probe.json"))
+
+
+def load_frame(paths: list[Path]) -> pd.DataFrame:
+    frame = pd.DataFrame(results.load_many(paths))
+    if frame.empty:
+        raise results.ResultsError(f"{', '.join(map(str, paths))}: no result rows to report")
+    # What a comparison may not cross: the GPU model, or the CPU for CPU runs.
+    frame["hardware"] = [g if d == "cuda" else f"CPU {c}" for d, g, c in zip(frame["device"], frame["gpu_name"], frame["cpu"])]
+    frame["variant"] = [variant(r) for r in frame.to_dict("records")]
+    # The same case measured twice (several files, other step counts): keep the newest.
+    key = [k for k in results.CASE_KEY if k not in ("warmup", "steps", "trials", "seed")] + ["hardware"]
+    frame = frame.sort_values("date").drop_duplicates([k for k in key if k in frame], keep="last")
+    return frame.reset_index(drop=True)
+
+
+def _flag(value) -> bool:
+    return str(value).lower() in ("true", "1")
+
+
+def variant(row: dict) -> str:
+    """The knobs that set this row apart from the suite's defaults, e.g. 'channels_last'."""
+    parts = []
+    if _flag(row.get("channels_last")):
+        parts.append("channels_last")
+    if _flag(row.get("compile")):
+        parts.append("compile")
+    if row.get("data") not in (None, "device"):
+        parts.append(f"data={row['data']}")
+    if row.get("tf32") not in (None, "default"):
+        parts.append(f"tf32={row['tf32']}")
+    if row.get("device") == "cuda" and row.get("cudnn_benchmark") is not None:
+        on = _flag(row["cudnn_benchmark"])
+        if on == (row["strategy"] in THREADED):
+            parts.append(f"cudnn.benchmark={'on' if on else 'off'}")
+    if row.get("options") and row["strategy"] == "ddp":
+        import json
+
+        opts = json.loads(row["options"])
+        defaults = {"bucket_cap_mb": 25, "gradient_as_bucket_view": False, "static_graph": False}
+        parts += [f"{k}={opts[k]}" for k in defaults if k in opts and opts[k] != defaults[k]]
+    return ", ".join(parts)
+
+
+def label(row) -> str:
+    where = f"{int(row['n_gpus'])} GPU" if row["n_gpus"] else f"CPU x{int(row['n_replicas'])}"
+    return f"{row['strategy']} ({where}{', ' + row['variant'] if row['variant'] else ''})"
+
+
+def _order(frame: pd.DataFrame) -> pd.DataFrame:
+    rank = {s: i for i, s in enumerate(STRATEGY_ORDER)}
+    return frame.assign(_r=frame["strategy"].map(lambda s: rank.get(s, 99))).sort_values(
+        ["_r", "n_gpus", "variant", "batch_per_gpu"]).drop(columns="_r")
+
+
+def add_speedups(frame: pd.DataFrame) -> pd.DataFrame:
+    """Speed-up over `single` at the same per-GPU batch, same hardware, model, precision and
+    layout knobs; scaling efficiency = speed-up / devices."""
+    match = ["hardware", "model", "precision", "batch_per_gpu", "channels_last", "compile", "data", "tf32"]
+    base = frame[(frame["strategy"] == "single") & (frame["status"] == "ok")]
+    base = base.sort_values("date").drop_duplicates(match, keep="last")[match + ["img_per_s"]]
+    merged = frame.merge(base.rename(columns={"img_per_s": "single_img_per_s"}), on=match, how="left")
+    merged["speedup"] = merged["img_per_s"] / merged["single_img_per_s"]
+    devices = merged["n_gpus"].where(merged["n_gpus"] > 0, merged["n_replicas"])
+    merged["efficiency"] = merged["speedup"] / devices
+    return merged
+
+
+def _k(x: float) -> str:
+    return f"{x / 1000:.1f}k" if x >= 1000 else f"{x:.0f}"
+
+
+def _status_cell(row) -> str:
+    if row["status"] == "skipped":
+        return f"skipped: {row['reason']}"
+    return f"{row['status']}" + (f": {str(row['reason'])[:60]}" if row["status"] in ("error", "timeout") else "")
+
+
+CELLS = {
+    "images/s (median, p10-p90)": lambda r: f"{_k(r['img_per_s'])} ({_k(r['img_per_s_p10'])}-{_k(r['img_per_s_p90'])})",
+    "step time ms (median, p10-p90)": lambda r: f"{r['step_ms_p50']:.2f} ({r['step_ms_p10']:.2f}-{r['step_ms_p90']:.2f})",
+    "peak memory per GPU, MiB (max / min over GPUs)": lambda r: (
+        f"{r['peak_alloc_mib']:.0f} / {r['peak_alloc_mib_min']:.0f}" if pd.notna(r.get("peak_alloc_mib")) else "n/a (CPU)"),
+    "speed-up over single (scaling efficiency)": lambda r: (
+        f"x{r['speedup']:.2f} ({100 * r['efficiency']:.0f}%)" if pd.notna(r.get("speedup")) else "no single baseline"),
+    "achieved TFLOP/s": lambda r: f"{r['tflops']:.1f}",
+}
+
+
+def tables(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """One wide table per metric: rows strategy/GPUs/knobs, columns per-GPU batch sizes."""
+    out = {}
+    for title, cell in CELLS.items():
+        cells = [cell(r) if r["status"] == "ok" else _status_cell(r) for r in frame.to_dict("records")]
+        wide = frame.assign(cell=cells, row=[label(r) for r in frame.to_dict("records")])
+        table = wide.pivot_table(index="row", columns="batch_per_gpu", values="cell", aggfunc="first", sort=False)
+        table.columns = [f"batch {c}" for c in table.columns]
+        out[title] = table.fillna("not run")
+    return out
+
+
+def caption(frame: pd.DataFrame) -> str:
+    first = frame.iloc[0]
+    gpus = first["hardware"]
+    counts = sorted({int(n) for n in frame["n_gpus"] if n})
+    where = f"{gpus}, {'/'.join(map(str, counts))} GPU(s)" if counts else gpus
+    soft = f"torch {first['torch']}" + (f", CUDA {first['cuda']}, cuDNN {first['cudnn']}, NCCL {first['nccl']}"
+                                        if first["device"] == "cuda" else "")
+    return f"{first['model']} on {where}; {soft}"
+
+
+def slug(*parts) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", "-".join(map(str, parts)).lower()).strip("-")
+
+
+def _save(fig, folder: Path, name: str) -> list[Path]:
+    paths = [folder / f"{name}.png", folder / f"{name}.svg"]
+    fig.savefig(paths[0], dpi=110, bbox_inches="tight")
+    fig.savefig(paths[1], bbox_inches="tight")
+    plt.close(fig)
+    return paths
+
+
+COLORS = dict(zip(STRATEGY_ORDER, ["black", "tab:red", "tab:purple", "tab:blue", "tab:cyan", "tab:green", "tab:orange"]))
+MARKERS = {0: "D", 1: "o", 2: "s", 4: "^", 8: "v"}
+
+
+def style(row) -> dict:
+    """Colour says the strategy, marker the GPU count, line style the knobs."""
+    var = row["variant"]
+    ls = "-" if not var else "--" if var == "channels_last" else ":"
+    return {"color": COLORS.get(row["strategy"], "grey"), "marker": MARKERS.get(int(row["n_gpus"]), "x"), "ls": ls}
+
+
+def _log2_axis(ax) -> None:
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+
+
+def _panels(precisions, title):
+    fig, axes = plt.subplots(1, len(precisions), figsize=(6.2 * len(precisions), 4.6), squeeze=False)
+    fig.suptitle(title, fontsize=11)
+    return fig, axes[0]
+
+
+def figure_throughput(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
+    precisions = [p for p in PRECISION_ORDER if p in set(group["precision"])]
+    fig, axes = _panels(precisions, f"Training throughput vs per-GPU batch - {caption(group)}")
+    for ax, precision in zip(axes, precisions):
+        sub = group[(group["precision"] == precision) & (group["status"] == "ok")]
+        for lab, line in sub.groupby(sub.apply(label, axis=1), sort=False):
+            line = line.sort_values("batch_per_gpu")
+            yerr = [line["img_per_s"] - line["img_per_s_p10"], line["img_per_s_p90"] - line["img_per_s"]]
+            ax.errorbar(line["batch_per_gpu"], line["img_per_s"], yerr=yerr, capsize=3, label=lab, **style(line.iloc[0]))
+        failed = group[(group["precision"] == precision) & group["status"].isin(["oom", "error", "timeout"])]
+        for _, r in failed.iterrows():
+            ax.annotate(r["status"], (r["batch_per_gpu"], 0), textcoords="offset points", xytext=(0, 5), fontsize=7)
+        _log2_axis(ax)
+        ax.set_title(precision)
+        ax.set_xlabel("batch per GPU (log2)")
+        ax.set_ylabel("images/s (median; bars: p10-p90)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return _save(fig, folder, name)
+
+
+def figure_memory(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
+    group = group[group["peak_alloc_mib"].notna()]
+    if group.empty:
+        return []
+    precisions = [p for p in PRECISION_ORDER if p in set(group["precision"])]
+    fig, axes = _panels(precisions, f"Peak memory per GPU (solid: busiest GPU, dotted: least busy) - {caption(group)}")
+    for ax, precision in zip(axes, precisions):
+        sub = group[(group["precision"] == precision) & (group["status"] == "ok")]
+        for lab, line in sub.groupby(sub.apply(label, axis=1), sort=False):
+            line = line.sort_values("batch_per_gpu")
+            (drawn,) = ax.plot(line["batch_per_gpu"], line["peak_alloc_mib"] / 1024, label=lab, **style(line.iloc[0]))
+            if (line["peak_alloc_mib_min"] < 0.97 * line["peak_alloc_mib"]).any():
+                ax.plot(line["batch_per_gpu"], line["peak_alloc_mib_min"] / 1024, ls=":", color=drawn.get_color())
+        _log2_axis(ax)
+        ax.set_title(precision)
+        ax.set_xlabel("batch per GPU (log2)")
+        ax.set_ylabel("peak allocated GiB per GPU")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return _save(fig, folder, name)
+
+
+def figure_efficiency(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
+    sub = group[(group["status"] == "ok") & (group["strategy"] != "single") & group["efficiency"].notna()
+                & (group["n_gpus"] > 1)]
+    if sub.empty:
+        return []
+    precisions = [p for p in PRECISION_ORDER if p in set(sub["precision"])]
+    fig, axes = _panels(precisions, f"Scaling efficiency (speed-up over single / GPUs) - {caption(group)}")
+    for ax, precision in zip(axes, precisions):
+        p = sub[sub["precision"] == precision]
+        table = p.pivot_table(index="batch_per_gpu", columns=p.apply(label, axis=1), values="efficiency",
+                              aggfunc="first", sort=False) * 100
+        table.plot.bar(ax=ax, rot=0, width=0.8)
+        ax.axhline(100, color="black", lw=0.8, ls="--")
+        ax.set_title(precision)
+        ax.set_xlabel("batch per GPU")
+        ax.set_ylabel("scaling efficiency, % (100% = perfect)")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3, axis="y")
+    return _save(fig, folder, name)
+
+
+def amp_speedups(group: pd.DataFrame) -> pd.DataFrame:
+    """amp images/s over fp32 images/s, same strategy, GPUs, batch (layout knobs may differ:
+    the label says which)."""
+    ok = group[group["status"] == "ok"]
+    fp32 = ok[ok["precision"] == "fp32"].sort_values("date").drop_duplicates(
+        ["strategy", "n_gpus", "batch_per_gpu"], keep="last")
+    amp = ok[ok["precision"] != "fp32"]
+    merged = amp.merge(fp32[["strategy", "n_gpus", "batch_per_gpu", "img_per_s", "variant"]],
+                       on=["strategy", "n_gpus", "batch_per_gpu"], suffixes=("", "_fp32"))
+    merged["amp_speedup"] = merged["img_per_s"] / merged["img_per_s_fp32"]
+    return merged
+
+
+def figure_amp(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
+    merged = amp_speedups(group)
+    if merged.empty:
+        return []
+    precisions = [p for p in PRECISION_ORDER if p in set(merged["precision"])]
+    fig, axes = _panels(precisions, f"Mixed-precision speed-up over fp32 - {caption(group)}")
+    for ax, precision in zip(axes, precisions):
+        p = merged[merged["precision"] == precision]
+        names = p.apply(lambda r: f"{r['strategy']} ({int(r['n_gpus'])} GPU) "
+                                  f"[{r['variant'] or 'default'} vs fp32 {r['variant_fp32'] or 'default'}]", axis=1)
+        table = p.assign(name=names).pivot_table(index="batch_per_gpu", columns="name", values="amp_speedup",
+                                                 aggfunc="first", sort=False)
+        table.plot.bar(ax=ax, rot=0, width=0.8)
+        ax.axhline(1, color="black", lw=0.8, ls="--")
+        ax.set_title(f"{precision} / fp32")
+        ax.set_xlabel("batch per GPU")
+        ax.set_ylabel("throughput ratio")
+        ax.legend(fontsize=6)
+        ax.grid(alpha=0.3, axis="y")
+    return _save(fig, folder, name)
+
+
+def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
+    """images/s against GPU count where a strategy ran on several counts (1 -> 2 -> 4)."""
+    ok = group[(group["status"] == "ok") & (group["n_gpus"] > 0)]
+    curves = ok.groupby(["strategy", "precision", "variant", "batch_per_gpu"]).filter(lambda g: g["n_gpus"].nunique() > 1)
+    if curves.empty:
+        return []
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    for (strategy, precision, var, batch), line in curves.groupby(["strategy", "precision", "variant", "batch_per_gpu"]):
+        line = line.sort_values("n_gpus")
+        ax.plot(line["n_gpus"], line["img_per_s"], marker="o", color=COLORS.get(strategy, "grey"),
+                ls="-" if precision == "fp32" else "--", label=f"{strategy} {precision}{' ' + var if var else ''}, {batch}/GPU")
+        one = line[line["n_gpus"] == 1]["img_per_s"]
+        if not one.empty:
+            ax.plot(line["n_gpus"], one.iloc[0] * line["n_gpus"], ls=":", color="grey", lw=0.8)
+    ax.set_xticks(sorted(curves["n_gpus"].unique()))
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel("images/s (dotted: linear from 1 GPU)")
+    ax.set_title(f"Scaling 1 -> N GPUs - {caption(group)}", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, folder, name)
+
+
+def findings(group: pd.DataFrame) -> list[str]:
+    """Plain sentences computed from the data of one hardware/model group."""
+    out = []
+    ok = group[group["status"] == "ok"]
+    for precision in [p for p in PRECISION_ORDER if p in set(group["precision"])]:
+        p = ok[ok["precision"] == precision]
+        for batch in sorted(p["batch_per_gpu"].unique()):
+            b = p[p["batch_per_gpu"] == batch].sort_values("img_per_s", ascending=False)
+            if len(b) > 1:
+                top, second = b.iloc[0], b.iloc[1]
+                overlap = top["img_per_s_p10"] <= second["img_per_s_p90"]
+                out.append(f"{precision}, batch {batch}/GPU: fastest is {label(top)} at {_k(top['img_per_s'])} img/s"
+                           f"{' (within the spread of the next, ' + label(second) + ')' if overlap else ''}.")
+        for threaded in sorted(THREADED & set(p["strategy"])):
+            ratios = []
+            for _, r in p[(p["strategy"] == threaded) & (p["variant"] == "")].iterrows():
+                ddp = p[(p["strategy"] == "ddp") & (p["n_gpus"] == r["n_gpus"]) & (p["variant"] == "")
+                        & (p["batch_per_gpu"] == r["batch_per_gpu"])]
+                if not ddp.empty:
+                    ratios.append((r["batch_per_gpu"], r["img_per_s"] / ddp["img_per_s"].iloc[0]))
+            if ratios and min(x for _, x in ratios) < 0.9:
+                worst = min(ratios, key=lambda t: t[1])
+                out.append(f"{precision}: {threaded} reaches {100 * min(x for _, x in ratios):.0f}-"
+                           f"{100 * max(x for _, x in ratios):.0f}% of DDP's throughput on the same GPUs "
+                           f"(worst at batch {worst[0]}/GPU; batches {', '.join(str(b) for b, _ in ratios)}).")
+    for precision, prow in group.groupby("precision", sort=False):
+        fits = []
+        for lab, rows in prow.groupby(prow.apply(label, axis=1), sort=False):
+            fit, oom = rows[rows["status"] == "ok"]["batch_per_gpu"], rows[rows["status"] == "oom"]["batch_per_gpu"]
+            if len(fit):
+                fits.append(f"{lab} {int(fit.max())}" + (f" (OOM at {int(oom.min())})" if len(oom) else ""))
+        if fits:
+            out.append(f"{precision}: largest batch per GPU that ran: " + "; ".join(fits) + ".")
+    return out
+
+
+def cudnn_effect(frame: pd.DataFrame) -> list[str]:
+    """The DataParallel cuDNN-autotuning effect, where both settings were measured."""
+    out = []
+    ok = frame[(frame["status"] == "ok") & frame["strategy"].isin(THREADED)]
+    keys = ["hardware", "model", "precision", "strategy", "n_gpus", "batch_per_gpu"]
+    for key, g in ok.groupby(keys):
+        on = g[g["cudnn_benchmark"].map(_flag)]
+        off = g[~g["cudnn_benchmark"].map(_flag)]
+        if len(on) and len(off):
+            out.append(f"{key[3]}, {key[1]} {key[2]}, {key[4]} GPUs, batch {key[5]}/GPU on {key[0]}: "
+                       f"cudnn.benchmark on {on['step_ms_p50'].iloc[0]:.0f} ms/step ({_k(on['img_per_s'].iloc[0])} img/s), "
+                       f"off {off['step_ms_p50'].iloc[0]:.1f} ms/step ({_k(off['img_per_s'].iloc[0])} img/s): "
+                       f"{off['img_per_s'].iloc[0] / on['img_per_s'].iloc[0]:.0f}x faster off.")
+    return out
+
+
+def write_report(paths: list[Path], out: Path) -> Path:
+    frame = add_speedups(load_frame(paths))
+    out.mkdir(parents=True, exist_ok=True)
+    lines = ["# parabench report", "",
+             f"From {len(paths)} results file(s), {len(frame)} cases. Generated by `python -m bench report`.", "",
+             "Reading guide: images/s is the global batch over the median step time; p10-p90 is the spread over "
+             "every timed step of every trial. Speed-up compares with `single` at the same per-GPU batch "
+             "(weak scaling). Memory is `torch.cuda.max_memory_allocated` per GPU after warm-up. Rows measured on "
+             "different hardware are never compared.", ""]
+    effect = cudnn_effect(frame)
+    if effect:
+        lines += ["## DataParallel and cuDNN autotuning", "",
+                  "DataParallel runs each replica in a new Python thread every step; cuDNN's plan cache is "
+                  "thread-local, so with `cudnn.benchmark` on every step autotunes every convolution again. "
+                  "parabench's default (`--cudnn-benchmark auto`) turns it off for dp, dp-fn and dp-manual and on "
+                  "for the rest; every row records the setting.", ""] + [f"- {s}" for s in effect] + [""]
+    for (hardware, model), group in frame.groupby(["hardware", "model"], sort=False):
+        group = _order(group)
+        name = slug(hardware, model)
+        lines += [f"## {model} on {hardware}", "", f"_{caption(group)}_", ""]
+        figs = []
+        figs += figure_throughput(group, out, f"{name}-throughput")
+        figs += figure_memory(group, out, f"{name}-memory")
+        figs += figure_efficiency(group, out, f"{name}-efficiency")
+        figs += figure_amp(group, out, f"{name}-amp-speedup")
+        figs += figure_scaling(group, out, f"{name}-scaling")
+        lines += [f"![{p.stem}]({p.name})" for p in figs if p.suffix == ".png"] + [""]
+        lines += ["### Findings", ""] + [f"- {s}" for s in findings(group)] + [""]
+        for precision in [p for p in PRECISION_ORDER if p in set(group["precision"])]:
+            sub = group[group["precision"] == precision]
+            for title, table in tables(sub).items():
+                lines += [f"### {precision}: {title}", "", table.to_markdown(), ""]
+                table.to_csv(out / f"{slug(name, precision, title.split(' (')[0].split(',')[0])}.csv")
+    report = out / "REPORT.md"
+    report.write_text("\n".join(lines) + "\n")
+    return report

@@ -1,0 +1,82 @@
+"""The reporter on a small fixture of results, including oom, skipped and error rows."""
+import json
+
+import pandas as pd
+import pytest
+
+from bench import report, results
+from tests.conftest import run_cli
+
+ENV = {"gpu_name": "NVIDIA H200", "device": "cuda", "cpu": "x", "torch": "2.11", "cuda": "13.0", "cudnn": "91900",
+       "nccl": "2.28.9", "data": "device", "tf32": "default", "channels_last": False, "compile": False,
+       "model": "resnet18-small", "options": "{}", "warmup": 1, "steps": 2, "trials": 1, "seed": 0}
+
+
+def row(strategy, n, batch, precision="fp32", status="ok", ips=None, reason="", cudnn=None, **extra):
+    r = {**ENV, "strategy": strategy, "precision": precision, "n_gpus": n, "n_replicas": n, "gpus": ",".join(map(str, range(n))),
+         "batch_per_gpu": batch, "global_batch": batch * n, "status": status, "reason": reason,
+         "cudnn_benchmark": cudnn if cudnn is not None else strategy not in report.THREADED, "date": "2026-11-21", **extra}
+    if status == "ok":
+        step = batch * n / ips * 1000
+        r.update(img_per_s=ips, img_per_s_p10=ips * 0.95, img_per_s_p90=ips * 1.05, step_ms_p50=step,
+                 step_ms_p10=step * 0.95, step_ms_p90=step * 1.05, peak_alloc_mib=100.0 * batch,
+                 peak_alloc_mib_min=90.0 * batch, peak_reserved_mib=120.0 * batch, tflops=1.0)
+    return r
+
+
+@pytest.fixture
+def fixture_file(tmp_path):
+    rows = [
+        row("single", 1, 64, ips=10000), row("single", 1, 128, ips=18000), row("single", 1, 256, status="oom", reason="CUDA out of memory"),
+        row("ddp", 2, 64, ips=19000), row("ddp", 2, 128, ips=35000), row("ddp", 2, 256, status="skipped", reason="not attempted"),
+        row("dp", 2, 64, ips=6000), row("dp", 2, 128, status="error", reason="worker died"),
+        row("dp", 2, 64, ips=200, cudnn=True),
+        row("single", 1, 64, precision="amp-bf16", ips=16000), row("ddp", 2, 64, precision="amp-bf16", ips=30000),
+        row("ddp", 2, 64, ips=5000, gpu_name="NVIDIA A100"),  # other hardware: never compared with the H200 rows
+    ]
+    path = tmp_path / "fixture.json"
+    results.write(path, rows)
+    return path
+
+
+def test_report_produces_every_figure_and_table(fixture_file, tmp_path):
+    out = tmp_path / "plots"
+    proc = run_cli("report", str(fixture_file), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    text = (out / "REPORT.md").read_text()
+    for kind in ("throughput", "memory", "efficiency", "amp-speedup"):
+        assert (out / f"nvidia-h200-resnet18-small-{kind}.png").stat().st_size > 10_000
+        assert (out / f"nvidia-h200-resnet18-small-{kind}.svg").exists()
+        assert f"nvidia-h200-resnet18-small-{kind}.png" in text
+    assert "## resnet18-small on NVIDIA H200" in text and "## resnet18-small on NVIDIA A100" in text
+    # Status cells, never blanks or zeros.
+    assert "oom" in text and "skipped: not attempted" in text and "error: worker died" in text
+    assert "x1.90 (95%)" in text  # ddp 19000 / single 10000 over 2 GPUs
+    assert "fastest is ddp (2 GPU)" in text
+    assert "dp reaches 32-32% of DDP's throughput" in text
+    assert "cudnn.benchmark on" in text and "30x faster off" in text
+    assert "single (1 GPU) 128 (OOM at 256)" in text
+    csv_tables = list(out.glob("*images-s.csv"))
+    assert csv_tables and "batch 64" in csv_tables[0].read_text()
+
+
+def test_speedups_never_cross_hardware(fixture_file):
+    frame = report.add_speedups(report.load_frame([fixture_file]))
+    a100 = frame[frame["gpu_name"] == "NVIDIA A100"]
+    assert a100["speedup"].isna().all()  # no single baseline on the A100: no speed-up invented
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "is empty"), ("{not json", "corrupt or truncated"), ('{"rows": []}', "not a parabench results file"),
+])
+def test_bad_input_files_are_named(tmp_path, content, message):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    proc = run_cli("report", str(bad), "--out", str(tmp_path / "p"))
+    assert proc.returncode == 2 and message in proc.stderr and str(bad) in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_missing_file_is_named(tmp_path):
+    proc = run_cli("report", str(tmp_path / "nope.json"), "--out", str(tmp_path / "p"))
+    assert proc.returncode == 2 and "nope.json: no such results file" in proc.stderr
