@@ -19,7 +19,7 @@ ARGS ?=
 # Setup only when PY is the project's own environment.
 NEEDS_SETUP := $(if $(filter $(VENV)/bin/python,$(PY)),setup)
 
-.PHONY: setup bench list plot test regress baseline clean
+.PHONY: setup bench list plot test pytest-bench baseline-ci regress-ci regress clean
 
 setup: $(VENV)/.installed
 
@@ -42,6 +42,30 @@ plot: $(NEEDS_SETUP)
 
 test: $(NEEDS_SETUP)
 	$(PY) -m pytest -q tests
+
+pytest-bench: $(NEEDS_SETUP)
+	$(PY) -m pytest benchmarks -q --benchmark-autosave $(ARGS)
+
+# Regression tracking. The CI sweep: small, CPU, seconds.
+CI_SWEEP = --gpus "" --strategies single,allreduce-scratch,ddp --batch-sizes 2,4 --warmup 3 --steps 6 --trials 3
+CI_BASELINE = results/baselines/cpu-ci.json
+CI_CURRENT ?= /tmp/parabench-ci-current.json
+CI_THRESHOLDS ?= --max-slowdown 0.25 --noise-factor 1.5
+
+baseline-ci: $(NEEDS_SETUP)
+	rm -f $(CI_BASELINE) $(CI_BASELINE:.json=.csv)
+	$(PY) -m bench run $(CI_SWEEP) --out $(CI_BASELINE)
+
+regress-ci: $(NEEDS_SETUP)
+	rm -f $(CI_CURRENT) $(CI_CURRENT:.json=.csv)
+	$(PY) -m bench run $(CI_SWEEP) --out $(CI_CURRENT)
+	$(PY) -m bench compare $(CI_BASELINE) $(CI_CURRENT) $(CI_THRESHOLDS) --across-hardware
+
+# A GPU sweep against the baseline of the same GPU model (results/baselines/<gpu>.json):
+#   make regress CURRENT=results/run-....json
+CURRENT ?= $(lastword $(sort $(wildcard $(RESULTS)/run-*.json)))
+regress: $(NEEDS_SETUP)
+	$(PY) -m bench compare auto $(CURRENT) $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .benchmarks

@@ -235,6 +235,40 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    from bench import compare, results
+
+    try:
+        current = results.load(args.current)
+        if args.baseline == "auto":
+            args.baseline = str(compare.baseline_for(current, RESULTS_DIR / "baselines"))
+        baseline = results.load(args.baseline)
+    except results.ResultsError as exc:
+        raise UsageError(str(exc)) from None
+    th = compare.Thresholds(args.max_slowdown, args.max_memory_growth, args.noise_factor)
+    verdicts = compare.compare(baseline, current, th, args.across_hardware)
+    print(compare.render(verdicts, args.baseline, args.current))
+    if args.json:
+        compare.write_json(args.json, verdicts)
+    status = compare.exit_status(verdicts)
+    if status == 2:
+        print(f"parabench: error: no case of {args.current} could be compared with {args.baseline} "
+              "(different cases or hardware); pick the baseline for this hardware", file=sys.stderr)
+    return status
+
+
+def cmd_dashboard(args) -> int:
+    from bench import compare, results
+
+    try:
+        rows = results.load_many(args.files)
+    except results.ResultsError as exc:
+        raise UsageError(str(exc)) from None
+    compare.write_json(args.out, compare.dashboard(rows))
+    print(f"{args.out}: {len(compare.dashboard(rows))} entries")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="parabench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -278,6 +312,21 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--results-dir", default=str(RESULTS_DIR))
     rep.add_argument("--out", default=str(RESULTS_DIR.parent / "plots"), help="output folder (default plots/)")
     rep.set_defaults(func=cmd_report)
+
+    cmp_ = sub.add_parser("compare", help="compare results with a baseline; exit 0 pass, 1 regression, 2 unusable")
+    cmp_.add_argument("baseline", help="baseline results file, or 'auto': results/baselines/<hardware>.json")
+    cmp_.add_argument("current")
+    cmp_.add_argument("--max-slowdown", type=float, default=0.10, help="allowed images/s drop (fraction, default 0.10)")
+    cmp_.add_argument("--max-memory-growth", type=float, default=0.10, help="allowed peak-memory growth (default 0.10)")
+    cmp_.add_argument("--noise-factor", type=float, default=1.0, help="x the measured p10-p90 width that is noise")
+    cmp_.add_argument("--across-hardware", action="store_true", help="compare in-run ratios across hardware")
+    cmp_.add_argument("--json", help="write the verdicts here")
+    cmp_.set_defaults(func=cmd_compare)
+
+    dash = sub.add_parser("dashboard", help="export images/s as [{name, unit, value, range}] for CI dashboards")
+    dash.add_argument("files", nargs="+")
+    dash.add_argument("--out", required=True)
+    dash.set_defaults(func=cmd_dashboard)
     return parser
 
 

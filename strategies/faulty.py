@@ -3,7 +3,8 @@
 It trains like `single` (launcher=local) or like `ddp` (launcher=torchrun or spawn) and
 injects `fault` on rank `fault_rank` at per-GPU batch `at_batch` (0: every batch):
 raise, oom, sigkill, segfault, exit, hang, orphan (start a detached child, then hang),
-or slow (sleep `slow_ms` in every step: a real slowdown for regression tests).
+or slow (sleep `slow_ms` in every step). PARABENCH_FAULTY_SLOW_MS=N adds an N ms sleep to
+every step with no change of settings: a real code slowdown, for regression tests.
 """
 import ctypes
 import os
@@ -86,7 +87,11 @@ class Faulty(DDP):
         fires_here = int(ctx.options["fault_rank"]) == ctx.rank
         slow_ms = float(ctx.options["slow_ms"])
 
+        extra_sleep_s = float(os.environ.get("PARABENCH_FAULTY_SLOW_MS", "0")) / 1000
+
         def run(batch):
+            if extra_sleep_s:
+                time.sleep(extra_sleep_s)
             local_batch = batch[0].shape[0] // replicas_in_batch
             if fires_here and fault != "none" and at_batch in (0, local_batch):
                 inject(fault, slow_ms)

@@ -1,0 +1,175 @@
+"""Regression tracking: compare a current results file with a baseline.
+
+Per matched case: the change in images/s and in peak memory, and a verdict.
+
+Noise-aware rules (thresholds are per metric):
+- Throughput of a multi-device strategy is judged by its ratio to `single` at the same
+  per-GPU batch *measured in the same run*: a slower shared machine slows both and the
+  ratio holds, while a slower strategy moves it. `single` itself, which has no in-run
+  reference, is judged on absolute images/s.
+- A drop counts only if it exceeds the threshold *and* the spread measured in the runs:
+  the effective threshold is max(threshold, noise_factor x the larger relative p10-p90
+  width of the two runs), and the p10-p90 ranges must not overlap.
+- Peak memory (GPU runs) is deterministic enough to be judged on its own threshold.
+- A case that was ok and now is oom/error/timeout is a regression.
+Cases present in only one file, or measured on different hardware, are listed and
+never compared (unless --across-hardware, which then compares in-run ratios alone).
+
+Exit status: 0 pass, 1 regression, 2 unusable input.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from bench import results
+
+MATCH = [k for k in results.CASE_KEY if k not in ("warmup", "steps", "trials", "seed", "gpus")]
+BASE_MATCH = ["model", "precision", "batch_per_gpu", "data", "channels_last", "compile", "tf32"]
+
+
+@dataclass
+class Thresholds:
+    slowdown: float = 0.10  # fraction of images/s (or of the ratio to single)
+    memory_growth: float = 0.10  # fraction of peak allocated memory
+    noise_factor: float = 1.0  # times the measured relative p10-p90 width
+
+
+def hardware(row: dict) -> str:
+    return row["gpu_name"] if row.get("device") == "cuda" else f"CPU {row.get('cpu')}"
+
+
+def baseline_for(rows: list[dict], folder) -> "Path":
+    """The baseline kept for the hardware of `rows`: results/baselines/<slug of GPU model>.json."""
+    import re
+    from pathlib import Path
+
+    kinds = sorted({hardware(r) for r in rows})
+    if len(kinds) != 1:
+        raise results.ResultsError(f"results span several kinds of hardware ({', '.join(kinds)}); name the baseline")
+    path = Path(folder) / (re.sub(r"[^a-z0-9]+", "-", kinds[0].lower()).strip("-") + ".json")
+    if not path.exists():
+        raise results.ResultsError(f"{path}: no baseline for {kinds[0]}; make one with "
+                                   f"`python -m bench run ... --out {path}`")
+    return path
+
+
+def _key(row: dict) -> tuple:
+    return tuple("" if row.get(k) is None else str(row.get(k)) for k in MATCH)
+
+
+def _width(row: dict) -> float:
+    """Relative p10-p90 width of a case's throughput."""
+    return (row["img_per_s_p90"] - row["img_per_s_p10"]) / row["img_per_s"]
+
+
+def _single_of(rows: list[dict], row: dict) -> dict | None:
+    for r in rows:
+        if r["strategy"] == "single" and r["status"] == "ok" and hardware(r) == hardware(row) and all(
+                str(r.get(k)) == str(row.get(k)) for k in BASE_MATCH):
+            return r
+    return None
+
+
+def describe_case(row: dict) -> str:
+    where = f"{row['n_gpus']} GPU" if row["n_gpus"] else f"CPU x{row['n_replicas']}"
+    return f"{row['strategy']} {row['precision']} {row['model']} {where} batch {row['batch_per_gpu']}"
+
+
+def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_hardware: bool = False) -> list[dict]:
+    base_by_key = {_key(r): r for r in baseline}
+    cur_by_key = {_key(r): r for r in current}
+    verdicts = []
+    for key, cur in cur_by_key.items():
+        base = base_by_key.get(key)
+        entry = {"case": describe_case(cur), "verdict": "pass", "why": [], "img_change": None, "mem_change": None,
+                 "ratio_change": None}
+        verdicts.append(entry)
+        if base is None:
+            entry.update(verdict="new", why=["only in the current file"])
+            continue
+        same_hw = hardware(base) == hardware(cur)
+        if not same_hw and not across_hardware:
+            entry.update(verdict="not compared", why=[f"different hardware: {hardware(base)} vs {hardware(cur)}"])
+            continue
+        if base["status"] != "ok" or cur["status"] != "ok":
+            if base["status"] == "ok":
+                entry.update(verdict="regression", why=[f"was ok, now {cur['status']}: {cur.get('reason')}"])
+            elif cur["status"] == "ok":
+                entry.update(verdict="improved", why=[f"was {base['status']}, now ok"])
+            else:
+                entry.update(verdict="not compared", why=[f"{base['status']} in both"])
+            continue
+
+        entry["img_change"] = cur["img_per_s"] / base["img_per_s"] - 1
+        allowed = max(th.slowdown, th.noise_factor * max(_width(base), _width(cur)))
+        base_single, cur_single = _single_of(baseline, base), _single_of(current, cur)
+        if cur["strategy"] != "single" and base_single and cur_single:
+            # Same-run ratio: what this strategy gives over single on the same machine, same run.
+            base_ratio = base["img_per_s"] / base_single["img_per_s"]
+            cur_ratio = cur["img_per_s"] / cur_single["img_per_s"]
+            entry["ratio_change"] = cur_ratio / base_ratio - 1
+            allowed = max(th.slowdown, th.noise_factor * max(_width(base) + _width(base_single),
+                                                             _width(cur) + _width(cur_single)))
+            if entry["ratio_change"] < -allowed:
+                entry["verdict"] = "regression"
+                entry["why"].append(f"speed-up over single fell {-100 * entry['ratio_change']:.1f}% "
+                                    f"({base_ratio:.3f} -> {cur_ratio:.3f}; allowed {100 * allowed:.0f}%)")
+        elif same_hw:
+            disjoint = cur["img_per_s_p90"] < base["img_per_s_p10"]
+            if entry["img_change"] < -allowed and disjoint:
+                entry["verdict"] = "regression"
+                entry["why"].append(f"images/s fell {-100 * entry['img_change']:.1f}% ({base['img_per_s']:.1f} -> "
+                                    f"{cur['img_per_s']:.1f}; allowed {100 * allowed:.0f}%, p10-p90 ranges apart)")
+        if base.get("peak_alloc_mib") and cur.get("peak_alloc_mib") and same_hw:
+            entry["mem_change"] = cur["peak_alloc_mib"] / base["peak_alloc_mib"] - 1
+            if entry["mem_change"] > th.memory_growth:
+                entry["verdict"] = "regression"
+                entry["why"].append(f"peak memory grew {100 * entry['mem_change']:.1f}% ({base['peak_alloc_mib']:.0f} "
+                                    f"-> {cur['peak_alloc_mib']:.0f} MiB; allowed {100 * th.memory_growth:.0f}%)")
+    for key, base in base_by_key.items():
+        if key not in cur_by_key:
+            verdicts.append({"case": describe_case(base), "verdict": "missing", "why": ["only in the baseline"],
+                             "img_change": None, "mem_change": None, "ratio_change": None})
+    return verdicts
+
+
+def _pct(x) -> str:
+    return "" if x is None else f"{100 * x:+.1f}%"
+
+
+def render(verdicts: list[dict], baseline_path: str, current_path: str) -> str:
+    lines = [f"parabench compare: {current_path} against baseline {baseline_path}", "",
+             f"{'case':<58} {'img/s':>8} {'vs single':>10} {'memory':>8}  verdict"]
+    for v in verdicts:
+        lines.append(f"{v['case']:<58} {_pct(v['img_change']):>8} {_pct(v['ratio_change']):>10} "
+                     f"{_pct(v['mem_change']):>8}  {v['verdict'].upper()}{': ' + '; '.join(v['why']) if v['why'] else ''}")
+    counts = {}
+    for v in verdicts:
+        counts[v["verdict"]] = counts.get(v["verdict"], 0) + 1
+    lines += ["", "summary: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))]
+    return "\n".join(lines)
+
+
+def exit_status(verdicts: list[dict]) -> int:
+    if any(v["verdict"] == "regression" for v in verdicts):
+        return 1
+    if not any(v["verdict"] in ("pass", "improved") for v in verdicts):
+        return 2  # nothing could be compared: that is not a pass
+    return 0
+
+
+def dashboard(rows: list[dict]) -> list[dict]:
+    """[{name, unit, value, range}] as CI benchmark dashboards read (customBiggerIsBetter)."""
+    out = []
+    for r in rows:
+        if r["status"] != "ok":
+            continue
+        out.append({"name": f"{describe_case(r)} ({hardware(r)})", "unit": "img/s", "value": round(r["img_per_s"], 2),
+                    "range": f"{r['img_per_s_p10']:.1f}-{r['img_per_s_p90']:.1f}"})
+    return out
+
+
+def write_json(path: str, payload) -> None:
+    with open(path, "w") as fh:
+        json.dump(payload, fh, indent=1)

@@ -1,0 +1,110 @@
+"""Regression tracking: a real slowdown is flagged, run-to-run noise is not, bad input exits 2."""
+import copy
+import json
+
+import pytest
+
+from bench import compare, results
+from tests.conftest import run_cli
+
+SWEEP = ["--gpus", "", "--strategies", "single,faulty", "--cpu-replicas", "1", "--batch-sizes", "2",
+         "--warmup", "3", "--steps", "6", "--trials", "3"]
+THRESHOLDS = ["--max-slowdown", "0.25", "--noise-factor", "1.5"]  # what CI uses on its shared 2-core machine
+
+
+def sweep(path, slow_ms=0):
+    env = {"PARABENCH_TEST_STRATEGIES": "1", "PARABENCH_FAULTY_SLOW_MS": str(slow_ms)}
+    proc = run_cli("run", *SWEEP, "--out", str(path), env=env)
+    assert proc.returncode == 0, proc.stderr
+    return path
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory):
+    return sweep(tmp_path_factory.mktemp("base") / "baseline.json")
+
+
+def test_an_injected_slowdown_is_flagged(baseline, tmp_path):
+    # ~35 ms steps on this CPU; 60 ms more per step is a real, large slowdown of one strategy.
+    current = sweep(tmp_path / "slow.json", slow_ms=60)
+    proc = run_cli("compare", str(baseline), str(current), *THRESHOLDS, "--json", str(tmp_path / "v.json"))
+    assert proc.returncode == 1, proc.stdout
+    verdicts = {v["case"].split()[0]: v for v in json.loads((tmp_path / "v.json").read_text())}
+    assert verdicts["faulty"]["verdict"] == "regression"
+    assert "speed-up over single fell" in verdicts["faulty"]["why"][0]
+    assert verdicts["single"]["verdict"] == "pass"
+    assert "REGRESSION" in proc.stdout and "compared" not in proc.stderr
+
+
+def test_the_same_code_twice_passes(baseline, tmp_path):
+    current = sweep(tmp_path / "again.json")
+    proc = run_cli("compare", str(baseline), str(current), *THRESHOLDS)
+    assert proc.returncode == 0, proc.stdout
+
+
+def _rows(**changes):
+    row = {c: None for c in results.COLUMNS}
+    row.update(strategy="ddp", precision="fp32", model="resnet18", device="cuda", gpus="0,1", n_gpus=2, n_replicas=2,
+               batch_per_gpu=256, status="ok", gpu_name="NVIDIA H200", img_per_s=10000.0, img_per_s_p10=9900.0,
+               img_per_s_p90=10100.0, peak_alloc_mib=5000.0, options="{}", data="device", tf32="default")
+    single = dict(row, strategy="single", gpus="0", n_gpus=1, n_replicas=1, img_per_s=5100.0, img_per_s_p10=5050.0,
+                  img_per_s_p90=5150.0)
+    current = [dict(row, **changes), copy.deepcopy(single)]
+    return [row, single], current
+
+
+@pytest.mark.parametrize("changes, verdict, why", [
+    ({"img_per_s": 8000.0, "img_per_s_p10": 7900.0, "img_per_s_p90": 8100.0}, "regression", "speed-up over single fell"),
+    ({"img_per_s": 9600.0, "img_per_s_p10": 9500.0, "img_per_s_p90": 9700.0}, "pass", None),
+    ({"peak_alloc_mib": 6000.0}, "regression", "peak memory grew 20.0%"),
+    ({"status": "oom", "reason": "CUDA out of memory"}, "regression", "was ok, now oom"),
+    ({"gpu_name": "NVIDIA A100"}, "not compared", "different hardware"),
+    ({"batch_per_gpu": 512}, "new", "only in the current file"),
+])
+def test_verdicts(changes, verdict, why):
+    base, cur = _rows(**changes)
+    verdicts = {v["case"]: v for v in compare.compare(base, cur, compare.Thresholds())}
+    ddp = [v for c, v in verdicts.items() if c.startswith("ddp")][0]
+    assert ddp["verdict"] == verdict
+    if why:
+        assert why in ddp["why"][0]
+
+
+def test_a_wide_spread_is_noise_not_a_regression():
+    base, cur = _rows(img_per_s=8500.0, img_per_s_p10=7000.0, img_per_s_p90=10000.0)
+    base[0].update(img_per_s_p10=8000.0, img_per_s_p90=12000.0)
+    assert compare.compare(base, cur, compare.Thresholds())[0]["verdict"] == "pass"
+
+
+def test_nothing_comparable_exits_2(tmp_path):
+    base, cur = _rows(gpu_name="NVIDIA A100")
+    cur[1]["gpu_name"] = "NVIDIA A100"
+    results.write(tmp_path / "b.json", base)
+    results.write(tmp_path / "c.json", cur)
+    proc = run_cli("compare", str(tmp_path / "b.json"), str(tmp_path / "c.json"))
+    assert proc.returncode == 2 and "could be compared" in proc.stderr
+
+
+def test_corrupt_baseline_exits_2(tmp_path):
+    (tmp_path / "b.json").write_text('{"schema": "parabench-results/1", "rows": [')
+    results.write(tmp_path / "c.json", _rows()[1])
+    proc = run_cli("compare", str(tmp_path / "b.json"), str(tmp_path / "c.json"))
+    assert proc.returncode == 2 and "b.json: corrupt or truncated" in proc.stderr
+
+
+def test_auto_baseline_follows_the_gpu_model(tmp_path):
+    results.write(tmp_path / "c.json", _rows()[1])
+    proc = run_cli("compare", "auto", str(tmp_path / "c.json"))
+    # The H200 baseline is picked (these synthetic cases are not in it, hence exit 2).
+    assert "against baseline" in proc.stdout and "baselines/nvidia-h200.json" in proc.stdout
+    results.write(tmp_path / "other.json", [dict(r, gpu_name="Imaginary GPU") for r in _rows()[1]])
+    proc = run_cli("compare", "auto", str(tmp_path / "other.json"))
+    assert proc.returncode == 2 and "no baseline for Imaginary GPU" in proc.stderr
+
+
+def test_dashboard_export(tmp_path):
+    results.write(tmp_path / "c.json", _rows()[1])
+    proc = run_cli("dashboard", str(tmp_path / "c.json"), "--out", str(tmp_path / "d.json"))
+    assert proc.returncode == 0
+    entries = json.loads((tmp_path / "d.json").read_text())
+    assert {"name", "unit", "value", "range"} == set(entries[0]) and entries[0]["unit"] == "img/s"
