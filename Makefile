@@ -19,7 +19,7 @@ ARGS ?=
 # Setup only when PY is the project's own environment.
 NEEDS_SETUP := $(if $(filter $(VENV)/bin/python,$(PY)),setup)
 
-.PHONY: setup bench list plot test pytest-bench baseline-ci regress-ci regress clean
+.PHONY: setup setup-mxnet bench list plot test pytest-bench baseline-ci regress-ci regress clean
 
 setup: $(VENV)/.installed
 
@@ -29,6 +29,21 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/python -m pip install -q "$(TORCH_SPEC)"
 	$(VENV)/bin/python -m pip install -q -e ".[test]"
 	touch $@
+
+# MXNet 1.9.1 needs numpy < 1.24, hence Python <= 3.11 and an environment of its own.
+# The CUDA wheel only where every GPU is sm_86 or older (mxnet-cu117 has no newer code).
+MXNET_PYTHON ?= python3
+MXNET_VENV ?= .venv-mxnet
+MXNET_WHEEL ?= $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | \
+	awk 'BEGIN{w="mxnet"} {if ($$1+0 <= 8.6) w="mxnet-cu117"; else {w="mxnet"; exit}} END{print w}')
+
+setup-mxnet: $(MXNET_VENV)/parabench-wheel.txt
+
+$(MXNET_VENV)/parabench-wheel.txt:
+	@$(MXNET_PYTHON) -c 'import sys; sys.exit(0 if sys.version_info < (3, 12) else "MXNet 1.9.1 needs Python <= 3.11 (numpy < 1.24): make setup-mxnet MXNET_PYTHON=python3.11")'
+	$(MXNET_PYTHON) -m venv $(MXNET_VENV)
+	$(MXNET_VENV)/bin/python -m pip install -q "$(if $(MXNET_WHEEL),$(MXNET_WHEEL),mxnet)==1.9.1" "numpy<1.24"
+	echo "$(if $(MXNET_WHEEL),$(MXNET_WHEEL),mxnet)" > $@
 
 bench: $(NEEDS_SETUP)
 	$(PY) -m bench run --gpus "$(GPUS)" --precisions $(PRECISION) --models $(MODEL) --results-dir $(RESULTS) \
@@ -68,4 +83,4 @@ regress: $(NEEDS_SETUP)
 	$(PY) -m bench compare auto $(CURRENT) $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .benchmarks
+	rm -rf $(VENV) $(MXNET_VENV) .pytest_cache .benchmarks

@@ -63,6 +63,7 @@ def strategy_parameters(strategy: str, model: str, batch_per_replica: int, gpus:
             "options": merged,
         }
         spec_path = os.path.join(tmp, "spec.json")
+        strat.prepare_launch(spec, spec_path)
         with open(spec_path, "w") as fh:
             json.dump(spec, fh)
         from bench.sweep import Placement
@@ -70,9 +71,16 @@ def strategy_parameters(strategy: str, model: str, batch_per_replica: int, gpus:
         cmd = strat.launch_command(spec_path, Placement(tuple(gpus), n_replicas), merged)
         env = {**os.environ, "PYTHONPATH": str(envinfo.REPO), "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE", "0")}
         proc = subprocess.run(cmd, cwd=envinfo.REPO, env=env, capture_output=True, text=True, timeout=timeout_s)
-        if proc.returncode != 0 or not os.path.exists(spec["parity_out"]):
+        out = spec["parity_out"]
+        if not os.path.exists(out) and os.path.exists(out + ".npz"):
+            out += ".npz"  # a numpy-side worker (MXNet) saved an .npz
+        if proc.returncode != 0 or not os.path.exists(out):
             raise RuntimeError(f"{strategy} parity step failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
-        return torch.load(spec["parity_out"])
+        if out.endswith(".npz"):
+            import numpy as np
+
+            return {k: torch.from_numpy(v) for k, v in np.load(out).items()}
+        return torch.load(out)
 
 
 def max_abs_difference(a: dict, b: dict) -> float:

@@ -172,9 +172,11 @@ class Sweep:
         pending = list(pending)
         while pending:
             before = len(pending)
-            with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="parabench-spec-", delete=False) as fh:
-                json.dump(group.spec(pending), fh)
-                spec_path = fh.name
+            spec = group.spec(pending)
+            fd, spec_path = tempfile.mkstemp(suffix=".json", prefix="parabench-spec-")
+            group.strategy.prepare_launch(spec, spec_path)
+            with os.fdopen(fd, "w") as fh:
+                json.dump(spec, fh)
             worker = Worker(group.strategy.launch_command(spec_path, group.placement, group.options), env,
                             str(envinfo.REPO))
             inflight, oom_at, timed_out, ended = None, None, False, False
@@ -209,6 +211,7 @@ class Sweep:
             finally:
                 # The worker and every process it started, whatever happened.
                 worker.kill(grace_s=10.0 if ended else 0.0)
+                group.strategy.cleanup_launch(spec, spec_path)
                 os.unlink(spec_path)
 
             tail = worker.output_tail()

@@ -110,6 +110,13 @@ class Strategy:
         return not self.replicas_in_threads
 
     # --- how its worker starts ------------------------------------------------------
+    def prepare_launch(self, spec: dict, spec_path: str) -> None:
+        """In the parent, before a worker starts: add to `spec` what the worker needs
+        (e.g. exported weights for another framework)."""
+
+    def cleanup_launch(self, spec: dict, spec_path: str) -> None:
+        """In the parent, after the worker is gone: remove what prepare_launch wrote."""
+
     def launch_command(self, spec_path: str, placement: Placement, options: dict) -> list[str]:
         return [sys.executable, "-m", "bench.worker", spec_path]
 

@@ -1,1 +1,97 @@
-"""placeholder"""
+"""MXNet Gluon: split_and_load over contexts, autograd.record per context, and a
+gluon.Trainer whose kvstore sums the gradients and updates the weights.
+
+MXNet 1.9.1 (its last release) needs numpy < 1.24, so it lives in an environment of its
+own (`make setup-mxnet`, .venv-mxnet/); the worker runs in that interpreter and the
+parent never imports mxnet. Initial weights and the synthetic batch are exported from
+the PyTorch model, so both frameworks train the same network on the same data.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from strategies import register
+from strategies.base import Strategy
+
+REPO = Path(__file__).resolve().parent.parent
+# The 1.9.1 CUDA wheels (newest: mxnet-cu117) carry GPU code up to sm_86 and no PTX.
+MAX_COMPUTE_CAPABILITY = (8, 6)
+
+
+def mxnet_python() -> Path:
+    return Path(os.environ.get("PARABENCH_MXNET_PYTHON", REPO / ".venv-mxnet" / "bin" / "python"))
+
+
+def installed_wheel() -> str | None:
+    """'mxnet' or 'mxnet-cu117', as `make setup-mxnet` recorded it; None if not installed."""
+    marker = mxnet_python().parent.parent / "parabench-wheel.txt"
+    if not mxnet_python().exists():
+        return None
+    return marker.read_text().strip() if marker.exists() else "mxnet"
+
+
+def compute_capabilities(gpus) -> dict[int, tuple[str, tuple[int, int]]]:
+    """{ordinal: (name, (major, minor))} from NVML, without a CUDA context."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    found = {}
+    for i in gpus:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+        name = pynvml.nvmlDeviceGetName(handle)
+        found[i] = (name.decode() if isinstance(name, bytes) else name, pynvml.nvmlDeviceGetCudaComputeCapability(handle))
+    return found
+
+
+@register
+class MXNetGluon(Strategy):
+    name = "mxnet-gluon"
+    summary = "MXNet Gluon split_and_load + Trainer kvstore (own environment; CPU contexts without GPUs)"
+    supports_compile = False
+    options = {"kvstore": "device"}  # or "local"
+
+    def unavailable_reason(self, placement, precision, cuda_available):
+        if precision.name not in ("fp32", "amp-fp16"):
+            return f"MXNet runs fp32 and amp-fp16 (mxnet.contrib.amp), not {precision.name}"
+        wheel = installed_wheel()
+        if wheel is None:
+            return f"the MXNet environment is not installed ({mxnet_python()}): run `make setup-mxnet`"
+        if placement.gpus:
+            if wheel == "mxnet":
+                return "the MXNet environment has the CPU wheel: `make setup-mxnet` on a host whose GPUs mxnet-cu117 supports"
+            try:
+                caps = compute_capabilities(placement.gpus)
+            except Exception as exc:  # noqa: BLE001 - no NVML: cannot tell, so do not launch
+                return f"cannot read the GPUs' compute capability ({exc})"
+            for name, cap in caps.values():
+                if tuple(cap) > MAX_COMPUTE_CAPABILITY:
+                    return (f"{wheel} 1.9.1 has GPU code for sm_50-86 only (no PTX): {name} is compute capability "
+                            f"{cap[0]}.{cap[1]}")
+        elif precision.name == "amp-fp16":
+            return "mxnet.contrib.amp float16 needs GPU contexts"
+        return None
+
+    def prepare_launch(self, spec: dict, spec_path: str) -> None:
+        """Export the PyTorch model's initial weights and the synthetic batch for the worker."""
+        from bench.models import get_workload, training_flops_per_image
+
+        workload = get_workload(spec["model"])
+        model = workload.build(seed=spec["seed"])
+        weights = {k: v.numpy() for k, v in model.state_dict().items()}
+        inputs, targets = workload.synthetic_batch(max(spec["batch_sizes"]) * spec["n_replicas"], seed=spec["seed"])
+        spec["weights_file"] = f"{spec_path}.weights.npz"
+        spec["data_file"] = f"{spec_path}.data.npz"
+        spec["flops_per_image"] = training_flops_per_image(spec["model"])
+        np.savez(spec["weights_file"], **weights)
+        np.savez(spec["data_file"], inputs=inputs.numpy(), targets=targets.numpy())
+
+    def cleanup_launch(self, spec: dict, spec_path: str) -> None:
+        for key in ("weights_file", "data_file"):
+            if spec.get(key) and os.path.exists(spec[key]):
+                os.unlink(spec[key])
+
+    def launch_command(self, spec_path, placement, options):
+        return [str(mxnet_python()), "-m", "bench.mx_worker", spec_path]
