@@ -159,6 +159,18 @@ def style(row) -> dict:
     return {"color": COLORS.get(row["strategy"], "grey"), "marker": MARKERS.get(int(row["n_gpus"]), "x"), "ls": ls}
 
 
+def _hatch_repeats(ax, columns) -> None:
+    """Bars of one strategy share its colour; hatching tells its GPU counts and knobs apart."""
+    seen: dict[str, int] = {}
+    for container, column in zip(ax.containers, columns):
+        strategy = column.split(" ")[0]
+        hatch = ["", "///", "...", "xxx", "\\\\"][seen.get(strategy, 0) % 5]
+        seen[strategy] = seen.get(strategy, 0) + 1
+        for patch in container.patches:
+            patch.set_hatch(hatch)
+    ax.legend()  # rebuild so the legend shows the hatching
+
+
 def _log2_axis(ax) -> None:
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
@@ -196,14 +208,15 @@ def figure_memory(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
     if group.empty:
         return []
     precisions = [p for p in PRECISION_ORDER if p in set(group["precision"])]
-    fig, axes = _panels(precisions, f"Peak memory per GPU (solid: busiest GPU, dotted: least busy) - {caption(group)}")
+    fig, axes = _panels(precisions, f"Peak memory per GPU (busiest GPU; thin dash-dot: least busy GPU where it differs) - {caption(group)}")
     for ax, precision in zip(axes, precisions):
         sub = group[(group["precision"] == precision) & (group["status"] == "ok")]
         for lab, line in sub.groupby(sub.apply(label, axis=1), sort=False):
             line = line.sort_values("batch_per_gpu")
             (drawn,) = ax.plot(line["batch_per_gpu"], line["peak_alloc_mib"] / 1024, label=lab, **style(line.iloc[0]))
             if (line["peak_alloc_mib_min"] < 0.97 * line["peak_alloc_mib"]).any():
-                ax.plot(line["batch_per_gpu"], line["peak_alloc_mib_min"] / 1024, ls=":", color=drawn.get_color())
+                ax.plot(line["batch_per_gpu"], line["peak_alloc_mib_min"] / 1024, ls="-.", lw=0.8, alpha=0.6,
+                        color=drawn.get_color())
         _log2_axis(ax)
         ax.set_title(precision)
         ax.set_xlabel("batch per GPU (log2)")
@@ -223,13 +236,15 @@ def figure_efficiency(group: pd.DataFrame, folder: Path, name: str) -> list[Path
     for ax, precision in zip(axes, precisions):
         p = sub[sub["precision"] == precision]
         table = p.pivot_table(index="batch_per_gpu", columns=p.apply(label, axis=1), values="efficiency",
-                              aggfunc="first", sort=False) * 100
-        table.plot.bar(ax=ax, rot=0, width=0.8)
+                              aggfunc="first", sort=False).sort_index() * 100
+        colors = [COLORS.get(c.split(" ")[0], "grey") for c in table.columns]
+        table.plot.bar(ax=ax, rot=0, width=0.8, color=colors, edgecolor="white")
+        _hatch_repeats(ax, table.columns)
         ax.axhline(100, color="black", lw=0.8, ls="--")
         ax.set_title(precision)
         ax.set_xlabel("batch per GPU")
         ax.set_ylabel("scaling efficiency, % (100% = perfect)")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
         ax.grid(alpha=0.3, axis="y")
     return _save(fig, folder, name)
 
@@ -258,13 +273,13 @@ def figure_amp(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
         names = p.apply(lambda r: f"{r['strategy']} ({int(r['n_gpus'])} GPU) "
                                   f"[{r['variant'] or 'default'} vs fp32 {r['variant_fp32'] or 'default'}]", axis=1)
         table = p.assign(name=names).pivot_table(index="batch_per_gpu", columns="name", values="amp_speedup",
-                                                 aggfunc="first", sort=False)
+                                                 aggfunc="first", sort=False).sort_index()
         table.plot.bar(ax=ax, rot=0, width=0.8)
         ax.axhline(1, color="black", lw=0.8, ls="--")
         ax.set_title(f"{precision} / fp32")
         ax.set_xlabel("batch per GPU")
         ax.set_ylabel("throughput ratio")
-        ax.legend(fontsize=6)
+        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
         ax.grid(alpha=0.3, axis="y")
     return _save(fig, folder, name)
 

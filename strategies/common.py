@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from strategies.base import WorkerContext
+from strategies.base import Strategy, TrainStep, WorkerContext
 
 # The same optimiser in every strategy and both frameworks.
 SGD_SETTINGS = {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-4}
@@ -71,3 +71,29 @@ def standard_step(forward, targets_device: torch.device, optimizer, runtime):
         optimizer.zero_grad(set_to_none=True)
 
     return run
+
+
+class FromDeviceZero(Strategy):
+    """Base of the DataParallel family: one process, parameters and the whole batch on the
+    first GPU, replicas made from them every step and run in threads. A subclass only says
+    how its forward spreads the batch (`make_forward`)."""
+
+    needs_cuda = True
+    replicas_in_threads = True
+    supports_compile = False
+
+    def make_forward(self, module: nn.Module, devices: list[torch.device]):
+        raise NotImplementedError
+
+    def build(self, model, ctx):
+        devices = ctx.all_devices()
+        model = model_to(model, devices[0], ctx)
+        optimizer = make_optimizer(model.parameters())
+        runtime = ctx.precision.runtime("cuda")
+        forward = self.make_forward(AutocastForward(model, runtime), devices)
+
+        def place(inputs, targets):
+            # The whole batch goes to device 0; the forward scatters it.
+            return inputs_to(inputs, devices[0], ctx), targets.to(devices[0], non_blocking=True)
+
+        return TrainStep(model, devices, place, standard_step(forward, devices[0], optimizer, runtime))
