@@ -60,16 +60,17 @@ class MXNetGluon(Strategy):
         if wheel is None:
             return f"the MXNet environment is not installed ({mxnet_python()}): run `make setup-mxnet`"
         if placement.gpus:
-            if wheel == "mxnet":
-                return "the MXNet environment has the CPU wheel: `make setup-mxnet` on a host whose GPUs mxnet-cu117 supports"
+            # The GPU first: on Hopper no MXNet wheel can run, whichever is installed.
             try:
                 caps = compute_capabilities(placement.gpus)
             except Exception as exc:  # noqa: BLE001 - no NVML: cannot tell, so do not launch
                 return f"cannot read the GPUs' compute capability ({exc})"
             for name, cap in caps.values():
                 if tuple(cap) > MAX_COMPUTE_CAPABILITY:
-                    return (f"{wheel} 1.9.1 has GPU code for sm_50-86 only (no PTX): {name} is compute capability "
-                            f"{cap[0]}.{cap[1]}")
+                    return (f"mxnet-cu117 1.9.1, the newest MXNet CUDA wheel, has GPU code for sm_50-86 only "
+                            f"(no PTX): {name} is compute capability {cap[0]}.{cap[1]}")
+            if wheel == "mxnet":
+                return "the MXNet environment has the CPU wheel: remove .venv-mxnet and run `make setup-mxnet` on this host"
         elif precision.name == "amp-fp16":
             return "mxnet.contrib.amp float16 needs GPU contexts"
         return None

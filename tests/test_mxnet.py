@@ -111,3 +111,5 @@ def test_reasons_when_it_cannot_run(monkeypatch):
     assert strategy.unavailable_reason(Placement((0, 1), 2), fp32, True) is None
     monkeypatch.setattr(mod, "installed_wheel", lambda: "mxnet")
     assert "CPU wheel" in strategy.unavailable_reason(Placement((0,), 1), fp32, True)
+    monkeypatch.setattr(mod, "compute_capabilities", lambda gpus: {g: ("NVIDIA H100 80GB HBM3", (9, 0)) for g in gpus})
+    assert "NVIDIA H100 80GB HBM3 is compute capability 9.0" in strategy.unavailable_reason(Placement((0,), 1), fp32, True)
