@@ -8,8 +8,9 @@ Noise-aware rules (thresholds are per metric):
   ratio holds, while a slower strategy moves it. `single` itself, which has no in-run
   reference, is judged on absolute images/s.
 - A drop counts only if it exceeds the threshold *and* the spread measured in the runs:
-  the effective threshold is max(threshold, noise_factor x the larger relative p10-p90
-  width of the two runs), and the p10-p90 ranges must not overlap.
+  the effective threshold is max(threshold, noise_factor x the relative p10-p90 width,
+  the larger of the two runs'; for a ratio, the two cases' widths in quadrature), and
+  for absolute images/s the p10-p90 ranges must not overlap.
 - Peak memory (GPU runs) is deterministic enough to be judged on its own threshold.
 - A case that was ok and now is oom/error/timeout is a regression.
 Cases present in only one file, or measured on different hardware, are listed and
@@ -20,6 +21,7 @@ Exit status: 0 pass, 1 regression, 2 unusable input.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 
 from bench import results
@@ -109,8 +111,9 @@ def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_ha
             base_ratio = base["img_per_s"] / base_single["img_per_s"]
             cur_ratio = cur["img_per_s"] / cur_single["img_per_s"]
             entry["ratio_change"] = cur_ratio / base_ratio - 1
-            allowed = max(th.slowdown, th.noise_factor * max(_width(base) + _width(base_single),
-                                                             _width(cur) + _width(cur_single)))
+            # A ratio of two measurements: their spreads add in quadrature.
+            spread = math.hypot(max(_width(base), _width(cur)), max(_width(base_single), _width(cur_single)))
+            allowed = max(th.slowdown, th.noise_factor * spread)
             if entry["ratio_change"] < -allowed:
                 entry["verdict"] = "regression"
                 entry["why"].append(f"speed-up over single fell {-100 * entry['ratio_change']:.1f}% "

@@ -8,6 +8,7 @@ from strategies.base import Placement, Strategy, TrainStep, WorkerContext
 
 _MODULES = ("single", "dp", "dp_fn", "dp_manual", "allreduce_scratch", "ddp", "mxnet_gluon", "faulty")
 _REGISTRY: dict[str, Strategy] = {}
+_loaded = False
 
 
 def register(cls: type[Strategy]) -> type[Strategy]:
@@ -16,9 +17,12 @@ def register(cls: type[Strategy]) -> type[Strategy]:
 
 
 def _load() -> None:
-    if not _REGISTRY:
+    # A flag, not "registry empty": importing one strategy module directly registers it alone.
+    global _loaded
+    if not _loaded:
         for module in _MODULES:
             importlib.import_module(f"strategies.{module}")
+        _loaded = True
 
 
 def _test_strategies_enabled() -> bool:
