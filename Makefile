@@ -65,16 +65,22 @@ pytest-bench: $(NEEDS_SETUP)
 CI_SWEEP = --gpus "" --strategies single,allreduce-scratch,ddp --batch-sizes 2,4 --warmup 3 --steps 6 --trials 3
 CI_BASELINE = results/baselines/cpu-ci.json
 CI_CURRENT ?= /tmp/parabench-ci-current.json
-CI_THRESHOLDS ?= --max-slowdown 0.25 --noise-factor 1.5
+CI_REPEAT ?= /tmp/parabench-ci-repeat.json
+# A shared CI machine's speed drifts between runs: judge in-run ratios, allow for its spread,
+# and confirm a regression with a second sweep before failing.
+CI_THRESHOLDS ?= --max-slowdown 0.25 --noise-factor 1.5 --ratios-only
 
 baseline-ci: $(NEEDS_SETUP)
 	rm -f $(CI_BASELINE) $(CI_BASELINE:.json=.csv)
 	$(PY) -m bench run $(CI_SWEEP) --out $(CI_BASELINE)
 
 regress-ci: $(NEEDS_SETUP)
-	rm -f $(CI_CURRENT) $(CI_CURRENT:.json=.csv)
+	rm -f $(CI_CURRENT) $(CI_CURRENT:.json=.csv) $(CI_REPEAT) $(CI_REPEAT:.json=.csv)
 	$(PY) -m bench run $(CI_SWEEP) --out $(CI_CURRENT)
-	$(PY) -m bench compare $(CI_BASELINE) $(CI_CURRENT) $(CI_THRESHOLDS) --across-hardware
+	$(PY) -m bench compare $(CI_BASELINE) $(CI_CURRENT) $(CI_THRESHOLDS) || { status=$$?; \
+		[ $$status -eq 1 ] || exit $$status; echo "regression seen: measuring again to confirm it"; \
+		$(PY) -m bench run $(CI_SWEEP) --out $(CI_REPEAT) && \
+		$(PY) -m bench compare $(CI_BASELINE) $(CI_CURRENT) $(CI_REPEAT) $(CI_THRESHOLDS); }
 
 # A GPU sweep against the baseline of the same GPU model (results/baselines/<gpu>.json):
 #   make regress CURRENT=results/run-....json

@@ -239,20 +239,21 @@ def cmd_compare(args) -> int:
     from bench import compare, results
 
     try:
-        current = results.load(args.current)
+        currents = [results.load(path) for path in args.current]
         if args.baseline == "auto":
-            args.baseline = str(compare.baseline_for(current, RESULTS_DIR / "baselines"))
+            args.baseline = str(compare.baseline_for(currents[0], RESULTS_DIR / "baselines"))
         baseline = results.load(args.baseline)
     except results.ResultsError as exc:
         raise UsageError(str(exc)) from None
     th = compare.Thresholds(args.max_slowdown, args.max_memory_growth, args.noise_factor)
-    verdicts = compare.compare(baseline, current, th, args.across_hardware)
-    print(compare.render(verdicts, args.baseline, args.current))
+    runs = [compare.compare(baseline, cur, th, args.across_hardware, args.ratios_only) for cur in currents]
+    verdicts = compare.confirmed(runs)
+    print(compare.render(verdicts, args.baseline, " + ".join(args.current)))
     if args.json:
         compare.write_json(args.json, verdicts)
     status = compare.exit_status(verdicts)
     if status == 2:
-        print(f"parabench: error: no case of {args.current} could be compared with {args.baseline} "
+        print(f"parabench: error: no case of {args.current[0]} could be compared with {args.baseline} "
               "(different cases or hardware); pick the baseline for this hardware", file=sys.stderr)
     return status
 
@@ -315,11 +316,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     cmp_ = sub.add_parser("compare", help="compare results with a baseline; exit 0 pass, 1 regression, 2 unusable")
     cmp_.add_argument("baseline", help="baseline results file, or 'auto': results/baselines/<hardware>.json")
-    cmp_.add_argument("current")
+    cmp_.add_argument("current", nargs="+", help="results file; with several (repeat runs), a regression must show in all")
     cmp_.add_argument("--max-slowdown", type=float, default=0.10, help="allowed images/s drop (fraction, default 0.10)")
     cmp_.add_argument("--max-memory-growth", type=float, default=0.10, help="allowed peak-memory growth (default 0.10)")
     cmp_.add_argument("--noise-factor", type=float, default=1.0, help="x the measured p10-p90 width that is noise")
     cmp_.add_argument("--across-hardware", action="store_true", help="compare in-run ratios across hardware")
+    cmp_.add_argument("--ratios-only", action="store_true",
+                      help="judge throughput by in-run ratios alone (shared machines whose speed drifts)")
     cmp_.add_argument("--json", help="write the verdicts here")
     cmp_.set_defaults(func=cmd_compare)
 

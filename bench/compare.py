@@ -78,7 +78,10 @@ def describe_case(row: dict) -> str:
     return f"{row['strategy']} {row['precision']} {row['model']} {where} batch {row['batch_per_gpu']}"
 
 
-def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_hardware: bool = False) -> list[dict]:
+def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_hardware: bool = False,
+            ratios_only: bool = False) -> list[dict]:
+    """Verdicts per case. `ratios_only` judges throughput by in-run ratios alone (for shared
+    machines whose speed drifts between runs); absolute changes are then shown, not judged."""
     base_by_key = {_key(r): r for r in baseline}
     cur_by_key = {_key(r): r for r in current}
     verdicts = []
@@ -91,7 +94,7 @@ def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_ha
             entry.update(verdict="new", why=["only in the current file"])
             continue
         same_hw = hardware(base) == hardware(cur)
-        if not same_hw and not across_hardware:
+        if not same_hw and not (across_hardware or ratios_only):
             entry.update(verdict="not compared", why=[f"different hardware: {hardware(base)} vs {hardware(cur)}"])
             continue
         if base["status"] != "ok" or cur["status"] != "ok":
@@ -118,7 +121,9 @@ def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_ha
                 entry["verdict"] = "regression"
                 entry["why"].append(f"speed-up over single fell {-100 * entry['ratio_change']:.1f}% "
                                     f"({base_ratio:.3f} -> {cur_ratio:.3f}; allowed {100 * allowed:.0f}%)")
-        elif same_hw:
+        elif ratios_only or not same_hw:
+            entry.update(verdict="not judged", why=["no in-run reference; absolute change shown, not judged"])
+        else:
             disjoint = cur["img_per_s_p90"] < base["img_per_s_p10"]
             if entry["img_change"] < -allowed and disjoint:
                 entry["verdict"] = "regression"
@@ -135,6 +140,18 @@ def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_ha
             verdicts.append({"case": describe_case(base), "verdict": "missing", "why": ["only in the baseline"],
                              "img_change": None, "mem_change": None, "ratio_change": None})
     return verdicts
+
+
+def confirmed(runs: list[list[dict]]) -> list[dict]:
+    """Verdicts of the first current run, where a regression stands only if every repeat
+    run shows it too (noise seldom repeats on the same case; a real regression does)."""
+    repeats = [{v["case"]: v for v in run} for run in runs[1:]]
+    final = []
+    for v in runs[0]:
+        if v["verdict"] == "regression" and not all(r.get(v["case"], {}).get("verdict") == "regression" for r in repeats):
+            v = dict(v, verdict="unconfirmed", why=v["why"] + ["not seen again in the repeat run"])
+        final.append(v)
+    return final
 
 
 def _pct(x) -> str:
@@ -157,7 +174,7 @@ def render(verdicts: list[dict], baseline_path: str, current_path: str) -> str:
 def exit_status(verdicts: list[dict]) -> int:
     if any(v["verdict"] == "regression" for v in verdicts):
         return 1
-    if not any(v["verdict"] in ("pass", "improved") for v in verdicts):
+    if not any(v["verdict"] in ("pass", "improved", "unconfirmed") for v in verdicts):
         return 2  # nothing could be compared: that is not a pass
     return 0
 
