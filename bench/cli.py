@@ -100,8 +100,8 @@ def cmd_run(args) -> int:
     from bench.progress import ConsoleReporter
     from bench.sweep import Settings, Sweep, build_groups
 
-    names = _check_names(_csv(args.strategies) or strategies.names(), strategies.names() + _hidden_ok(), "strategy",
-                         "--strategies")
+    names = _check_names(_csv(args.strategies) or strategies.names(), strategies.names(include_hidden=True),
+                         "strategy", "--strategies")
     precisions = _check_names(_csv(args.precisions), list(PRECISIONS), "precision", "--precisions")
     models = _check_names(_csv(args.models), list(WORKLOADS), "model", "--models")
     gpus = resolve_gpus(args.gpus)
@@ -162,12 +162,6 @@ def cmd_run(args) -> int:
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts_by_status.items()))
     print(f"{len(rows)} cases ({summary}) written to {results.json_path(out)} and {results.json_path(out).with_suffix('.csv')}")
     return 0
-
-
-def _hidden_ok() -> list[str]:
-    import os
-
-    return ["faulty"] if os.environ.get("PARABENCH_TEST_STRATEGIES") == "1" else []
 
 
 def _output_file(args) -> tuple[Path, list[dict]]:

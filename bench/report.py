@@ -6,6 +6,7 @@ summary, plots/REPORT.md, whose findings are computed from the data.
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -17,9 +18,13 @@ import pandas as pd  # noqa: E402
 
 from bench import results  # noqa: E402
 
-STRATEGY_ORDER = ["single", "ddp", "allreduce-scratch", "dp", "dp-fn", "dp-manual", "mxnet-gluon"]
-PRECISION_ORDER = ["fp32", "amp-fp16", "amp-bf16", "apex-O1", "apex-O2"]
-THREADED = {"dp", "dp-fn", "dp-manual"}  # cuDNN autotuning is off by default for these
+import strategies  # noqa: E402
+from bench.precision import PRECISIONS  # noqa: E402
+
+STRATEGY_ORDER = strategies.names()
+PRECISION_ORDER = list(PRECISIONS)
+# Strategies whose replicas run in threads: cuDNN autotuning is off for them by default.
+THREADED = {name for name in STRATEGY_ORDER if strategies.get(name).replicas_in_threads}
 
 
 def default_inputs(folder: Path) -> list[Path]:
@@ -60,12 +65,10 @@ def variant(row: dict) -> str:
         on = _flag(row["cudnn_benchmark"])
         if on == (row["strategy"] in THREADED):
             parts.append(f"cudnn.benchmark={'on' if on else 'off'}")
-    if row.get("options") and row["strategy"] == "ddp":
-        import json
-
+    if row.get("options") and row["strategy"] in STRATEGY_ORDER:
+        defaults = strategies.get(row["strategy"]).options
         opts = json.loads(row["options"])
-        defaults = {"bucket_cap_mb": 25, "gradient_as_bucket_view": False, "static_graph": False}
-        parts += [f"{k}={opts[k]}" for k in defaults if k in opts and opts[k] != defaults[k]]
+        parts += [f"{k}={v}" for k, v in opts.items() if k in defaults and v != defaults[k]]
     return ", ".join(parts)
 
 
@@ -148,7 +151,8 @@ def _save(fig, folder: Path, name: str) -> list[Path]:
     return paths
 
 
-COLORS = dict(zip(STRATEGY_ORDER, ["black", "tab:red", "tab:purple", "tab:blue", "tab:cyan", "tab:green", "tab:orange"]))
+COLORS = dict(zip(["single", "ddp", "allreduce-scratch", "dp", "dp-fn", "dp-manual", "mxnet-gluon"],
+                  ["black", "tab:red", "tab:purple", "tab:blue", "tab:cyan", "tab:green", "tab:orange"]))
 MARKERS = {0: "D", 1: "o", 2: "s", 4: "^", 8: "v"}
 
 

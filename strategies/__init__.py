@@ -29,10 +29,12 @@ def _test_strategies_enabled() -> bool:
     return os.environ.get("PARABENCH_TEST_STRATEGIES") == "1"
 
 
-def names() -> list[str]:
-    """Strategies a user can pick, in the order they are reported."""
+def names(include_hidden: bool = False) -> list[str]:
+    """Strategies a user can pick, in the order they are reported (test-only ones too
+    with include_hidden, where PARABENCH_TEST_STRATEGIES=1 enables them)."""
     _load()
-    return [n for n, s in _REGISTRY.items() if not s.hidden]
+    show_hidden = include_hidden and _test_strategies_enabled()
+    return [n for n, s in _REGISTRY.items() if show_hidden or not s.hidden]
 
 
 def get(name: str) -> Strategy:
