@@ -55,7 +55,11 @@ list: $(NEEDS_SETUP)
 plot: $(NEEDS_SETUP)
 	$(PY) -m bench report --results-dir $(RESULTS) --out plots
 
-test: $(NEEDS_SETUP)
+# The tests need the MXNet environment too, where this Python can hold MXNet 1.9.1 (<= 3.11);
+# elsewhere the MXNet tests skip and say why.
+MXNET_FITS := $(shell $(MXNET_PYTHON) -c 'import sys; print("yes" if sys.version_info < (3, 12) else "")' 2>/dev/null)
+
+test: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),$(if $(MXNET_FITS),setup-mxnet))
 	$(PY) -m pytest -q tests
 
 pytest-bench: $(NEEDS_SETUP)
@@ -86,6 +90,7 @@ regress-ci: $(NEEDS_SETUP)
 #   make regress CURRENT=results/run-....json
 CURRENT ?= $(lastword $(sort $(wildcard $(RESULTS)/run-*.json)))
 regress: $(NEEDS_SETUP)
+	$(if $(CURRENT),,$(error no $(RESULTS)/run-*.json to compare: run `make bench` first, or pass CURRENT=FILE))
 	$(PY) -m bench compare auto $(CURRENT) $(ARGS)
 
 clean:

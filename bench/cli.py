@@ -98,7 +98,7 @@ def cmd_run(args) -> int:
     from bench.models import WORKLOADS
     from bench.precision import PRECISIONS
     from bench.progress import ConsoleReporter
-    from bench.sweep import Settings, Sweep, build_groups
+    from bench.sweep import Settings, Sweep, Terminated, build_groups
 
     names = _check_names(_csv(args.strategies) or strategies.names(), strategies.names(include_hidden=True),
                          "strategy", "--strategies")
@@ -136,6 +136,10 @@ def cmd_run(args) -> int:
     )
     if settings.steps < 1 or settings.trials < 1 or settings.warmup < 0:
         raise UsageError("--steps and --trials must be at least 1, --warmup at least 0")
+    if args.cpu_replicas < 1:
+        raise UsageError(f"--cpu-replicas must be at least 1, got {args.cpu_replicas}")
+    if settings.case_timeout_s <= 0 or settings.startup_timeout_s <= 0:
+        raise UsageError("--case-timeout and --startup-timeout must be positive (seconds)")
 
     out, existing = _output_file(args)
     groups = build_groups(names, precisions, models, gpus, counts, args.cpu_replicas, batch_sizes, settings)
@@ -148,13 +152,11 @@ def cmd_run(args) -> int:
         print(f"interrupted: {len(sweep.rows)} finished case(s) are in {out}; "
               f"continue with: python -m bench run --resume --out {out} (same arguments)", file=sys.stderr)
         return 130
-    except Exception as exc:  # noqa: BLE001
+    except Terminated:
         reporter.close()
-        if exc.__class__.__name__ == "_Terminated":
-            print(f"terminated: {len(sweep.rows)} finished case(s) are in {out}; resume with --resume --out {out}",
-                  file=sys.stderr)
-            return 143
-        raise
+        print(f"terminated: {len(sweep.rows)} finished case(s) are in {out}; resume with --resume --out {out}",
+              file=sys.stderr)
+        return 143
     reporter.close()
     counts_by_status = {}
     for row in rows:

@@ -186,48 +186,49 @@ def _panels(precisions, title):
     return fig, axes[0]
 
 
-def figure_throughput(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
+def _batch_panels(group: pd.DataFrame, title: str, ylabel: str, draw_line, folder: Path, name: str) -> list[Path]:
+    """One panel per precision, one line per strategy/GPUs/knobs against log2 per-GPU batch;
+    `draw_line(ax, line_rows, label)` draws one line."""
     precisions = [p for p in PRECISION_ORDER if p in set(group["precision"])]
-    fig, axes = _panels(precisions, f"Training throughput vs per-GPU batch - {caption(group)}")
+    fig, axes = _panels(precisions, f"{title} - {caption(group)}")
     for ax, precision in zip(axes, precisions):
         sub = group[(group["precision"] == precision) & (group["status"] == "ok")]
         for lab, line in sub.groupby(sub.apply(label, axis=1), sort=False):
-            line = line.sort_values("batch_per_gpu")
-            yerr = [line["img_per_s"] - line["img_per_s_p10"], line["img_per_s_p90"] - line["img_per_s"]]
-            ax.errorbar(line["batch_per_gpu"], line["img_per_s"], yerr=yerr, capsize=3, label=lab, **style(line.iloc[0]))
+            draw_line(ax, line.sort_values("batch_per_gpu"), lab)
         failed = group[(group["precision"] == precision) & group["status"].isin(["oom", "error", "timeout"])]
         for _, r in failed.iterrows():
             ax.annotate(r["status"], (r["batch_per_gpu"], 0), textcoords="offset points", xytext=(0, 5), fontsize=7)
         _log2_axis(ax)
         ax.set_title(precision)
         ax.set_xlabel("batch per GPU (log2)")
-        ax.set_ylabel("images/s (median; bars: p10-p90)")
+        ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     return _save(fig, folder, name)
+
+
+def figure_throughput(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
+    def draw(ax, line, lab):
+        yerr = [line["img_per_s"] - line["img_per_s_p10"], line["img_per_s_p90"] - line["img_per_s"]]
+        ax.errorbar(line["batch_per_gpu"], line["img_per_s"], yerr=yerr, capsize=3, label=lab, **style(line.iloc[0]))
+
+    return _batch_panels(group, "Training throughput vs per-GPU batch", "images/s (median; bars: p10-p90)", draw,
+                         folder, name)
 
 
 def figure_memory(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
-    group = group[group["peak_alloc_mib"].notna()]
-    if group.empty:
+    group = group[group["peak_alloc_mib"].notna() | (group["status"] != "ok")]
+    if group[group["status"] == "ok"].empty:
         return []
-    precisions = [p for p in PRECISION_ORDER if p in set(group["precision"])]
-    fig, axes = _panels(precisions, f"Peak memory per GPU (busiest GPU; thin dash-dot: least busy GPU where it differs) - {caption(group)}")
-    for ax, precision in zip(axes, precisions):
-        sub = group[(group["precision"] == precision) & (group["status"] == "ok")]
-        for lab, line in sub.groupby(sub.apply(label, axis=1), sort=False):
-            line = line.sort_values("batch_per_gpu")
-            (drawn,) = ax.plot(line["batch_per_gpu"], line["peak_alloc_mib"] / 1024, label=lab, **style(line.iloc[0]))
-            if (line["peak_alloc_mib_min"] < 0.97 * line["peak_alloc_mib"]).any():
-                ax.plot(line["batch_per_gpu"], line["peak_alloc_mib_min"] / 1024, ls="-.", lw=0.8, alpha=0.6,
-                        color=drawn.get_color())
-        _log2_axis(ax)
-        ax.set_title(precision)
-        ax.set_xlabel("batch per GPU (log2)")
-        ax.set_ylabel("peak allocated GiB per GPU")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    return _save(fig, folder, name)
+
+    def draw(ax, line, lab):
+        (drawn,) = ax.plot(line["batch_per_gpu"], line["peak_alloc_mib"] / 1024, label=lab, **style(line.iloc[0]))
+        if (line["peak_alloc_mib_min"] < 0.97 * line["peak_alloc_mib"]).any():
+            ax.plot(line["batch_per_gpu"], line["peak_alloc_mib_min"] / 1024, ls="-.", lw=0.8, alpha=0.6,
+                    color=drawn.get_color())
+
+    return _batch_panels(group, "Peak memory per GPU (busiest GPU; thin dash-dot: least busy GPU where it differs)",
+                         "peak allocated GiB per GPU", draw, folder, name)
 
 
 def figure_efficiency(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:

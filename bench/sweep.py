@@ -114,12 +114,12 @@ def build_groups(strategy_names, precisions, models, gpus, gpu_counts, cpu_repli
     return groups
 
 
-class _Terminated(Exception):
-    pass
+class Terminated(Exception):
+    """SIGTERM arrived: the sweep stops as on Ctrl-C."""
 
 
 def _raise_terminated(signum, frame):
-    raise _Terminated(signal.Signals(signum).name)
+    raise Terminated(signal.Signals(signum).name)
 
 
 class Sweep:
@@ -174,7 +174,16 @@ class Sweep:
             before = len(pending)
             spec = group.spec(pending)
             fd, spec_path = tempfile.mkstemp(suffix=".json", prefix="parabench-spec-")
-            group.strategy.prepare_launch(spec, spec_path)
+            try:
+                group.strategy.prepare_launch(spec, spec_path)
+            except Exception as exc:  # noqa: BLE001 - a failed preparation is these cases' outcome
+                os.close(fd)
+                group.strategy.cleanup_launch(spec, spec_path)
+                os.unlink(spec_path)
+                for batch in pending:
+                    self._record(group.row(batch, status="error", reason=f"preparing the worker failed: "
+                                                                           f"{type(exc).__name__}: {exc}"))
+                return
             with os.fdopen(fd, "w") as fh:
                 json.dump(spec, fh)
             worker = Worker(group.strategy.launch_command(spec_path, group.placement, group.options), env,

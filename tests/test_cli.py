@@ -44,6 +44,8 @@ def test_list_says_what_runs_here():
     (["--batch-sizes", "0"], "--batch-sizes must be positive"),
     (["--option", "bucket_cap_mb"], "--option takes NAME=VALUE"),
     (["--strategies", "single", "--option", "bucket_cap_mb=5"], "no selected strategy has option 'bucket_cap_mb'"),
+    (["--gpus", "", "--cpu-replicas", "0"], "--cpu-replicas must be at least 1"),
+    (["--gpus", "", "--case-timeout", "0"], "--case-timeout and --startup-timeout must be positive"),
 ])
 def test_bad_input_gives_one_line_and_nonzero_exit(args, message):
     proc = run_cli("run", *args)
