@@ -19,17 +19,18 @@ from bench.models import get_workload
 from bench.precision import get_precision
 from bench.worker import configure_backends, make_context, measure_case
 from strategies import get as get_strategy
-from strategies.common import SGD_SETTINGS
+from strategies.common import SGD_IMPLS, SGD_SETTINGS
 
 
-def bare_loop(model_name: str, batch: int, precision: str, channels_last: bool, warmup: int, steps: int) -> float:
+def bare_loop(model_name: str, batch: int, precision: str, channels_last: bool, warmup: int, steps: int,
+              sgd_impl: str) -> float:
     """Images per second of a plain loop: the 20 lines a user would write."""
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     workload = get_workload(model_name)
     model = workload.build().cuda().to(memory_format=fmt)
     x, y = workload.synthetic_batch(batch)
     x, y = x.cuda().contiguous(memory_format=fmt), y.cuda()
-    opt = torch.optim.SGD(model.parameters(), foreach=False, **SGD_SETTINGS)
+    opt = torch.optim.SGD(model.parameters(), **SGD_IMPLS[sgd_impl], **SGD_SETTINGS)
     dtype = get_precision(precision).autocast_dtype
     scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -52,11 +53,13 @@ def bare_loop(model_name: str, batch: int, precision: str, channels_last: bool, 
     return batch * steps / (time.perf_counter() - start)
 
 
-def suite_single(model_name: str, batch: int, precision: str, channels_last: bool, warmup: int, steps: int) -> dict:
+def suite_single(model_name: str, batch: int, precision: str, channels_last: bool, warmup: int, steps: int,
+                 sgd_impl: str) -> dict:
     spec = {
         "strategy": "single", "precision": precision, "model": model_name, "gpus": [0], "n_replicas": 1,
         "batch_sizes": [batch], "warmup": warmup, "steps": steps, "trials": 3, "seed": 0, "data": "device",
-        "channels_last": channels_last, "compile": False, "cudnn_benchmark": True, "tf32": "default", "options": {},
+        "channels_last": channels_last, "compile": False, "cudnn_benchmark": True, "tf32": "default", "sgd_impl": sgd_impl,
+        "options": {},
     }
     configure_backends(spec)
     workload = get_workload(model_name)
@@ -72,13 +75,14 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sgd-impl", choices=sorted(SGD_IMPLS), default="foreach")
     parser.add_argument("--out")
     args = parser.parse_args()
     torch.backends.cudnn.benchmark = True
     bare, suite, suite_wall = [], [], []
     for _ in range(args.rounds):
-        bare.append(bare_loop(args.model, args.batch, args.precision, args.channels_last, args.warmup, args.steps))
-        figures = suite_single(args.model, args.batch, args.precision, args.channels_last, args.warmup, args.steps)
+        bare.append(bare_loop(args.model, args.batch, args.precision, args.channels_last, args.warmup, args.steps, args.sgd_impl))
+        figures = suite_single(args.model, args.batch, args.precision, args.channels_last, args.warmup, args.steps, args.sgd_impl)
         suite.append(figures["img_per_s"])
         suite_wall.append(figures["wall_img_per_s"])
     result = {

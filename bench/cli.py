@@ -131,7 +131,7 @@ def cmd_run(args) -> int:
         steps=args.steps if args.steps is not None else (20 if on_gpu else 3),
         trials=args.trials if args.trials is not None else (3 if on_gpu else 2),
         seed=args.seed, data=args.data, channels_last=args.channels_last, compile=args.compile,
-        cudnn_benchmark=args.cudnn_benchmark, tf32=args.tf32, options=_parse_options(args.option, names),
+        cudnn_benchmark=args.cudnn_benchmark, tf32=args.tf32, sgd_impl=args.sgd_impl, options=_parse_options(args.option, names),
         case_timeout_s=args.case_timeout, startup_timeout_s=args.startup_timeout,
     )
     if settings.steps < 1 or settings.trials < 1 or settings.warmup < 0:
@@ -290,6 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cudnn-benchmark", choices=["auto", "on", "off"], default="auto",
                      help="auto: on, but off for strategies that run replicas in threads (see README)")
     run.add_argument("--tf32", choices=["default", "on", "off"], default="default")
+    run.add_argument("--sgd-impl", choices=["auto", "for-loop", "foreach", "fused"], default="auto",
+                     help="SGD update kernels; auto: PyTorch's choice (foreach on GPUs, for-loop on the CPU)")
     run.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                      help="strategy option, e.g. bucket_cap_mb=50, launcher=spawn (see `list`)")
     run.add_argument("--out", help="results file (.json; a .csv is written beside it)")

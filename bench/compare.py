@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from bench import results
 
 MATCH = [k for k in results.CASE_KEY if k not in ("warmup", "steps", "trials", "seed", "gpus")]
-BASE_MATCH = ["model", "precision", "batch_per_gpu", "data", "channels_last", "compile", "tf32"]
+BASE_MATCH = ["model", "precision", "batch_per_gpu", "data", "channels_last", "compile", "tf32", "sgd_impl"]
 
 
 @dataclass

@@ -20,7 +20,7 @@ import torch
 import strategies
 from bench import envinfo
 from bench.models import get_workload
-from strategies.common import loss_fn, make_optimizer
+from strategies.common import default_sgd_impl, loss_fn, make_optimizer
 
 # fp32 on the CPU: differences come from summation order alone.
 CPU_TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
@@ -36,7 +36,7 @@ def reference_parameters(model: str, global_batch: int, shards: int, seed: int =
     CPU and GPU convolution arithmetic alone differ by ~1e-4 after one step)."""
     workload = get_workload(model)
     net = workload.build(seed).to(device)
-    optimizer = make_optimizer(net.parameters())
+    optimizer = make_optimizer(net.parameters(), default_sgd_impl(device != "cpu"))
     inputs, targets = (t.to(device) for t in workload.synthetic_batch(global_batch, seed))
     if device != "cpu":
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
@@ -51,7 +51,7 @@ def reference_parameters(model: str, global_batch: int, shards: int, seed: int =
 
 def strategy_parameters(strategy: str, model: str, batch_per_replica: int, gpus: tuple[int, ...] = (),
                         n_replicas: int = 1, options: dict | None = None, seed: int = 0, steps: int = 1,
-                        timeout_s: float = 300) -> dict:
+                        timeout_s: float = 300, sgd_impl: str = "auto") -> dict:
     strat = strategies.get(strategy)
     merged = {**strat.options, **(options or {})}
     with tempfile.TemporaryDirectory(prefix="parabench-parity-") as tmp:
@@ -60,7 +60,7 @@ def strategy_parameters(strategy: str, model: str, batch_per_replica: int, gpus:
             "strategy": strategy, "precision": "fp32", "model": model, "gpus": list(gpus), "n_replicas": n_replicas,
             "batch_sizes": [batch_per_replica], "warmup": 0, "steps": steps, "trials": 1, "seed": seed,
             "data": "device", "channels_last": False, "compile": False, "cudnn_benchmark": False, "tf32": "off",
-            "options": merged,
+            "sgd_impl": strat.sgd_impl(sgd_impl, bool(gpus)), "options": merged,
         }
         spec_path = os.path.join(tmp, "spec.json")
         strat.prepare_launch(spec, spec_path)

@@ -61,6 +61,10 @@ def variant(row: dict) -> str:
         parts.append(f"data={row['data']}")
     if row.get("tf32") not in (None, "default"):
         parts.append(f"tf32={row['tf32']}")
+    if row.get("sgd_impl") and row["strategy"] in STRATEGY_ORDER:
+        requested = strategies.get(row["strategy"]).sgd_impl("auto", row.get("device") == "cuda")
+        if row["sgd_impl"] != requested:
+            parts.append(f"sgd={row['sgd_impl']}")
     if row.get("device") == "cuda" and row.get("cudnn_benchmark") is not None:
         on = _flag(row["cudnn_benchmark"])
         if on == (row["strategy"] in THREADED):
@@ -86,7 +90,7 @@ def _order(frame: pd.DataFrame) -> pd.DataFrame:
 def add_speedups(frame: pd.DataFrame) -> pd.DataFrame:
     """Speed-up over `single` at the same per-GPU batch, same hardware, model, precision and
     layout knobs; scaling efficiency = speed-up / devices."""
-    match = ["hardware", "model", "precision", "batch_per_gpu", "channels_last", "compile", "data", "tf32"]
+    match = ["hardware", "model", "precision", "batch_per_gpu", "channels_last", "compile", "data", "tf32", "sgd_impl"]
     base = frame[(frame["strategy"] == "single") & (frame["status"] == "ok")]
     base = base.sort_values("date").drop_duplicates(match, keep="last")[match + ["img_per_s"]]
     merged = frame.merge(base.rename(columns={"img_per_s": "single_img_per_s"}), on=match, how="left")
@@ -193,7 +197,8 @@ def _batch_panels(group: pd.DataFrame, title: str, ylabel: str, draw_line, folde
     fig, axes = _panels(precisions, f"{title} - {caption(group)}")
     for ax, precision in zip(axes, precisions):
         sub = group[(group["precision"] == precision) & (group["status"] == "ok")]
-        for lab, line in sub.groupby(sub.apply(label, axis=1), sort=False):
+        labels = sub.apply(label, axis=1) if not sub.empty else pd.Series(dtype=str)  # empty apply gives a frame
+        for lab, line in sub.groupby(labels, sort=False):
             draw_line(ax, line.sort_values("batch_per_gpu"), lab)
         failed = group[(group["precision"] == precision) & group["status"].isin(["oom", "error", "timeout"])]
         for _, r in failed.iterrows():

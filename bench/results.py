@@ -16,7 +16,7 @@ SCHEMA = "parabench-results/1"
 
 AXES = ["strategy", "precision", "model", "device", "gpus", "n_gpus", "n_replicas", "batch_per_gpu"]
 SETTINGS = [
-    "data", "channels_last", "compile", "cudnn_benchmark", "tf32", "options", "warmup", "steps", "trials", "seed",
+    "data", "channels_last", "compile", "cudnn_benchmark", "tf32", "sgd_impl", "options", "warmup", "steps", "trials", "seed",
 ]
 FIGURES = [
     "global_batch", "status", "reason",
@@ -41,6 +41,8 @@ FLOAT = {
     "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "peak_alloc_mib", "peak_alloc_mib_min",
     "peak_reserved_mib", "flops_per_image", "tflops", "elapsed_s", "gpu_memory_mib",
 }
+# Files written before the SGD implementation was a setting all used the per-tensor loop.
+LEGACY_DEFAULTS = {"sgd_impl": "for-loop"}
 # What makes two rows the same measurement (for --resume and comparisons).
 CASE_KEY = AXES + SETTINGS
 
@@ -130,6 +132,7 @@ def load(path: str | os.PathLike) -> list[dict]:
             raise ResultsError(f"{path}: row {i} lacks {', '.join(missing)}; {fix}")
         if raw["status"] not in STATUSES:
             raise ResultsError(f"{path}: row {i} has unknown status {raw['status']!r}; {fix}")
+        raw = {**LEGACY_DEFAULTS, **raw}
         try:
             rows.append(_coerce(raw))
         except (TypeError, ValueError) as exc:

@@ -32,6 +32,7 @@ class Settings:
     compile: bool = False
     cudnn_benchmark: str = "auto"  # auto: on, except for strategies whose replicas run in threads
     tf32: str = "default"  # default | on | off (PyTorch's default: TF32 convolutions, fp32 matmuls)
+    sgd_impl: str = "auto"  # auto (PyTorch's choice: foreach on GPUs) | for-loop | foreach | fused
     options: dict = field(default_factory=dict)  # option name -> value, for strategies that declare it
     case_timeout_s: float = 600.0
     startup_timeout_s: float = 300.0
@@ -56,6 +57,10 @@ class Group:
             return self.strategy.default_cudnn_benchmark()
         return self.settings.cudnn_benchmark == "on"
 
+    @property
+    def sgd_impl(self) -> str:
+        return self.strategy.sgd_impl(self.settings.sgd_impl, bool(self.placement.gpus))
+
     def label(self) -> str:
         return f"{self.strategy.name} {self.precision} {self.model} {self.placement.label()}"
 
@@ -68,6 +73,7 @@ class Group:
             "global_batch": batch * self.placement.n_replicas,
             "data": s.data, "channels_last": s.channels_last, "compile": s.compile,
             "cudnn_benchmark": self.cudnn_benchmark if self.placement.gpus else None, "tf32": s.tf32,
+            "sgd_impl": self.sgd_impl,
             "options": json.dumps(self.options, sort_keys=True), "warmup": s.warmup, "steps": s.steps,
             "trials": s.trials, "seed": s.seed,
         }
@@ -83,7 +89,8 @@ class Group:
             "gpus": list(self.placement.gpus), "n_replicas": self.placement.n_replicas,
             "batch_sizes": batch_sizes, "warmup": s.warmup, "steps": s.steps, "trials": s.trials, "seed": s.seed,
             "data": s.data, "channels_last": s.channels_last, "compile": s.compile,
-            "cudnn_benchmark": self.cudnn_benchmark, "tf32": s.tf32, "options": self.options,
+            "cudnn_benchmark": self.cudnn_benchmark, "tf32": s.tf32, "sgd_impl": self.sgd_impl,
+            "options": self.options,
         }
 
     def unavailable_reason(self, cuda_available: bool) -> str | None:

@@ -30,6 +30,7 @@ def test_training_step(benchmark, strategy, gpus, replicas, batch):
         "batch_sizes": [batch], "warmup": 0, "steps": 1, "trials": 1, "seed": 0, "data": "device",
         "channels_last": False, "compile": False, "tf32": "default", "options": {},
         "cudnn_benchmark": strategies.get(strategy).default_cudnn_benchmark(),
+        "sgd_impl": strategies.get(strategy).sgd_impl("auto", bool(gpus)),
     }
     configure_backends(spec)
     workload = get_workload("resnet18-small")

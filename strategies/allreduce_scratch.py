@@ -35,7 +35,7 @@ class AllreduceScratch(Strategy):
         devices = ctx.all_devices()
         n = len(devices)
         replicas = [common.model_to(copy.deepcopy(model), d, ctx) for d in devices]
-        optimizers = [common.make_optimizer(r.parameters()) for r in replicas]
+        optimizers = [common.make_optimizer(r.parameters(), ctx.sgd_impl) for r in replicas]
         runtime = ctx.precision.runtime(devices[0].type)
         forwards = [common.maybe_compile(r, ctx) for r in replicas]
         coalesce = str(ctx.options.get("coalesce", False)).lower() in ("1", "true", "yes")

@@ -56,6 +56,10 @@ class WorkerContext:
     def compile(self) -> bool:
         return bool(self.spec.get("compile"))
 
+    @property
+    def sgd_impl(self) -> str:
+        return self.spec.get("sgd_impl") or "for-loop"
+
     def all_devices(self) -> list[torch.device]:
         """One device per replica, in replica order."""
         if self.placement.gpus:
@@ -108,6 +112,12 @@ class Strategy:
 
     def default_cudnn_benchmark(self) -> bool:
         return not self.replicas_in_threads
+
+    def sgd_impl(self, requested: str, on_gpu: bool) -> str:
+        """The SGD implementation this strategy's rows record for `--sgd-impl requested`."""
+        from strategies.common import default_sgd_impl
+
+        return default_sgd_impl(on_gpu) if requested == "auto" else requested
 
     # --- how its worker starts ------------------------------------------------------
     def prepare_launch(self, spec: dict, spec_path: str) -> None:

@@ -12,9 +12,19 @@ SGD_SETTINGS = {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-4}
 loss_fn = nn.CrossEntropyLoss()
 
 
-def make_optimizer(params) -> torch.optim.Optimizer:
-    # foreach=False keeps the update arithmetic identical on every device count.
-    return torch.optim.SGD(params, foreach=False, **SGD_SETTINGS)
+# How the SGD update runs: one small kernel per tensor ("for-loop", PyTorch's default on
+# the CPU), grouped multi-tensor kernels ("foreach", its default on CUDA), or one fused
+# kernel ("fused"). Same arithmetic; the launch count differs, which matters on GPUs.
+SGD_IMPLS = {"for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
+
+
+def default_sgd_impl(on_gpu: bool) -> str:
+    """PyTorch's own choice when neither foreach nor fused is asked for."""
+    return "foreach" if on_gpu else "for-loop"
+
+
+def make_optimizer(params, impl: str = "for-loop") -> torch.optim.Optimizer:
+    return torch.optim.SGD(params, **SGD_IMPLS[impl], **SGD_SETTINGS)
 
 
 def memory_format(ctx: WorkerContext) -> torch.memory_format:
@@ -88,7 +98,7 @@ class FromDeviceZero(Strategy):
     def build(self, model, ctx):
         devices = ctx.all_devices()
         model = model_to(model, devices[0], ctx)
-        optimizer = make_optimizer(model.parameters())
+        optimizer = make_optimizer(model.parameters(), ctx.sgd_impl)
         runtime = ctx.precision.runtime("cuda")
         forward = self.make_forward(AutocastForward(model, runtime), devices)
 

@@ -46,6 +46,9 @@ class DDP(Strategy):
         "bucket_cap_mb": 25,
         "gradient_as_bucket_view": False,
         "static_graph": False,
+        # False: BatchNorm running statistics stay per rank instead of being broadcast from
+        # rank 0 before every forward (parameters are unaffected).
+        "broadcast_buffers": True,
         "timeout_s": 300,  # collectives that wait longer than this fail instead of hanging
     }
 
@@ -99,7 +102,7 @@ class DDP(Strategy):
     def build(self, model, ctx):
         device = self._device(ctx)
         model = common.model_to(model, device, ctx)
-        optimizer = common.make_optimizer(model.parameters())
+        optimizer = common.make_optimizer(model.parameters(), ctx.sgd_impl)
         runtime = ctx.precision.runtime(device.type)
         model, optimizer = runtime.prepare(model, optimizer)
         ddp = DistributedDataParallel(
@@ -108,6 +111,7 @@ class DDP(Strategy):
             bucket_cap_mb=float(ctx.options["bucket_cap_mb"]),
             gradient_as_bucket_view=_truthy(ctx.options["gradient_as_bucket_view"]),
             static_graph=_truthy(ctx.options["static_graph"]),
+            broadcast_buffers=_truthy(ctx.options["broadcast_buffers"]),
         )
         rank, world = ctx.rank, ctx.world_size
 

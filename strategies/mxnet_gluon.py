@@ -94,5 +94,8 @@ class MXNetGluon(Strategy):
             if spec.get(key) and os.path.exists(spec[key]):
                 os.unlink(spec[key])
 
+    def sgd_impl(self, requested, on_gpu):
+        return "gluon-sgd"  # mxnet's own optimiser, whatever --sgd-impl asks for
+
     def launch_command(self, spec_path, placement, options):
         return [str(mxnet_python()), "-m", "bench.mx_worker", spec_path]

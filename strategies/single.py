@@ -13,7 +13,7 @@ class Single(Strategy):
     def build(self, model, ctx):
         device = ctx.all_devices()[0]
         model = common.model_to(model, device, ctx)
-        optimizer = common.make_optimizer(model.parameters())
+        optimizer = common.make_optimizer(model.parameters(), ctx.sgd_impl)
         runtime = ctx.precision.runtime(device.type)
         model, optimizer = runtime.prepare(model, optimizer)
 

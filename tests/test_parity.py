@@ -36,6 +36,16 @@ def test_allreduce_scratch_coalesced_matches(reference):
     assert all_close(params, reference[2], **CPU_TOLERANCE)
 
 
+@pytest.mark.parametrize("sgd_impl", ["foreach", "fused"])
+def test_sgd_implementations_compute_the_same_update(sgd_impl):
+    # Two steps, so that the momentum buffer takes part. One device: after a first step
+    # that differs by ~1e-7 (DDP's reduction order), this small-batch step amplifies the
+    # difference to ~1e-3, which would hide what is tested here.
+    reference2 = reference_parameters(MODEL, GLOBAL_BATCH, shards=1, steps=2)
+    params = strategy_parameters("single", MODEL, GLOBAL_BATCH, (), 1, steps=2, sgd_impl=sgd_impl)
+    assert all_close(params, reference2, **CPU_TOLERANCE), f"max |diff| {max_abs_difference(params, reference2):.3g}"
+
+
 def test_the_comparison_detects_a_different_step(reference):
     # A step over other shards (BatchNorm statistics) or other weights must fail the check.
     assert not all_close(reference[1], reference[2], **CPU_TOLERANCE)
@@ -60,3 +70,16 @@ def test_gpu_strategies_match_the_reference(strategy, gpu_reference, reference):
     print(f"{strategy}: max |param - GPU reference| = {diff:.3g}, "
           f"vs CPU reference {max_abs_difference(params, reference[replicas]):.3g}")
     assert all_close(params, gpu_reference[replicas], **GPU_TOLERANCE), f"max |diff| {diff:.3g}"
+
+
+@needs_two_gpus
+@pytest.mark.gpu
+@pytest.mark.parametrize("sgd_impl, options", [
+    ("fused", {}),
+    ("foreach", {"gradient_as_bucket_view": True, "static_graph": True, "bucket_cap_mb": 100}),
+])
+def test_gpu_ddp_knobs_keep_the_step(sgd_impl, options, gpu_reference):
+    params = strategy_parameters("ddp", MODEL, GLOBAL_BATCH // 2, (0, 1), 2, options=options, sgd_impl=sgd_impl)
+    diff = max_abs_difference(params, gpu_reference[2])
+    print(f"ddp sgd={sgd_impl} {options}: max |param - GPU reference| = {diff:.3g}")
+    assert all_close(params, gpu_reference[2], **GPU_TOLERANCE), f"max |diff| {diff:.3g}"

@@ -80,3 +80,25 @@ def test_bad_input_files_are_named(tmp_path, content, message):
 def test_missing_file_is_named(tmp_path):
     proc = run_cli("report", str(tmp_path / "nope.json"), "--out", str(tmp_path / "p"))
     assert proc.returncode == 2 and "nope.json: no such results file" in proc.stderr
+
+
+def test_a_run_where_every_case_failed_still_reports(tmp_path):
+    path = tmp_path / "failed.json"
+    results.write(path, [row("single", 1, 64, status="error", reason="worker died"),
+                         row("ddp", 2, 64, status="oom", reason="CUDA out of memory")])
+    proc = run_cli("report", str(path), "--out", str(tmp_path / "plots"))
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "plots" / "REPORT.md").read_text()
+    assert "error: worker died" in text and "oom" in text
+
+
+def test_speedups_pair_rows_with_the_same_sgd_kernels():
+    frame = pd.DataFrame([
+        row("single", 1, 64, ips=10000, sgd_impl="foreach"), row("single", 1, 64, ips=12000, sgd_impl="fused"),
+        row("ddp", 2, 64, ips=19000, sgd_impl="foreach"), row("ddp", 2, 64, ips=22800, sgd_impl="fused"),
+    ]).assign(hardware="NVIDIA H200", variant=lambda f: f.apply(report.variant, axis=1))
+    merged = report.add_speedups(frame).set_index(["strategy", "sgd_impl"])
+    assert merged.loc[("ddp", "foreach"), "speedup"] == pytest.approx(1.9)
+    assert merged.loc[("ddp", "fused"), "speedup"] == pytest.approx(1.9)
+    # PyTorch's choice on GPUs (foreach) is unmarked; anything else is named in the label.
+    assert merged.loc[("ddp", "foreach"), "variant"] == "" and merged.loc[("ddp", "fused"), "variant"] == "sgd=fused"
