@@ -9,7 +9,9 @@ export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 PY=${PY:-python3}
 PAIR_A=${PAIR_A:-0,1}; PAIR_B=${PAIR_B:-2,3}; LIMIT=${LIMIT:-520}
 trap 'tar czf "$OUT/campaign-2gpu.tgz" -C $W .' EXIT; trap 'exit 143' TERM INT
 COMMON="--warmup 6 --steps 10 --trials 3 --case-timeout 90"
+
 OOM="--strategies single,ddp --precisions fp32 --warmup 1 --steps 3 --trials 1 --case-timeout 90"
+export COMMON OOM W PAIR_A PAIR_B
 small() {
   $PY -m bench run --gpus $PAIR_A $COMMON --models resnet18-small --precisions fp32 --batch-sizes 32,256,2048 \
     --out $W/h200-2gpu-small-fp32.json
