@@ -28,9 +28,11 @@ THREADED = {name for name in STRATEGY_ORDER if strategies.get(name).replicas_in_
 
 
 def default_inputs(folder: Path) -> list[Path]:
-    """Results files under `folder`, leaving out the CI baselines and probe files."""
+    """Results files under `folder`, leaving out the CI baselines, probe files and superseded
+    runs kept in `archive-*` folders (report those by naming the files)."""
     return sorted(p for p in folder.rglob("*.json")
-                  if "baselines" not in p.parts and not p.name.endswith(".probe.json"))
+                  if "baselines" not in p.parts and not any(part.startswith("archive") for part in p.parts)
+                  and not p.name.endswith(".probe.json"))
 
 
 def load_frame(paths: list[Path]) -> pd.DataFrame:
