@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -64,8 +65,9 @@ def variant(row: dict) -> str:
     if row.get("tf32") not in (None, "default"):
         parts.append(f"tf32={row['tf32']}")
     if row.get("sgd_impl") and row["strategy"] in STRATEGY_ORDER:
-        requested = strategies.get(row["strategy"]).sgd_impl("auto", row.get("device") == "cuda")
-        if row["sgd_impl"] != requested:
+        strategy, on_gpu = strategies.get(row["strategy"]), row.get("device") == "cuda"
+        # A strategy with its own optimiser (MXNet) resolves every request to the same thing.
+        if strategy.sgd_impl(row["sgd_impl"], on_gpu) != strategy.sgd_impl("auto", on_gpu):
             parts.append(f"sgd={row['sgd_impl']}")
     if row.get("device") == "cuda" and row.get("cudnn_benchmark") is not None:
         on = _flag(row["cudnn_benchmark"])
@@ -130,6 +132,7 @@ def tables(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
         cells = [cell(r) if r["status"] == "ok" else _status_cell(r) for r in frame.to_dict("records")]
         wide = frame.assign(cell=cells, row=[label(r) for r in frame.to_dict("records")])
         table = wide.pivot_table(index="row", columns="batch_per_gpu", values="cell", aggfunc="first", sort=False)
+        table = table[sorted(table.columns)]  # rows keep the strategy order; batches ascend
         table.columns = [f"batch {c}" for c in table.columns]
         out[title] = table.fillna("not run")
     return out
@@ -186,6 +189,11 @@ def _log2_axis(ax) -> None:
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
 
 
+def _wrap(text: str) -> str:
+    """Legend labels carry knob lists; wrapped, they stay within their panel."""
+    return textwrap.fill(text, 75, subsequent_indent="  ")
+
+
 def _panels(precisions, title):
     fig, axes = plt.subplots(1, len(precisions), figsize=(6.2 * len(precisions), 4.6), squeeze=False)
     fig.suptitle(title, fontsize=11)
@@ -201,7 +209,7 @@ def _batch_panels(group: pd.DataFrame, title: str, ylabel: str, draw_line, folde
         sub = group[(group["precision"] == precision) & (group["status"] == "ok")]
         labels = sub.apply(label, axis=1) if not sub.empty else pd.Series(dtype=str)  # empty apply gives a frame
         for lab, line in sub.groupby(labels, sort=False):
-            draw_line(ax, line.sort_values("batch_per_gpu"), lab)
+            draw_line(ax, line.sort_values("batch_per_gpu"), _wrap(lab))
         failed = group[(group["precision"] == precision) & group["status"].isin(["oom", "error", "timeout"])]
         for _, r in failed.iterrows():
             ax.annotate(r["status"], (r["batch_per_gpu"], 0), textcoords="offset points", xytext=(0, 5), fontsize=7)
@@ -210,7 +218,8 @@ def _batch_panels(group: pd.DataFrame, title: str, ylabel: str, draw_line, folde
         ax.set_xlabel("batch per GPU (log2)")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        # Below the panel: knob lists make long labels that would hide the data.
+        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     return _save(fig, folder, name)
 
 
@@ -249,6 +258,7 @@ def figure_efficiency(group: pd.DataFrame, folder: Path, name: str) -> list[Path
         p = sub[sub["precision"] == precision]
         table = p.pivot_table(index="batch_per_gpu", columns=p.apply(label, axis=1), values="efficiency",
                               aggfunc="first", sort=False).sort_index() * 100
+        table.columns = [_wrap(c) for c in table.columns]
         colors = [COLORS.get(c.split(" ")[0], "grey") for c in table.columns]
         table.plot.bar(ax=ax, rot=0, width=0.8, color=colors, edgecolor="white")
         _hatch_repeats(ax, table.columns)
@@ -256,7 +266,7 @@ def figure_efficiency(group: pd.DataFrame, folder: Path, name: str) -> list[Path
         ax.set_title(precision)
         ax.set_xlabel("batch per GPU")
         ax.set_ylabel("scaling efficiency, % (100% = perfect)")
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
         ax.grid(alpha=0.3, axis="y")
     return _save(fig, folder, name)
 
@@ -286,36 +296,51 @@ def figure_amp(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
                                   f"[{r['variant'] or 'default'} vs fp32 {r['variant_fp32'] or 'default'}]", axis=1)
         table = p.assign(name=names).pivot_table(index="batch_per_gpu", columns="name", values="amp_speedup",
                                                  aggfunc="first", sort=False).sort_index()
+        table.columns = [_wrap(c) for c in table.columns]
         table.plot.bar(ax=ax, rot=0, width=0.8)
         ax.axhline(1, color="black", lw=0.8, ls="--")
         ax.set_title(f"{precision} / fp32")
         ax.set_xlabel("batch per GPU")
         ax.set_ylabel("throughput ratio")
-        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.14))
         ax.grid(alpha=0.3, axis="y")
     return _save(fig, folder, name)
 
 
 def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
-    """images/s against GPU count where a strategy ran on several counts (1 -> 2 -> 4)."""
+    """images/s against GPU count for each multi-device strategy and setting, anchored at
+    `single` with the same settings (hollow marker at 1 GPU); dotted: linear from it."""
     ok = group[(group["status"] == "ok") & (group["n_gpus"] > 0)]
-    curves = ok.groupby(["strategy", "precision", "variant", "batch_per_gpu"]).filter(lambda g: g["n_gpus"].nunique() > 1)
-    if curves.empty:
+    keys = ["precision", "variant", "batch_per_gpu"]
+    singles = ok[ok["strategy"] == "single"].sort_values("date").drop_duplicates(keys, keep="last").set_index(keys)
+    curves = []
+    for (strategy, *key), line in ok[ok["strategy"] != "single"].groupby(["strategy"] + keys):
+        base = singles["img_per_s"].get(tuple(key))
+        # A curve needs two device counts of its own or a count beyond 2: plain 2-GPU cases
+        # are in the efficiency figure already.
+        if line["n_gpus"].nunique() > 1 or line["n_gpus"].max() > 2:
+            curves.append((strategy, key, line.sort_values("date").drop_duplicates("n_gpus", keep="last"), base))
+    if not curves:
         return []
     fig, ax = plt.subplots(figsize=(7.5, 5))
-    for (strategy, precision, var, batch), line in curves.groupby(["strategy", "precision", "variant", "batch_per_gpu"]):
+    counts = set()
+    for strategy, (precision, var, batch), line, base in curves:
         line = line.sort_values("n_gpus")
-        ax.plot(line["n_gpus"], line["img_per_s"], marker="o", color=COLORS.get(strategy, "grey"),
-                ls="-" if precision == "fp32" else "--", label=f"{strategy} {precision}{' ' + var if var else ''}, {batch}/GPU")
-        one = line[line["n_gpus"] == 1]["img_per_s"]
-        if not one.empty:
-            ax.plot(line["n_gpus"], one.iloc[0] * line["n_gpus"], ls=":", color="grey", lw=0.8)
-    ax.set_xticks(sorted(curves["n_gpus"].unique()))
+        color = COLORS.get(strategy, "grey")
+        ax.plot(line["n_gpus"], line["img_per_s"], marker="o", color=color, ls="-" if precision == "fp32" else "--",
+                label=_wrap(f"{strategy} {precision}{' ' + var if var else ''}, {batch}/GPU"))
+        counts |= set(line["n_gpus"])
+        if base is not None:
+            ax.plot([1], [base], marker="o", mfc="none", color=color, ls="none")
+            xs = sorted({1, *line["n_gpus"]})
+            ax.plot(xs, [base * x for x in xs], ls=":", color="grey", lw=0.8)
+            counts.add(1)
+    ax.set_xticks(sorted(counts))
     ax.set_xlabel("GPUs")
-    ax.set_ylabel("images/s (dotted: linear from 1 GPU)")
+    ax.set_ylabel("images/s (hollow: single; dotted: linear from single)")
     ax.set_title(f"Scaling 1 -> N GPUs - {caption(group)}", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.12))
     return _save(fig, folder, name)
 
 
@@ -371,6 +396,46 @@ def cudnn_effect(frame: pd.DataFrame) -> list[str]:
     return out
 
 
+def peak_rates(paths: list[Path]) -> dict[str, dict]:
+    """GPU name -> the newest `python -m bench.peak` probe (*.probe.json) beside the inputs."""
+    found = {}
+    for probe in sorted({f for p in paths for f in Path(p).parent.glob("*.probe.json")}, key=lambda f: f.stat().st_mtime):
+        try:
+            doc = json.loads(probe.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if isinstance(doc, dict) and doc.get("gpu") and doc.get("bf16_matmul_tflops"):
+            found[doc["gpu"]] = {**doc, "file": probe.name}
+    return found
+
+
+def achieved_vs_peak(frame: pd.DataFrame, peaks: dict[str, dict]) -> list[str]:
+    """Markdown: each strategy's best achieved TFLOP/s per GPU against the measured dense bf16 rate."""
+    lines = []
+    for gpu, peak in peaks.items():
+        ok = frame[(frame["status"] == "ok") & (frame["gpu_name"] == gpu) & frame["tflops"].notna()]
+        if ok.empty:
+            continue
+        ok = ok.assign(per_gpu=ok["tflops"] / ok["n_gpus"].clip(lower=1))
+        rows = []
+        for strategy, g in ok.groupby("strategy", sort=False):
+            best = g.loc[g["per_gpu"].idxmax()]
+            rows.append({"strategy": strategy, "best case": f"{best['model']} {best['precision']}, batch "
+                         f"{int(best['batch_per_gpu'])}/GPU, {int(best['n_gpus'])} GPU"
+                         f"{', ' + best['variant'] if best['variant'] else ''}",
+                         "TFLOP/s (all GPUs)": round(best["tflops"], 1), "TFLOP/s per GPU": round(best["per_gpu"], 1),
+                         "% of bf16 peak": round(100 * best["per_gpu"] / peak["bf16_matmul_tflops"], 1)})
+        table = pd.DataFrame(rows).sort_values("TFLOP/s per GPU", ascending=False)
+        lines += [f"## Achieved TFLOP/s on {gpu} against its dense bf16 matrix rate", "",
+                  f"Dense matrix rates measured by `python -m bench.peak` ({peak['file']}): "
+                  + ", ".join(f"{k} {peak[f'{k}_matmul_tflops']:.0f}" for k in ("bf16", "fp16", "tf32", "fp32")
+                              if peak.get(f"{k}_matmul_tflops"))
+                  + " TFLOP/s. Training FLOPs per image come from "
+                  "torch.utils.flop_counter (forward and backward); each strategy's best case per GPU:", "",
+                  table.to_markdown(index=False), ""]
+    return lines
+
+
 def write_report(paths: list[Path], out: Path) -> Path:
     frame = add_speedups(load_frame(paths))
     out.mkdir(parents=True, exist_ok=True)
@@ -380,6 +445,7 @@ def write_report(paths: list[Path], out: Path) -> Path:
              "every timed step of every trial. Speed-up compares with `single` at the same per-GPU batch "
              "(weak scaling). Memory is `torch.cuda.max_memory_allocated` per GPU after warm-up. Rows measured on "
              "different hardware are never compared.", ""]
+    lines += achieved_vs_peak(frame, peak_rates(paths))
     effect = cudnn_effect(frame)
     if effect:
         lines += ["## DataParallel and cuDNN autotuning", "",

@@ -102,3 +102,17 @@ def test_speedups_pair_rows_with_the_same_sgd_kernels():
     assert merged.loc[("ddp", "fused"), "speedup"] == pytest.approx(1.9)
     # PyTorch's choice on GPUs (foreach) is unmarked; anything else is named in the label.
     assert merged.loc[("ddp", "foreach"), "variant"] == "" and merged.loc[("ddp", "fused"), "variant"] == "sgd=fused"
+
+
+def test_achieved_tflops_are_set_against_the_measured_peak(fixture_file, tmp_path):
+    (fixture_file.parent / "h200.probe.json").write_text(json.dumps({"gpu": "NVIDIA H200", "bf16_matmul_tflops": 4.0}))
+    out = tmp_path / "plots"
+    assert run_cli("report", str(fixture_file), "--out", str(out)).returncode == 0
+    text = (out / "REPORT.md").read_text()
+    assert "## Achieved TFLOP/s on NVIDIA H200 against its dense bf16 matrix rate" in text
+    # The fixture's rows all have 1.0 TFLOP/s in total: single 1.0 per GPU (25% of 4.0), ddp 0.5 (12.5%).
+    section = text.split("## Achieved TFLOP/s")[1].split("\n## ")[0]
+    cells = {line.split("|")[1].strip(): line.split("|")[-2].strip() for line in section.splitlines()
+             if line.startswith("| ") and "strategy" not in line}
+    assert cells["single"] == "25" and cells["ddp"] == "12.5"
+    assert "NVIDIA A100 against" not in text  # no probe for that GPU
