@@ -56,8 +56,21 @@ def baseline_for(rows: list[dict], folder) -> "Path":
     return path
 
 
+def _options(row: dict) -> str:
+    """The row's strategy options with today's defaults filled in: an option added later
+    defaults to the behaviour that older rows measured, so those rows still match."""
+    import strategies
+
+    try:
+        recorded = json.loads(row.get("options") or "{}")
+        defaults = strategies.get(row["strategy"]).options
+    except (KeyError, ValueError, TypeError):
+        return str(row.get("options") or "")
+    return json.dumps({**defaults, **recorded}, sort_keys=True)
+
+
 def _key(row: dict) -> tuple:
-    return tuple("" if row.get(k) is None else str(row.get(k)) for k in MATCH)
+    return tuple(_options(row) if k == "options" else "" if row.get(k) is None else str(row.get(k)) for k in MATCH)
 
 
 def _width(row: dict) -> float:

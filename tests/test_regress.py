@@ -93,6 +93,16 @@ def test_verdicts(changes, verdict, why):
         assert why in ddp["why"][0]
 
 
+def test_rows_from_before_an_option_existed_still_match():
+    # A baseline written before DDP had `broadcast_buffers` ran with its default (True).
+    base, cur = _rows(options='{"broadcast_buffers": true, "bucket_cap_mb": 25}')
+    base[0]["options"] = '{"bucket_cap_mb": 25}'
+    assert [v["verdict"] for v in compare.compare(base, cur, compare.Thresholds()) if v["case"].startswith("ddp")] == ["pass"]
+    # A knob set away from its default is another case.
+    _, cur = _rows(options='{"broadcast_buffers": false}')
+    assert "new" in [v["verdict"] for v in compare.compare(base, cur, compare.Thresholds()) if v["case"].startswith("ddp")]
+
+
 def test_a_wide_spread_is_noise_not_a_regression():
     base, cur = _rows(img_per_s=8500.0, img_per_s_p10=7000.0, img_per_s_p90=10000.0)
     base[0].update(img_per_s_p10=8000.0, img_per_s_p90=12000.0)
