@@ -181,7 +181,6 @@ def _hatch_repeats(ax, columns) -> None:
         seen[strategy] = seen.get(strategy, 0) + 1
         for patch in container.patches:
             patch.set_hatch(hatch)
-    ax.legend()  # rebuild so the legend shows the hatching
 
 
 def _log2_axis(ax) -> None:
@@ -247,6 +246,21 @@ def figure_memory(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
                          "peak allocated GiB per GPU", draw, folder, name)
 
 
+def _bar_panel(ax, table: pd.DataFrame, title: str, ylabel: str, reference: float) -> None:
+    """Bars per batch (rows of `table`), one per column, named '<strategy> ...': the
+    strategy's colour, hatching for its other GPU counts and knobs; a dashed reference line."""
+    table = table.set_axis([_wrap(c) for c in table.columns], axis=1)
+    colors = [COLORS.get(c.split(" ")[0], "grey") for c in table.columns]
+    table.plot.bar(ax=ax, rot=0, width=0.8, color=colors, edgecolor="white")
+    _hatch_repeats(ax, table.columns)
+    ax.axhline(reference, color="black", lw=0.8, ls="--")
+    ax.set_title(title)
+    ax.set_xlabel("batch per GPU")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))  # after hatching: shows it
+    ax.grid(alpha=0.3, axis="y")
+
+
 def figure_efficiency(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
     sub = group[(group["status"] == "ok") & (group["strategy"] != "single") & group["efficiency"].notna()
                 & (group["n_gpus"] > 1)]
@@ -258,16 +272,7 @@ def figure_efficiency(group: pd.DataFrame, folder: Path, name: str) -> list[Path
         p = sub[sub["precision"] == precision]
         table = p.pivot_table(index="batch_per_gpu", columns=p.apply(label, axis=1), values="efficiency",
                               aggfunc="first", sort=False).sort_index() * 100
-        table.columns = [_wrap(c) for c in table.columns]
-        colors = [COLORS.get(c.split(" ")[0], "grey") for c in table.columns]
-        table.plot.bar(ax=ax, rot=0, width=0.8, color=colors, edgecolor="white")
-        _hatch_repeats(ax, table.columns)
-        ax.axhline(100, color="black", lw=0.8, ls="--")
-        ax.set_title(precision)
-        ax.set_xlabel("batch per GPU")
-        ax.set_ylabel("scaling efficiency, % (100% = perfect)")
-        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
-        ax.grid(alpha=0.3, axis="y")
+        _bar_panel(ax, table, precision, "scaling efficiency, % (100% = perfect)", reference=100)
     return _save(fig, folder, name)
 
 
@@ -296,14 +301,7 @@ def figure_amp(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
                                   f"[{r['variant'] or 'default'} vs fp32 {r['variant_fp32'] or 'default'}]", axis=1)
         table = p.assign(name=names).pivot_table(index="batch_per_gpu", columns="name", values="amp_speedup",
                                                  aggfunc="first", sort=False).sort_index()
-        table.columns = [_wrap(c) for c in table.columns]
-        table.plot.bar(ax=ax, rot=0, width=0.8)
-        ax.axhline(1, color="black", lw=0.8, ls="--")
-        ax.set_title(f"{precision} / fp32")
-        ax.set_xlabel("batch per GPU")
-        ax.set_ylabel("throughput ratio")
-        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.14))
-        ax.grid(alpha=0.3, axis="y")
+        _bar_panel(ax, table, f"{precision} / fp32", "throughput ratio", reference=1)
     return _save(fig, folder, name)
 
 
@@ -380,6 +378,10 @@ def findings(group: pd.DataFrame) -> list[str]:
     return out
 
 
+def _step_ms(row) -> str:
+    return f"{row['step_ms_p50']:.1f} ms/step (p10-p90 {row['step_ms_p10']:.1f}-{row['step_ms_p90']:.1f})"
+
+
 def cudnn_effect(frame: pd.DataFrame) -> list[str]:
     """The DataParallel cuDNN-autotuning effect, where both settings were measured."""
     out = []
@@ -389,10 +391,11 @@ def cudnn_effect(frame: pd.DataFrame) -> list[str]:
         on = g[g["cudnn_benchmark"].map(_flag)]
         off = g[~g["cudnn_benchmark"].map(_flag)]
         if len(on) and len(off):
+            on, off = on.iloc[0], off.iloc[0]
             out.append(f"{key[3]}, {key[1]} {key[2]}, {key[4]} GPUs, batch {key[5]}/GPU on {key[0]}: "
-                       f"cudnn.benchmark on {on['step_ms_p50'].iloc[0]:.0f} ms/step ({_k(on['img_per_s'].iloc[0])} img/s), "
-                       f"off {off['step_ms_p50'].iloc[0]:.1f} ms/step ({_k(off['img_per_s'].iloc[0])} img/s): "
-                       f"{off['img_per_s'].iloc[0] / on['img_per_s'].iloc[0]:.0f}x faster off.")
+                       f"cudnn.benchmark on {_step_ms(on)} ({_k(on['img_per_s'])} img/s), "
+                       f"off {_step_ms(off)} ({_k(off['img_per_s'])} img/s): "
+                       f"{off['img_per_s'] / on['img_per_s']:.0f}x faster off.")
     return out
 
 

@@ -38,7 +38,7 @@ class AllreduceScratch(Strategy):
         optimizers = [common.make_optimizer(r.parameters(), ctx.sgd_impl) for r in replicas]
         runtime = ctx.precision.runtime(devices[0].type)
         forwards = [common.maybe_compile(r, ctx) for r in replicas]
-        coalesce = str(ctx.options.get("coalesce", False)).lower() in ("1", "true", "yes")
+        coalesce = common.flag(ctx.options["coalesce"])
 
         def place(inputs, targets):
             return [

@@ -27,6 +27,11 @@ def make_optimizer(params, impl: str = "for-loop") -> torch.optim.Optimizer:
     return torch.optim.SGD(params, **SGD_IMPLS[impl], **SGD_SETTINGS)
 
 
+def flag(value) -> bool:
+    """A boolean strategy option, given as a bool or as text ("true", "1", "on"...)."""
+    return str(value).lower() in ("1", "true", "yes", "on")
+
+
 def memory_format(ctx: WorkerContext) -> torch.memory_format:
     return torch.channels_last if ctx.channels_last else torch.contiguous_format
 

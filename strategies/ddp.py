@@ -22,10 +22,6 @@ from strategies import common, register
 from strategies.base import Strategy, TrainStep
 
 
-def _truthy(value) -> bool:
-    return str(value).lower() in ("1", "true", "yes", "on")
-
-
 def _spawn_entry(local_rank: int, world_size: int, port: int, body) -> None:
     os.environ.update(
         RANK=str(local_rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(world_size),
@@ -109,9 +105,9 @@ class DDP(Strategy):
             model,
             device_ids=[device.index] if device.type == "cuda" else None,
             bucket_cap_mb=float(ctx.options["bucket_cap_mb"]),
-            gradient_as_bucket_view=_truthy(ctx.options["gradient_as_bucket_view"]),
-            static_graph=_truthy(ctx.options["static_graph"]),
-            broadcast_buffers=_truthy(ctx.options["broadcast_buffers"]),
+            gradient_as_bucket_view=common.flag(ctx.options["gradient_as_bucket_view"]),
+            static_graph=common.flag(ctx.options["static_graph"]),
+            broadcast_buffers=common.flag(ctx.options["broadcast_buffers"]),
         )
         rank, world = ctx.rank, ctx.world_size
 
