@@ -261,30 +261,43 @@ def _bar_panel(ax, table: pd.DataFrame, title: str, ylabel: str, reference: floa
     ax.grid(alpha=0.3, axis="y")
 
 
+def _bar_figure(frame: pd.DataFrame, title: str, names, value: str, panel_title, ylabel: str, reference: float,
+                folder: Path, name: str) -> list[Path]:
+    """One bar panel per precision: `value` per batch, one bar per `names(rows)`."""
+    precisions = [p for p in PRECISION_ORDER if p in set(frame["precision"])]
+    fig, axes = _panels(precisions, title)
+    for ax, precision in zip(axes, precisions):
+        p = frame[frame["precision"] == precision]
+        table = p.assign(name=names(p)).pivot_table(index="batch_per_gpu", columns="name", values=value,
+                                                    aggfunc="first", sort=False).sort_index()
+        _bar_panel(ax, table, panel_title(precision), ylabel, reference)
+    return _save(fig, folder, name)
+
+
 def figure_efficiency(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
     sub = group[(group["status"] == "ok") & (group["strategy"] != "single") & group["efficiency"].notna()
                 & (group["n_gpus"] > 1)]
     if sub.empty:
         return []
-    precisions = [p for p in PRECISION_ORDER if p in set(sub["precision"])]
-    fig, axes = _panels(precisions, f"Scaling efficiency (speed-up over single / GPUs) - {caption(group)}")
-    for ax, precision in zip(axes, precisions):
-        p = sub[sub["precision"] == precision]
-        table = p.pivot_table(index="batch_per_gpu", columns=p.apply(label, axis=1), values="efficiency",
-                              aggfunc="first", sort=False).sort_index() * 100
-        _bar_panel(ax, table, precision, "scaling efficiency, % (100% = perfect)", reference=100)
-    return _save(fig, folder, name)
+    return _bar_figure(sub.assign(efficiency_pct=sub["efficiency"] * 100),
+                       f"Scaling efficiency (speed-up over single / GPUs) - {caption(group)}",
+                       lambda p: p.apply(label, axis=1), "efficiency_pct", lambda precision: precision,
+                       "scaling efficiency, % (100% = perfect)", 100, folder, name)
 
 
 def amp_speedups(group: pd.DataFrame) -> pd.DataFrame:
-    """amp images/s over fp32 images/s, same strategy, GPUs, batch (layout knobs may differ:
-    the label says which)."""
+    """amp images/s over fp32 images/s, same strategy, GPUs and batch; the fp32 row with the
+    same knobs where there is one, else the newest fp32 row (the label then says which)."""
     ok = group[group["status"] == "ok"]
-    fp32 = ok[ok["precision"] == "fp32"].sort_values("date").drop_duplicates(
-        ["strategy", "n_gpus", "batch_per_gpu"], keep="last")
+    keys = ["strategy", "n_gpus", "batch_per_gpu"]
+    fp32 = ok[ok["precision"] == "fp32"].sort_values("date")
     amp = ok[ok["precision"] != "fp32"]
-    merged = amp.merge(fp32[["strategy", "n_gpus", "batch_per_gpu", "img_per_s", "variant"]],
-                       on=["strategy", "n_gpus", "batch_per_gpu"], suffixes=("", "_fp32"))
+    columns = keys + ["img_per_s", "variant"]
+    same = amp.merge(fp32.drop_duplicates(keys + ["variant"], keep="last")[columns].assign(variant_fp32=fp32["variant"]),
+                     on=keys + ["variant"], suffixes=("", "_fp32"))
+    rest = amp[~amp.index.isin(amp.reset_index().merge(same[keys + ["variant"]], on=keys + ["variant"])["index"])]
+    other = rest.merge(fp32.drop_duplicates(keys, keep="last")[columns], on=keys, suffixes=("", "_fp32"))
+    merged = pd.concat([same, other], ignore_index=True)
     merged["amp_speedup"] = merged["img_per_s"] / merged["img_per_s_fp32"]
     return merged
 
@@ -293,16 +306,13 @@ def figure_amp(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
     merged = amp_speedups(group)
     if merged.empty:
         return []
-    precisions = [p for p in PRECISION_ORDER if p in set(merged["precision"])]
-    fig, axes = _panels(precisions, f"Mixed-precision speed-up over fp32 - {caption(group)}")
-    for ax, precision in zip(axes, precisions):
-        p = merged[merged["precision"] == precision]
-        names = p.apply(lambda r: f"{r['strategy']} ({int(r['n_gpus'])} GPU) "
-                                  f"[{r['variant'] or 'default'} vs fp32 {r['variant_fp32'] or 'default'}]", axis=1)
-        table = p.assign(name=names).pivot_table(index="batch_per_gpu", columns="name", values="amp_speedup",
-                                                 aggfunc="first", sort=False).sort_index()
-        _bar_panel(ax, table, f"{precision} / fp32", "throughput ratio", reference=1)
-    return _save(fig, folder, name)
+
+    def names(p):
+        return p.apply(lambda r: f"{r['strategy']} ({int(r['n_gpus'])} GPU) "
+                                 f"[{r['variant'] or 'default'} vs fp32 {r['variant_fp32'] or 'default'}]", axis=1)
+
+    return _bar_figure(merged, f"Mixed-precision speed-up over fp32 - {caption(group)}", names, "amp_speedup",
+                       lambda precision: f"{precision} / fp32", "throughput ratio", 1, folder, name)
 
 
 def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
