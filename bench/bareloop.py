@@ -15,11 +15,12 @@ import time
 
 import torch
 
+from bench.case import Case, Settings
 from bench.models import get_workload
 from bench.precision import get_precision
-from bench.worker import configure_backends, make_context, measure_case
-from strategies import get as get_strategy
-from strategies.common import SGD_IMPLS, SGD_SETTINGS
+from bench.training import SGD_IMPLS, SGD_SETTINGS
+from bench.worker import Job, configure_backends, measure_case
+from strategies.base import Placement
 
 
 def bare_loop(model_name: str, batch: int, precision: str, channels_last: bool, warmup: int, steps: int,
@@ -31,12 +32,12 @@ def bare_loop(model_name: str, batch: int, precision: str, channels_last: bool, 
     x, y = workload.synthetic_batch(batch)
     x, y = x.cuda().contiguous(memory_format=fmt), y.cuda()
     opt = torch.optim.SGD(model.parameters(), **SGD_IMPLS[sgd_impl], **SGD_SETTINGS)
-    dtype = get_precision(precision).autocast_dtype
+    dtype = getattr(torch, get_precision(precision).autocast_dtype or "float32")
     scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def step():
-        with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
+        with torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32):
             loss = loss_fn(model(x), y)
         scaler.scale(loss).backward()
         scaler.step(opt)
@@ -55,15 +56,11 @@ def bare_loop(model_name: str, batch: int, precision: str, channels_last: bool, 
 
 def suite_single(model_name: str, batch: int, precision: str, channels_last: bool, warmup: int, steps: int,
                  sgd_impl: str) -> dict:
-    spec = {
-        "strategy": "single", "precision": precision, "model": model_name, "gpus": [0], "n_replicas": 1,
-        "batch_sizes": [batch], "warmup": warmup, "steps": steps, "trials": 3, "seed": 0, "data": "device",
-        "channels_last": channels_last, "compile": False, "cudnn_benchmark": True, "tf32": "default", "sgd_impl": sgd_impl,
-        "options": {},
-    }
-    configure_backends(spec)
-    workload = get_workload(model_name)
-    return measure_case(get_strategy("single"), make_context(spec), workload, workload.synthetic_batch(batch), batch)
+    settings = Settings(warmup=warmup, steps=steps, trials=3, channels_last=channels_last, cudnn_benchmark="on",
+                        sgd_impl=sgd_impl)
+    case = Case.make("single", precision, model_name, Placement((0,), 1), batch, "eager", settings).spec()
+    configure_backends(case)
+    return measure_case(Job({"launcher": "local"}, 0, 1, 0), case)
 
 
 def main() -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import math
 import socket
 import sys
 from pathlib import Path
@@ -61,16 +62,22 @@ def _check_names(given: list[str], valid: list[str], what: str, flag: str) -> li
 def _parse_options(pairs: list[str], strategy_names: list[str]) -> dict:
     import strategies
 
-    defaults = {k: v for n in strategy_names for k, v in strategies.get(n).options.items()}
-    known = set(defaults)
+    declared = [strategies.get(n) for n in strategy_names]
+    defaults = {k: v for s in declared for k, v in s.options.items()}
+    choices = {k: v for s in declared for k, v in s.option_choices.items()}
     options = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
             raise UsageError(f"--option takes NAME=VALUE, got {pair!r}")
-        if key not in known:
-            raise UsageError(f"no selected strategy has option {key!r}; options: {', '.join(sorted(known)) or 'none'}")
-        options[key] = _typed_like(defaults[key], value, key)
+        if key not in defaults:
+            raise UsageError(f"no selected strategy has option {key!r}; options: {', '.join(sorted(defaults)) or 'none'}")
+        typed = _typed_like(defaults[key], value, key)
+        if key in choices and typed not in choices[key]:
+            raise UsageError(f"option {key} takes one of {', '.join(map(str, choices[key]))}, got {value!r}")
+        if isinstance(typed, (int, float)) and not isinstance(typed, bool) and not (math.isfinite(typed) and typed > 0):
+            raise UsageError(f"option {key} must be a positive number, got {value!r}")
+        options[key] = typed
     return options
 
 
@@ -90,20 +97,78 @@ def _typed_like(default, value: str, key: str):
     return value
 
 
-def cmd_run(args) -> int:
-    import torch
+def _settings(args, on_gpu: bool, strategy_names: list[str]):
+    from bench.case import COMPILE_MODES, Settings
 
+    def count(value, default, flag, minimum):
+        value = default if value is None else value
+        if value < minimum:
+            raise UsageError(f"{flag} must be at least {minimum}, got {value}")
+        return value
+
+    for flag, value in (("--case-timeout", args.case_timeout), ("--startup-timeout", args.startup_timeout)):
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"--case-timeout and --startup-timeout must be positive (seconds); {flag} is {value}")
+    if args.compile_mode not in COMPILE_MODES:
+        raise UsageError(f"--compile-mode takes one of {', '.join(COMPILE_MODES)}, got {args.compile_mode!r}")
+    return Settings(
+        warmup=count(args.warmup, 10 if on_gpu else 1, "--warmup", 0),
+        steps=count(args.steps, 20 if on_gpu else 3, "--steps", 1),
+        trials=count(args.trials, 3 if on_gpu else 2, "--trials", 1),
+        seed=count(args.seed, 0, "--seed", 0), data=args.data, channels_last=args.channels_last,
+        compile_mode=args.compile_mode, cudnn_benchmark=args.cudnn_benchmark, tf32=args.tf32, sgd_impl=args.sgd_impl,
+        options=tuple(sorted(_parse_options(args.option, strategy_names).items())),
+        case_timeout_s=args.case_timeout, startup_timeout_s=args.startup_timeout,
+    )
+
+
+def build_cases(strategy_names, precisions, models, executions, gpus, gpu_counts, cpu_replicas, batch_sizes, settings):
+    """The grid, in the order it is reported: model, precision, execution, strategy, devices, batch."""
+    import strategies
+    from bench.case import Case
+    from strategies.base import Placement
+
+    cases = []
+    for model in models:
+        for precision in precisions:
+            for execution in executions:
+                for name in strategy_names:
+                    strategy = strategies.get(name)
+                    for placement in placements(strategy, gpus, gpu_counts, cpu_replicas):
+                        for batch in sorted(set(batch_sizes)):
+                            cases.append(Case.make(name, precision, model, placement, batch, execution, settings))
+    return cases
+
+
+def placements(strategy, gpus: list[int], gpu_counts: list[int], cpu_replicas: int):
+    """The device sets a strategy runs on: one-device strategies on the first GPU, the others on each count."""
+    from strategies.base import Placement
+
+    if not gpus:
+        return [Placement((), 1 if strategy.max_replicas == 1 else cpu_replicas)]
+    if strategy.max_replicas == 1:
+        return [Placement((gpus[0],), 1)]
+    return [Placement(tuple(gpus[:k]), k) for k in gpu_counts]
+
+
+def cmd_run(args) -> int:
     import strategies
     from bench import results
+    from bench.case import EXECUTIONS
     from bench.models import WORKLOADS
     from bench.precision import PRECISIONS
     from bench.progress import ConsoleReporter
-    from bench.sweep import Settings, Sweep, Terminated, build_groups
+    from bench.sweep import Sweep, Terminated, WriteFailed
 
-    names = _check_names(_csv(args.strategies) or strategies.names(), strategies.names(include_hidden=True),
-                         "strategy", "--strategies")
+    names = _check_names(_csv(args.strategies) or strategies.names(), strategies.names(), "strategy", "--strategies")
     precisions = _check_names(_csv(args.precisions), list(PRECISIONS), "precision", "--precisions")
     models = _check_names(_csv(args.models), list(WORKLOADS), "model", "--models")
+    executions = _csv(args.execution) or ["eager"]
+    if args.compile:
+        executions = ["compile"]  # --compile: the alias of --execution compile, kept for one release
+    executions = _check_names(executions, list(EXECUTIONS), "execution", "--execution")
+    if args.cpu_replicas < 1:
+        raise UsageError(f"--cpu-replicas must be at least 1, got {args.cpu_replicas}")
     gpus = resolve_gpus(args.gpus)
     on_gpu = bool(gpus)
     counts = _ints(args.gpu_counts, "--gpu-counts") if args.gpu_counts else [len(gpus)] if gpus else [args.cpu_replicas]
@@ -126,38 +191,43 @@ def cmd_run(args) -> int:
     else:
         batch_sizes = _ints(args.batch_sizes or ("32,64,128,256" if on_gpu else "2,4"), "--batch-sizes")
 
-    settings = Settings(
-        warmup=args.warmup if args.warmup is not None else (10 if on_gpu else 1),
-        steps=args.steps if args.steps is not None else (20 if on_gpu else 3),
-        trials=args.trials if args.trials is not None else (3 if on_gpu else 2),
-        seed=args.seed, data=args.data, channels_last=args.channels_last, compile=args.compile,
-        cudnn_benchmark=args.cudnn_benchmark, tf32=args.tf32, sgd_impl=args.sgd_impl, options=_parse_options(args.option, names),
-        case_timeout_s=args.case_timeout, startup_timeout_s=args.startup_timeout,
-    )
-    if settings.steps < 1 or settings.trials < 1 or settings.warmup < 0:
-        raise UsageError("--steps and --trials must be at least 1, --warmup at least 0")
-    if args.cpu_replicas < 1:
-        raise UsageError(f"--cpu-replicas must be at least 1, got {args.cpu_replicas}")
-    if settings.case_timeout_s <= 0 or settings.startup_timeout_s <= 0:
-        raise UsageError("--case-timeout and --startup-timeout must be positive (seconds)")
+    settings = _settings(args, on_gpu, names)
+    cases = build_cases(names, precisions, models, executions, gpus, counts, args.cpu_replicas, batch_sizes, settings)
+    if not cases:
+        raise UsageError("nothing to run: the grid of strategies, precisions, models and batch sizes is empty")
 
-    out, existing = _output_file(args)
-    groups = build_groups(names, precisions, models, gpus, counts, args.cpu_replicas, batch_sizes, settings)
-    reporter = ConsoleReporter()
-    sweep = Sweep(groups, str(out), args.resume, reporter, existing)
+    out = _output_path(args)
+    lock = results.Lock(out)
     try:
-        rows = sweep.run(torch.cuda.is_available())
-    except KeyboardInterrupt:
+        lock.acquire()
+    except results.ResultsError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        existing = _existing_rows(args, out, cases)
+        results.check_writable(out)
+        reporter = ConsoleReporter()
+        sweep = Sweep(cases, settings, str(out), reporter, existing)
+        try:
+            rows = sweep.run()
+        except KeyboardInterrupt:
+            reporter.close()
+            print(f"interrupted: {len(sweep.rows)} finished case(s) are in {out}; "
+                  f"continue with: python -m bench run --resume --out {out} (same arguments)", file=sys.stderr)
+            return 130
+        except Terminated:
+            reporter.close()
+            print(f"terminated: {len(sweep.rows)} finished case(s) are in {out}; resume with --resume --out {out}",
+                  file=sys.stderr)
+            return 143
+        except WriteFailed as exc:
+            reporter.close()
+            print(f"parabench: error: {exc}", file=sys.stderr)
+            return 1
         reporter.close()
-        print(f"interrupted: {len(sweep.rows)} finished case(s) are in {out}; "
-              f"continue with: python -m bench run --resume --out {out} (same arguments)", file=sys.stderr)
-        return 130
-    except Terminated:
-        reporter.close()
-        print(f"terminated: {len(sweep.rows)} finished case(s) are in {out}; resume with --resume --out {out}",
-              file=sys.stderr)
-        return 143
-    reporter.close()
+    except results.ResultsError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        lock.release()
     counts_by_status = {}
     for row in rows:
         counts_by_status[row["status"]] = counts_by_status.get(row["status"], 0) + 1
@@ -166,37 +236,89 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _output_file(args) -> tuple[Path, list[dict]]:
-    from bench import results
+def _this_host_hardware(cases) -> set[str]:
+    from bench import envinfo
+    from bench.case import hardware
+
+    return {hardware({"device": c.device, **envinfo.for_gpus(c.gpus), "cpu": envinfo.collect_light()["cpu"]})
+            for c in cases}
+
+
+def _output_path(args) -> Path:
+    """The results file: --out, or with --resume the newest file of this host under the
+    results folder, or a new file named after the time and host."""
+    from bench import envinfo, results
 
     folder = Path(args.results_dir)
     if args.out:
-        out = results.json_path(args.out)
-    elif args.resume:
-        candidates = sorted(folder.glob("run-*.json"), key=lambda p: p.stat().st_mtime)
-        if not candidates:
-            raise UsageError(f"--resume found no run-*.json in {folder}; pass the file with --out")
-        out = candidates[-1]
-    else:
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = folder / f"run-{stamp}-{socket.gethostname()}.json"
-    if out.exists():
-        if not args.resume:
-            raise UsageError(f"{out} already exists: pass --resume to continue it, or choose another --out")
-        try:
-            return out, results.load(out)
-        except results.ResultsError as exc:
-            raise UsageError(f"{exc} (the file was left untouched)") from None
-    return out, []
+        return results.json_path(args.out)
+    if args.resume:
+        host = envinfo.collect_light()["host"]
+        mine = []
+        for path in sorted(folder.glob("run-*.json"), key=lambda p: p.stat().st_mtime):
+            try:
+                rows = results.load(path)
+            except results.ResultsError:
+                continue
+            if rows and all(r.get("host") == host for r in rows):
+                mine.append(path)
+        if not mine:
+            raise UsageError(f"--resume found no run-*.json written on this host ({host}) in {folder}; "
+                             "pass the file with --out")
+        return mine[-1]
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return folder / f"run-{stamp}-{socket.gethostname()}.json"
+
+
+def _existing_rows(args, out: Path, cases) -> list[dict]:
+    """Rows already in `out` (with --resume), after checking that they were measured on
+    this hardware with these measurement settings; without --resume, `out` must be new."""
+    from bench import envinfo, results
+    from bench.case import MEASUREMENT, Case, hardware
+
+    csv_path = out.with_suffix(".csv")
+    if not args.resume:
+        for path in (out, csv_path):
+            if path.exists():
+                raise UsageError(f"{path} already exists: pass --resume to continue it, or choose another --out")
+        return []
+    if not out.exists():
+        return []
+    try:
+        rows = results.load(out)
+    except results.ResultsError as exc:
+        raise UsageError(f"{exc} (the file was left untouched)") from None
+    host = envinfo.collect_light()["host"]
+    here = _this_host_hardware(cases)
+    for row in rows:
+        if row.get("host") and row["host"] != host:
+            raise UsageError(f"{out} was measured on host {row['host']}, this is {host}: resume it there, "
+                             "or start a new file")
+        if hardware(row) not in here:
+            raise UsageError(f"{out} was measured on {hardware(row)}, this run uses {', '.join(sorted(here))}: "
+                             "resume it on that hardware, or start a new file")
+    wanted = cases[0].measurement()
+    for row in rows:
+        had = {k: row.get(k) for k in MEASUREMENT}
+        if had != wanted:
+            diff = ", ".join(f"{k} {had[k]} (file) vs {wanted[k]} (now)" for k in MEASUREMENT if had[k] != wanted[k])
+            raise UsageError(f"{out} was measured with other settings: {diff}; resume with the same settings, "
+                             "or start a new file")
+    dups = results.duplicates(rows)
+    if dups:
+        print(f"note: {out} holds {len(dups)} duplicate case(s) ({'; '.join(dups[:3])}{'...' if len(dups) > 3 else ''}): "
+              "the latest ok row of each is kept", file=sys.stderr)
+    done = {Case.from_row(r).key() for r in results.latest(rows) if r["status"] in ("ok", "oom")}
+    new = [c for c in cases if c.key() not in done]
+    print(f"resuming {out}: {len(done)} case(s) measured already, {len(new)} to run", file=sys.stderr)
+    return rows
 
 
 def cmd_list(args) -> int:
-    import torch
-
     import strategies
+    from bench.case import EXECUTIONS
     from bench.models import WORKLOADS, training_flops_per_image
     from bench.precision import PRECISIONS
-    from bench.sweep import Settings, placements
 
     gpus = resolve_gpus(args.gpus)
     where = f"GPUs {','.join(map(str, gpus))}" if gpus else f"the CPU ({args.cpu_replicas} replicas)"
@@ -205,10 +327,13 @@ def cmd_list(args) -> int:
         strategy = strategies.get(name)
         print(f"\n  {name:<18} {strategy.summary}")
         if strategy.options:
-            print(f"  {'':<18} options: " + ", ".join(f"{k}={v}" for k, v in strategy.options.items()))
+            print(f"  {'':<18} options: " + ", ".join(
+                f"{k}={v}" + (f" ({'|'.join(map(str, strategy.option_choices[k]))})" if k in strategy.option_choices else "")
+                for k, v in strategy.options.items()))
+        print(f"  {'':<18} executions: {', '.join(e for e in EXECUTIONS if e in strategy.executions)}")
         placement = placements(strategy, gpus, [len(gpus)] if gpus else [args.cpu_replicas], args.cpu_replicas)[-1]
         for precision in PRECISIONS.values():
-            reason = strategy.unavailable_reason(placement, precision, torch.cuda.is_available())
+            reason = strategy.unavailable_reason(placement, precision)
             print(f"    {precision.name:<9} {'runs here' if reason is None else 'cannot run: ' + reason}")
     print("\nModels:")
     for name, w in WORKLOADS.items():
@@ -220,7 +345,13 @@ def cmd_list(args) -> int:
 def cmd_report(args) -> int:
     from bench import report, results
 
-    paths = [Path(p) for p in args.files] or report.default_inputs(Path(args.results_dir))
+    paths = []
+    for given in map(Path, args.files):
+        # A folder stands for the results files in it.
+        paths += report.default_inputs(given) if given.is_dir() else [given]
+    if args.files and not paths:
+        raise UsageError(f"no results files in {', '.join(args.files)}: name .json results files or a folder holding them")
+    paths = paths or report.default_inputs(Path(args.results_dir))
     if not paths:
         raise UsageError(f"no results files in {args.results_dir}: run a sweep first (make bench)")
     try:
@@ -241,6 +372,10 @@ def cmd_compare(args) -> int:
         baseline = results.load(args.baseline)
     except results.ResultsError as exc:
         raise UsageError(str(exc)) from None
+    for flag, value in (("--max-slowdown", args.max_slowdown), ("--max-memory-growth", args.max_memory_growth),
+                        ("--noise-factor", args.noise_factor)):
+        if not (math.isfinite(value) and value >= 0):
+            raise UsageError(f"{flag} must be a finite number >= 0, got {value}")
     th = compare.Thresholds(args.max_slowdown, args.max_memory_growth, args.noise_factor)
     runs = [compare.compare(baseline, cur, th, args.across_hardware, args.ratios_only) for cur in currents]
     verdicts = compare.confirmed(runs)
@@ -282,11 +417,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--warmup", type=int, help="warm-up steps per case (default 10 on GPUs, 1 on the CPU)")
     run.add_argument("--steps", type=int, help="timed steps per trial (default 20 on GPUs, 3 on the CPU)")
     run.add_argument("--trials", type=int, help="trials per case (default 3 on GPUs, 2 on the CPU)")
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--seed", type=int, default=0, help="seed of the weights and the synthetic data (>= 0)")
     run.add_argument("--data", choices=["device", "host"], default="device",
                      help="device: batch resident on the GPUs; host: copied from pinned memory every step")
     run.add_argument("--channels-last", action="store_true", help="channels_last memory format for model and inputs")
-    run.add_argument("--compile", action="store_true", help="torch.compile the model (strategies that support it)")
+    run.add_argument("--execution", default="eager",
+                     help="eager,compile,cuda-graph: how the step runs, swept like precisions (default eager)")
+    run.add_argument("--compile", action="store_true", help="alias of --execution compile (kept for one release)")
+    run.add_argument("--compile-mode", default="default",
+                     help="torch.compile mode for --execution compile: default, max-autotune-no-cudagraphs, reduce-overhead")
     run.add_argument("--cudnn-benchmark", choices=["auto", "on", "off"], default="auto",
                      help="auto: on, but off for strategies that run replicas in threads (see README)")
     run.add_argument("--tf32", choices=["default", "on", "off"], default="default")

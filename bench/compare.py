@@ -24,21 +24,15 @@ import json
 import math
 from dataclasses import dataclass
 
+import strategies
 from bench import results
-
-MATCH = [k for k in results.CASE_KEY if k not in ("warmup", "steps", "trials", "seed", "gpus")]
-BASE_MATCH = ["model", "precision", "batch_per_gpu", "data", "channels_last", "compile", "tf32", "sgd_impl"]
-
+from bench.case import Case, hardware, identity
 
 @dataclass
 class Thresholds:
     slowdown: float = 0.10  # fraction of images/s (or of the ratio to single)
     memory_growth: float = 0.10  # fraction of peak allocated memory
     noise_factor: float = 1.0  # times the measured relative p10-p90 width
-
-
-def hardware(row: dict) -> str:
-    return row["gpu_name"] if row.get("device") == "cuda" else f"CPU {row.get('cpu')}"
 
 
 def baseline_for(rows: list[dict], folder) -> "Path":
@@ -56,21 +50,8 @@ def baseline_for(rows: list[dict], folder) -> "Path":
     return path
 
 
-def _options(row: dict) -> str:
-    """The row's strategy options with today's defaults filled in: an option added later
-    defaults to the behaviour that older rows measured, so those rows still match."""
-    import strategies
-
-    try:
-        recorded = json.loads(row.get("options") or "{}")
-        defaults = strategies.get(row["strategy"]).options
-    except (KeyError, ValueError, TypeError):
-        return str(row.get("options") or "")
-    return json.dumps({**defaults, **recorded}, sort_keys=True)
-
-
 def _key(row: dict) -> tuple:
-    return tuple(_options(row) if k == "options" else "" if row.get(k) is None else str(row.get(k)) for k in MATCH)
+    return identity(row)[1:]
 
 
 def _width(row: dict) -> float:
@@ -79,22 +60,26 @@ def _width(row: dict) -> float:
 
 
 def _single_of(rows: list[dict], row: dict) -> dict | None:
+    """The baseline strategy's ok row of the same run that `row` is divided by."""
+    want = Case.from_row(row).baseline_key()
     for r in rows:
-        if r["strategy"] == "single" and r["status"] == "ok" and hardware(r) == hardware(row) and all(
-                str(r.get(k)) == str(row.get(k)) for k in BASE_MATCH):
+        if r["strategy"] == strategies.baseline() and r["status"] == "ok" and hardware(r) == hardware(row) \
+                and Case.from_row(r).baseline_key() == want:
             return r
     return None
 
 
 def describe_case(row: dict) -> str:
-    where = f"{row['n_gpus']} GPU" if row["n_gpus"] else f"CPU x{row['n_replicas']}"
-    return f"{row['strategy']} {row['precision']} {row['model']} {where} batch {row['batch_per_gpu']}"
+    case = Case.from_row(row)
+    knobs = case.variant()
+    return case.label() + (f" [{knobs}]" if knobs else "")
 
 
 def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_hardware: bool = False,
             ratios_only: bool = False) -> list[dict]:
     """Verdicts per case. `ratios_only` judges throughput by in-run ratios alone (for shared
     machines whose speed drifts between runs); absolute changes are then shown, not judged."""
+    baseline, current = results.latest(baseline), results.latest(current)  # duplicates: the latest ok row wins
     base_by_key = {_key(r): r for r in baseline}
     cur_by_key = {_key(r): r for r in current}
     verdicts = []
@@ -122,7 +107,7 @@ def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_ha
         entry["img_change"] = cur["img_per_s"] / base["img_per_s"] - 1
         allowed = max(th.slowdown, th.noise_factor * max(_width(base), _width(cur)))
         base_single, cur_single = _single_of(baseline, base), _single_of(current, cur)
-        if cur["strategy"] != "single" and base_single and cur_single:
+        if cur["strategy"] != strategies.baseline() and base_single and cur_single:
             # Same-run ratio: what this strategy gives over single on the same machine, same run.
             base_ratio = base["img_per_s"] / base_single["img_per_s"]
             cur_ratio = cur["img_per_s"] / cur_single["img_per_s"]

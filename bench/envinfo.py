@@ -77,6 +77,12 @@ def _cpu_name() -> str:
 
 
 @functools.lru_cache(maxsize=1)
+def collect_light() -> dict:
+    """The facts that need no torch: host and CPU."""
+    return {"host": socket.gethostname(), "cpu": f"{_cpu_name()} ({os.cpu_count()} threads)"}
+
+
+@functools.lru_cache(maxsize=1)
 def collect() -> dict:
     import numpy
     import torch
@@ -99,8 +105,7 @@ def collect() -> dict:
         "torch": torch.__version__,
         "numpy": numpy.__version__,
         "python": platform.python_version(),
-        "host": socket.gethostname(),
-        "cpu": f"{_cpu_name()} ({os.cpu_count()} threads)",
+        **collect_light(),
         "platform": platform.platform(),
         "git_commit": commit,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

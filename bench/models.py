@@ -83,13 +83,30 @@ class Workload:
 
     def synthetic_batch(self, batch: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """A fixed random batch on the CPU; the first rows are the same for any `batch`."""
-        # Inputs and targets come from separate streams, so that a prefix of a larger
-        # batch equals the smaller batch exactly.
-        inputs = torch.randn((batch, *self.input_shape), generator=torch.Generator().manual_seed(seed + 1))
-        targets = torch.randint(
-            0, self.num_classes, (batch,), generator=torch.Generator().manual_seed(seed + 2)
-        )
-        return inputs, targets
+        return self.synthetic_rows(0, batch, seed)
+
+    def synthetic_rows(self, start: int, stop: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rows [start, stop) of the fixed random global batch, built without the others:
+        each rank of a multi-process job makes only its own shard. Rows come in blocks,
+        each from its own seeded stream, so any slice equals that slice of a larger batch."""
+        first, last = start // _BLOCK, (stop - 1) // _BLOCK if stop > start else start // _BLOCK - 1
+        inputs, targets = [], []
+        for block in range(first, last + 1):
+            inputs.append(torch.randn((_BLOCK, *self.input_shape), generator=_stream(seed, 1, block)))
+            targets.append(torch.randint(0, self.num_classes, (_BLOCK,), generator=_stream(seed, 2, block)))
+        if not inputs:
+            return torch.empty((0, *self.input_shape)), torch.empty((0,), dtype=torch.long)
+        offset = first * _BLOCK
+        return (torch.cat(inputs)[start - offset : stop - offset].contiguous(),
+                torch.cat(targets)[start - offset : stop - offset].contiguous())
+
+
+_BLOCK = 64
+
+
+def _stream(seed: int, which: int, block: int) -> torch.Generator:
+    # Inputs and targets come from separate streams per block of rows.
+    return torch.Generator().manual_seed((seed * 4 + which) * 1_000_003 + block)
 
 
 WORKLOADS: dict[str, Workload] = {

@@ -72,64 +72,73 @@ def device_memory_mib(ctx: list) -> list[float]:
     return used
 
 
-def parity(spec: dict, ctx: list, weights: dict, inputs, targets) -> None:
-    net, trainer = build_trainer(spec, ctx, weights)
-    global_batch = spec["batch_sizes"][0] * len(ctx)
-    step = make_step(spec, ctx, net, trainer, inputs[:global_batch], targets[:global_batch])
-    for _ in range(spec["steps"]):
+def parity(case: dict, ctx: list, weights: dict, inputs, targets) -> None:
+    net, trainer = build_trainer(case, ctx, weights)
+    step = make_step(case, ctx, net, trainer, inputs, targets)
+    for _ in range(case["steps"]):
         step()
     mx.nd.waitall()
     params = {k: v.data(ctx[0]).asnumpy() for k, v in net._collect_params_with_prefix().items()}
-    np.savez(spec["parity_out"], **params)
+    np.savez(case["parity_out"], **params)
+
+
+def measure(case: dict, ctx: list, weights: dict, inputs, targets) -> dict:
+    net, trainer = build_trainer(case, ctx, weights)
+    step = make_step(case, ctx, net, trainer, inputs, targets)
+    for _ in range(case["warmup"]):
+        step()
+    mx.nd.waitall()
+    step_ms, walls = [], []
+    for _ in range(case["trials"]):
+        trial_start = time.perf_counter()
+        for _ in range(case["steps"]):
+            t0 = time.perf_counter()
+            step()
+            mx.nd.waitall()  # MXNet is asynchronous: bound every step
+            step_ms.append((time.perf_counter() - t0) * 1000)
+        walls.append(time.perf_counter() - trial_start)
+    figures = summarize(step_ms, walls, case["steps"], case["global_batch"])
+    figures.update(flops_per_image=case["flops_per_image"], tflops=case["flops_per_image"] * figures["img_per_s"] / 1e12)
+    used = device_memory_mib(ctx)
+    if used:  # what the driver reports in use per device (MXNet keeps no peak counter)
+        figures.update(peak_alloc_mib=max(used), peak_alloc_mib_min=min(used), peak_reserved_mib=max(used),
+                       peak_alloc_mib_per_device=";".join(f"{u:.1f}" for u in used))
+    return figures
 
 
 def main(argv: list[str]) -> None:
     with open(argv[0]) as fh:
         spec = json.load(fh)
-    if spec["precision"] == "amp-fp16":
-        from mxnet.contrib import amp
-
-        amp.init()
-    ctx = contexts(spec)
-    weights = dict(np.load(spec["weights_file"]))
-    data = np.load(spec["data_file"])
-    inputs, targets = data["inputs"], data["targets"].astype(np.float32)
-    if spec.get("mode") == "parity":
-        return parity(spec, ctx, weights, inputs, targets)
-    for batch in spec["batch_sizes"]:
-        protocol.emit("start", batch_per_gpu=batch)
+    os.unlink(argv[0])  # read: nothing is left behind whatever happens next
+    amp_initialised = False
+    for case in spec["cases"]:
+        protocol.emit("start", key=case["key"])
         started = time.perf_counter()
-        global_batch = batch * len(ctx)
         try:
-            net, trainer = build_trainer(spec, ctx, weights)
-            step = make_step(spec, ctx, net, trainer, inputs[:global_batch], targets[:global_batch])
-            for _ in range(spec["warmup"]):
-                step()
-            mx.nd.waitall()
-            step_ms, walls = [], []
-            for _ in range(spec["trials"]):
-                trial_start = time.perf_counter()
-                for _ in range(spec["steps"]):
-                    t0 = time.perf_counter()
-                    step()
-                    mx.nd.waitall()  # MXNet is asynchronous: bound every step
-                    step_ms.append((time.perf_counter() - t0) * 1000)
-                walls.append(time.perf_counter() - trial_start)
-        except mx.base.MXNetError as exc:
+            if case["precision"] == "amp-fp16" and not amp_initialised:
+                from mxnet.contrib import amp
+
+                amp.init()
+                amp_initialised = True
+            ctx = contexts(case)
+            weights = dict(np.load(case["weights_file"]))
+            data = np.load(case["data_file"])
+            inputs, targets = data["inputs"], data["targets"].astype(np.float32)
+            if spec.get("mode") == "parity":
+                parity(case, ctx, weights, inputs, targets)
+                figures = {}
+            else:
+                figures = measure(case, ctx, weights, inputs, targets)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes the case's status
             text = str(exc)
-            status = "oom" if "out of memory" in text.lower() else "error"
-            protocol.emit("result", batch_per_gpu=batch, status=status, reason=f"MXNetError: {text.strip().splitlines()[0][:400]}",
-                          traceback=traceback.format_exc()[-2000:])
+            status = "oom" if "out of memory" in text.lower() or isinstance(exc, MemoryError) else "error"
+            first = text.strip().splitlines()[0][:400] if text.strip() else ""
+            protocol.emit("result", key=case["key"], status=status, reason=f"{type(exc).__name__}: {first}",
+                          traceback=traceback.format_exc()[-4000:])
             sys.stdout.flush()
             os._exit(protocol.EXIT_AFTER_OOM if status == "oom" else protocol.EXIT_AFTER_ERROR)
-        figures = summarize(step_ms, walls, spec["steps"], global_batch)
-        figures.update(global_batch=global_batch, n_replicas=len(ctx), flops_per_image=spec["flops_per_image"],
-                       tflops=spec["flops_per_image"] * figures["img_per_s"] / 1e12, elapsed_s=time.perf_counter() - started)
-        used = device_memory_mib(ctx)
-        if used:  # what the driver reports in use per device (MXNet keeps no peak counter)
-            figures.update(peak_alloc_mib=max(used), peak_alloc_mib_min=min(used), peak_reserved_mib=max(used),
-                           peak_alloc_mib_per_device=";".join(f"{u:.1f}" for u in used))
-        protocol.emit("result", batch_per_gpu=batch, status="ok", reason="", mxnet=mx.__version__, numpy=np.__version__, **figures)
+        protocol.emit("result", key=case["key"], status="ok", reason="", mxnet=mx.__version__, numpy=np.__version__,
+                      elapsed_s=time.perf_counter() - started, **figures)
 
 
 if __name__ == "__main__":

@@ -18,9 +18,11 @@ import tempfile
 import torch
 
 import strategies
-from bench import envinfo
+from bench import envinfo, protocol
+from bench.case import Case, Settings
 from bench.models import get_workload
-from strategies.common import default_sgd_impl, loss_fn, make_optimizer
+from bench.training import loss_fn, make_optimizer
+from strategies.base import Placement
 
 # fp32 on the CPU: differences come from summation order alone.
 CPU_TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
@@ -36,7 +38,7 @@ def reference_parameters(model: str, global_batch: int, shards: int, seed: int =
     CPU and GPU convolution arithmetic alone differ by ~1e-4 after one step)."""
     workload = get_workload(model)
     net = workload.build(seed).to(device)
-    optimizer = make_optimizer(net.parameters(), default_sgd_impl(device != "cpu"))
+    optimizer = make_optimizer(net.parameters(), "foreach" if device != "cpu" else "for-loop")
     inputs, targets = (t.to(device) for t in workload.synthetic_batch(global_batch, seed))
     if device != "cpu":
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
@@ -49,38 +51,57 @@ def reference_parameters(model: str, global_batch: int, shards: int, seed: int =
     return {name: p.detach().float().cpu() for name, p in net.named_parameters()}
 
 
-def strategy_parameters(strategy: str, model: str, batch_per_replica: int, gpus: tuple[int, ...] = (),
-                        n_replicas: int = 1, options: dict | None = None, seed: int = 0, steps: int = 1,
-                        timeout_s: float = 300, sgd_impl: str = "auto") -> dict:
-    strat = strategies.get(strategy)
-    merged = {**strat.options, **(options or {})}
+def parity_case(strategy: str, model: str, batch_per_replica: int, gpus: tuple[int, ...] = (), n_replicas: int = 1,
+                options: dict | None = None, seed: int = 0, steps: int = 1, sgd_impl: str = "auto",
+                execution: str = "eager") -> Case:
+    """The fp32 case whose training step the parity tests compare (TF32 off, no autotuning)."""
+    settings = Settings(warmup=0, steps=steps, trials=1, seed=seed, cudnn_benchmark="off", tf32="off",
+                        sgd_impl=sgd_impl, options=tuple(sorted((options or {}).items())))
+    return Case.make(strategy, "fp32", model, Placement(tuple(gpus), n_replicas), batch_per_replica, execution, settings)
+
+
+def run_parity(cases: list[Case], timeout_s: float = 300) -> list[dict]:
+    """Run `cases` in one worker, exactly as a sweep launches it, in parity mode; the
+    parameters each case ends with, in order."""
+    first = cases[0]
+    strat = strategies.get(first.strategy)
+    launcher = strat.launcher(first.options_dict)
     with tempfile.TemporaryDirectory(prefix="parabench-parity-") as tmp:
-        spec = {
-            "mode": "parity", "parity_out": os.path.join(tmp, "params.pt"),
-            "strategy": strategy, "precision": "fp32", "model": model, "gpus": list(gpus), "n_replicas": n_replicas,
-            "batch_sizes": [batch_per_replica], "warmup": 0, "steps": steps, "trials": 1, "seed": seed,
-            "data": "device", "channels_last": False, "compile": False, "cudnn_benchmark": False, "tf32": "off",
-            "sgd_impl": strat.sgd_impl(sgd_impl, bool(gpus)), "options": merged,
-        }
+        spec = {"mode": "parity", "launcher": launcher.name, "gpus": list(first.gpus), "n_replicas": first.n_replicas,
+                "launcher_options": {k: first.options_dict.get(k) for k in launcher.options}, "cases": []}
+        for i, case in enumerate(cases):
+            case_spec = dict(case.spec(), parity_out=os.path.join(tmp, f"params-{i}.pt"))
+            strategies.get(case.strategy).prepare_launch(case_spec, tmp)
+            spec["cases"].append(case_spec)
         spec_path = os.path.join(tmp, "spec.json")
-        strat.prepare_launch(spec, spec_path)
         with open(spec_path, "w") as fh:
             json.dump(spec, fh)
-        from bench.sweep import Placement
-
-        cmd = strat.launch_command(spec_path, Placement(tuple(gpus), n_replicas), merged)
-        env = {**os.environ, "PYTHONPATH": str(envinfo.REPO), "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE", "0")}
+        cmd = launcher.command(spec_path, first.placement, first.options_dict)
+        env = {**os.environ, "PYTHONPATH": str(envinfo.REPO), "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE", "0"),
+               protocol.ENV: os.path.join(tmp, "events.jsonl")}
         proc = subprocess.run(cmd, cwd=envinfo.REPO, env=env, capture_output=True, text=True, timeout=timeout_s)
-        out = spec["parity_out"]
-        if not os.path.exists(out) and os.path.exists(out + ".npz"):
-            out += ".npz"  # a numpy-side worker (MXNet) saved an .npz
-        if proc.returncode != 0 or not os.path.exists(out):
-            raise RuntimeError(f"{strategy} parity step failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
-        if out.endswith(".npz"):
-            import numpy as np
+        found = []
+        for case_spec in spec["cases"]:
+            out = case_spec["parity_out"]
+            if not os.path.exists(out) and os.path.exists(out + ".npz"):
+                out += ".npz"  # a numpy-side worker (MXNet) saved an .npz
+            if proc.returncode != 0 or not os.path.exists(out):
+                raise RuntimeError(f"{first.strategy} parity step failed ({proc.returncode}):\n"
+                                   f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+            if out.endswith(".npz"):
+                import numpy as np
 
-            return {k: torch.from_numpy(v) for k, v in np.load(out).items()}
-        return torch.load(out)
+                found.append({k: torch.from_numpy(v) for k, v in np.load(out).items()})
+            else:
+                found.append(torch.load(out))
+        return found
+
+
+def strategy_parameters(strategy: str, model: str, batch_per_replica: int, gpus: tuple[int, ...] = (),
+                        n_replicas: int = 1, options: dict | None = None, seed: int = 0, steps: int = 1,
+                        timeout_s: float = 300, sgd_impl: str = "auto", execution: str = "eager") -> dict:
+    case = parity_case(strategy, model, batch_per_replica, gpus, n_replicas, options, seed, steps, sgd_impl, execution)
+    return run_parity([case], timeout_s)[0]
 
 
 def max_abs_difference(a: dict, b: dict) -> float:

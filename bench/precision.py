@@ -2,7 +2,8 @@
 
 A strategy never branches on precision: it asks the case's `PrecisionRuntime` for
 an autocast context, for the backward pass (which scales the loss where needed),
-and for the optimiser step and the scaler update.
+and for the optimiser step and the scaler update. The table of precisions imports no
+torch, so that reading and reporting results does not need it.
 """
 from __future__ import annotations
 
@@ -10,14 +11,12 @@ import contextlib
 import importlib.util
 from dataclasses import dataclass
 
-import torch
-
 
 @dataclass(frozen=True)
 class Precision:
     name: str
     summary: str
-    autocast_dtype: torch.dtype | None = None
+    autocast_dtype: str | None = None  # a torch dtype's name: "float16", "bfloat16"
     grad_scaler: bool = False
     apex_opt_level: str | None = None
 
@@ -43,17 +42,24 @@ class PrecisionRuntime:
     def __init__(self, precision: Precision, device_type: str):
         self.precision = precision
         self.device_type = device_type
+        import torch
+
+        self.dtype = getattr(torch, precision.autocast_dtype) if precision.autocast_dtype else None
         self.scaler = torch.amp.GradScaler(device_type) if precision.grad_scaler else None
 
     def prepare(self, model, optimizer):
         return model, optimizer
 
     def autocast(self):
-        if self.precision.autocast_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device_type, dtype=self.precision.autocast_dtype)
+        import torch
 
-    def backward(self, loss: torch.Tensor, optimizer=None) -> None:
+        if self.dtype is None:
+            return contextlib.nullcontext()
+        # Autocast's weight cache must be off inside a CUDA-graph capture (PyTorch's CUDA-graph notes).
+        capturing = self.device_type == "cuda" and torch.cuda.is_current_stream_capturing()
+        return torch.autocast(self.device_type, dtype=self.dtype, cache_enabled=not capturing)
+
+    def backward(self, loss, optimizer=None) -> None:
         (self.scaler.scale(loss) if self.scaler else loss).backward()
 
     def step(self, optimizer) -> None:
@@ -92,8 +98,8 @@ PRECISIONS: dict[str, Precision] = {
     p.name: p
     for p in (
         Precision("fp32", "float32 everywhere (TF32 convolutions follow --tf32)"),
-        Precision("amp-fp16", "torch.amp autocast to float16 with GradScaler", torch.float16, grad_scaler=True),
-        Precision("amp-bf16", "torch.amp autocast to bfloat16", torch.bfloat16),
+        Precision("amp-fp16", "torch.amp autocast to float16 with GradScaler", "float16", grad_scaler=True),
+        Precision("amp-bf16", "torch.amp autocast to bfloat16", "bfloat16"),
         Precision("apex-O1", "NVIDIA Apex amp, opt level O1", apex_opt_level="O1"),
         Precision("apex-O2", "NVIDIA Apex amp, opt level O2", apex_opt_level="O2"),
     )

@@ -1,55 +1,72 @@
-"""Worker processes: started in their own session, read line by line, killed as a tree.
+"""Worker processes: started in their own session, tied to the parent's life, killed as a tree.
 
-torchrun starts its ranks in sessions of their own, so killing the launcher's process
-group is not enough: `kill_tree` collects every descendant first and kills them all.
+A worker dies with its parent on every path: the Linux parent-death signal is set in the
+child before it runs (so a SIGKILLed sweep takes its workers along), and each worker sets
+it again for itself (so torchrun's ranks die with torchrun). torchrun starts its ranks in
+sessions of their own, so killing the launcher's process group is not enough: `kill_tree`
+collects every descendant first and kills them all.
 """
 from __future__ import annotations
 
 import collections
+import ctypes
 import os
-import queue
 import signal
 import subprocess
+import sys
 import threading
 
 import psutil
 
-from bench import protocol
+_PR_SET_PDEATHSIG = 1
 
-_EOF = object()
+
+def die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this process when its parent exits (Linux only); if the
+    parent is already gone, leave now."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    expected = os.environ.get("PARABENCH_PARENT_PID")
+    if expected and os.getppid() != int(expected) and os.getppid() == 1:
+        os._exit(1)
 
 
 class Worker:
-    def __init__(self, cmd: list[str], env: dict, cwd: str, tail_lines: int = 40):
+    """A worker command; its combined stdout/stderr is kept as output (a tail), never parsed."""
+
+    def __init__(self, cmd: list[str], env: dict, cwd: str, tail_lines: int = 80):
+        env = {**env, "PARABENCH_PARENT_PID": str(os.getpid())}
         self.proc = subprocess.Popen(
             cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True, text=True, errors="replace", bufsize=1,
+            start_new_session=True, preexec_fn=die_with_parent,
         )
         self.tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
-        self._events: queue.Queue = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
-        for line in self.proc.stdout:
-            event = protocol.parse(line)
-            if event is None:
-                self.tail.append(line.rstrip("\n"))
-            else:
-                self._events.put(event)
-        self._events.put(_EOF)
+        # Bytes, split on newlines ourselves: output without a final newline is still kept.
+        for chunk in iter(lambda: self.proc.stdout.read1(65536), b""):
+            text = chunk.decode(errors="replace")
+            lines = text.split("\n")
+            if self.tail and not self._line_done:
+                self.tail[-1] += lines.pop(0)
+            for line in lines:
+                self.tail.append(line)
+            self._line_done = text.endswith("\n")
+            if self._line_done and self.tail and self.tail[-1] == "":
+                self.tail.pop()
 
-    def next_event(self, timeout: float) -> dict | None:
-        """The next event; None on timeout; raises EOFError once the output has ended."""
-        try:
-            event = self._events.get(timeout=max(timeout, 0.01))
-        except queue.Empty:
-            return None
-        if event is _EOF:
-            raise EOFError
-        return event
+    _line_done = True
 
-    def output_tail(self, lines: int = 20) -> str:
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def output_tail(self, lines: int = 40) -> str:
         return "\n".join(list(self.tail)[-lines:])
 
     def exit_description(self) -> str:

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 
 def describe(row: dict) -> str:
     where = f"{row['n_gpus']} GPU" if row["n_gpus"] else f"CPU x{row['n_replicas']}"
-    head = f"{row['strategy']:<18} {row['precision']:<8} {row['model']:<14} {where:<8} batch {row['batch_per_gpu']:>4}"
+    execution = "" if row.get("execution") in (None, "eager") else f" {row['execution']}"
+    head = (f"{row['strategy'] + execution:<22} {row['precision']:<8} {row['model']:<14} {where:<8} "
+            f"batch {row['batch_per_gpu']:>4}")
     if row["status"] == "ok":
         mem = f", {row['peak_alloc_mib']:.0f} MiB" if row.get("peak_alloc_mib") else ""
         return (f"{head}  {row['img_per_s']:>9.1f} img/s  step {row['step_ms_p50']:.2f} ms "
@@ -20,6 +22,7 @@ class ConsoleReporter:
         self.console = console or Console(stderr=True)
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("ETA"), TimeRemainingColumn(),
             console=self.console, transient=True,
         )
         self.task = None
@@ -27,6 +30,9 @@ class ConsoleReporter:
     def begin(self, total: int) -> None:
         self.progress.start()
         self.task = self.progress.add_task("starting", total=total)
+
+    def preparing(self, label: str) -> None:
+        self.progress.update(self.task, description=f"starting {label}")
 
     def case_started(self, label: str) -> None:
         self.progress.update(self.task, description=label)

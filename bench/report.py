@@ -14,17 +14,21 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+matplotlib.rcParams["svg.hashsalt"] = "parabench"  # fixed SVG ids
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from bench import results  # noqa: E402
-
 import strategies  # noqa: E402
+from bench import results  # noqa: E402
+from bench.case import Case, hardware  # noqa: E402
 from bench.precision import PRECISIONS  # noqa: E402
 
 STRATEGY_ORDER = strategies.names()
 PRECISION_ORDER = list(PRECISIONS)
+BASELINE = strategies.baseline()
 # Strategies whose replicas run in threads: cuDNN autotuning is off for them by default.
+# The process-per-device strategy the threaded ones are set against.
+DDP = strategies.reference()
 THREADED = {name for name in STRATEGY_ORDER if strategies.get(name).replicas_in_threads}
 
 
@@ -37,16 +41,13 @@ def default_inputs(folder: Path) -> list[Path]:
 
 
 def load_frame(paths: list[Path]) -> pd.DataFrame:
-    frame = pd.DataFrame(results.load_many(paths))
+    rows = results.latest(results.load_many(paths))  # the same case twice: the latest ok row wins
+    frame = pd.DataFrame(rows)
     if frame.empty:
         raise results.ResultsError(f"{', '.join(map(str, paths))}: no result rows to report")
-    # What a comparison may not cross: the GPU model, or the CPU for CPU runs.
-    frame["hardware"] = [g if d == "cuda" else f"CPU {c}" for d, g, c in zip(frame["device"], frame["gpu_name"], frame["cpu"])]
-    frame["variant"] = [variant(r) for r in frame.to_dict("records")]
-    # The same case measured twice (several files, other step counts): keep the newest.
-    key = [k for k in results.CASE_KEY if k not in ("warmup", "steps", "trials", "seed")] + ["hardware"]
-    frame = frame.sort_values("date").drop_duplicates([k for k in key if k in frame], keep="last")
-    return frame.reset_index(drop=True)
+    frame["hardware"] = [hardware(r) for r in rows]
+    frame["variant"] = [variant(r) for r in rows]
+    return frame.sort_values("date", kind="stable").reset_index(drop=True)
 
 
 def _flag(value) -> bool:
@@ -55,29 +56,7 @@ def _flag(value) -> bool:
 
 def variant(row: dict) -> str:
     """The knobs that set this row apart from the suite's defaults, e.g. 'channels_last'."""
-    parts = []
-    if _flag(row.get("channels_last")):
-        parts.append("channels_last")
-    if _flag(row.get("compile")):
-        parts.append("compile")
-    if row.get("data") not in (None, "device"):
-        parts.append(f"data={row['data']}")
-    if row.get("tf32") not in (None, "default"):
-        parts.append(f"tf32={row['tf32']}")
-    if row.get("sgd_impl") and row["strategy"] in STRATEGY_ORDER:
-        strategy, on_gpu = strategies.get(row["strategy"]), row.get("device") == "cuda"
-        # A strategy with its own optimiser (MXNet) resolves every request to the same thing.
-        if strategy.sgd_impl(row["sgd_impl"], on_gpu) != strategy.sgd_impl("auto", on_gpu):
-            parts.append(f"sgd={row['sgd_impl']}")
-    if row.get("device") == "cuda" and row.get("cudnn_benchmark") is not None:
-        on = _flag(row["cudnn_benchmark"])
-        if on == (row["strategy"] in THREADED):
-            parts.append(f"cudnn.benchmark={'on' if on else 'off'}")
-    if row.get("options") and row["strategy"] in STRATEGY_ORDER:
-        defaults = strategies.get(row["strategy"]).options
-        opts = json.loads(row["options"])
-        parts += [f"{k}={v}" for k, v in opts.items() if k in defaults and v != defaults[k]]
-    return ", ".join(parts)
+    return Case.from_row(row).variant()
 
 
 def label(row) -> str:
@@ -94,8 +73,9 @@ def _order(frame: pd.DataFrame) -> pd.DataFrame:
 def add_speedups(frame: pd.DataFrame) -> pd.DataFrame:
     """Speed-up over `single` at the same per-GPU batch, same hardware, model, precision and
     layout knobs; scaling efficiency = speed-up / devices."""
-    match = ["hardware", "model", "precision", "batch_per_gpu", "channels_last", "compile", "data", "tf32", "sgd_impl"]
-    base = frame[(frame["strategy"] == "single") & (frame["status"] == "ok")]
+    match = ["hardware", "model", "precision", "batch_per_gpu", "channels_last", "execution", "compile_mode", "data",
+             "tf32", "sgd_impl"]
+    base = frame[(frame["strategy"] == BASELINE) & (frame["status"] == "ok")]
     base = base.sort_values("date").drop_duplicates(match, keep="last")[match + ["img_per_s"]]
     merged = frame.merge(base.rename(columns={"img_per_s": "single_img_per_s"}), on=match, how="left")
     merged["speedup"] = merged["img_per_s"] / merged["single_img_per_s"]
@@ -153,15 +133,20 @@ def slug(*parts) -> str:
 
 
 def _save(fig, folder: Path, name: str) -> list[Path]:
+    """PNG and SVG, each written whole or not at all, with no date inside (unchanged results
+    give byte-identical figures)."""
+    import io
+
     paths = [folder / f"{name}.png", folder / f"{name}.svg"]
-    fig.savefig(paths[0], dpi=110, bbox_inches="tight")
-    fig.savefig(paths[1], bbox_inches="tight")
+    for path, kwargs in ((paths[0], {"dpi": 110, "metadata": {"Software": None}}), (paths[1], {"metadata": {"Date": None}})):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=path.suffix[1:], bbox_inches="tight", **kwargs)
+        results.atomic_write_bytes(path, buf.getvalue())
     plt.close(fig)
     return paths
 
 
-COLORS = dict(zip(["single", "ddp", "allreduce-scratch", "dp", "dp-fn", "dp-manual", "mxnet-gluon"],
-                  ["black", "tab:red", "tab:purple", "tab:blue", "tab:cyan", "tab:green", "tab:orange"]))
+COLORS = {name: strategies.get(name).colour for name in STRATEGY_ORDER}
 MARKERS = {0: "D", 1: "o", 2: "s", 4: "^", 8: "v"}
 
 
@@ -275,7 +260,7 @@ def _bar_figure(frame: pd.DataFrame, title: str, names, value: str, panel_title,
 
 
 def figure_efficiency(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
-    sub = group[(group["status"] == "ok") & (group["strategy"] != "single") & group["efficiency"].notna()
+    sub = group[(group["status"] == "ok") & (group["strategy"] != BASELINE) & group["efficiency"].notna()
                 & (group["n_gpus"] > 1)]
     if sub.empty:
         return []
@@ -320,9 +305,9 @@ def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
     `single` with the same settings (hollow marker at 1 GPU); dotted: linear from it."""
     ok = group[(group["status"] == "ok") & (group["n_gpus"] > 0)]
     keys = ["precision", "variant", "batch_per_gpu"]
-    singles = ok[ok["strategy"] == "single"].sort_values("date").drop_duplicates(keys, keep="last").set_index(keys)
+    singles = ok[ok["strategy"] == BASELINE].sort_values("date").drop_duplicates(keys, keep="last").set_index(keys)
     curves = []
-    for (strategy, *key), line in ok[ok["strategy"] != "single"].groupby(["strategy"] + keys):
+    for (strategy, *key), line in ok[ok["strategy"] != BASELINE].groupby(["strategy"] + keys):
         base = singles["img_per_s"].get(tuple(key))
         # A curve needs two device counts of its own or a count beyond 2: plain 2-GPU cases
         # are in the efficiency figure already.
@@ -368,7 +353,7 @@ def findings(group: pd.DataFrame) -> list[str]:
         for threaded in sorted(THREADED & set(p["strategy"])):
             ratios = []
             for _, r in p[(p["strategy"] == threaded) & (p["variant"] == "")].iterrows():
-                ddp = p[(p["strategy"] == "ddp") & (p["n_gpus"] == r["n_gpus"]) & (p["variant"] == "")
+                ddp = p[(p["strategy"] == DDP) & (p["n_gpus"] == r["n_gpus"]) & (p["variant"] == "")
                         & (p["batch_per_gpu"] == r["batch_per_gpu"])]
                 if not ddp.empty:
                     ratios.append((r["batch_per_gpu"], r["img_per_s"] / ddp["img_per_s"].iloc[0]))
@@ -482,7 +467,8 @@ def write_report(paths: list[Path], out: Path) -> Path:
             sub = group[group["precision"] == precision]
             for title, table in tables(sub).items():
                 lines += [f"### {precision}: {title}", "", table.to_markdown(), ""]
-                table.to_csv(out / f"{slug(name, precision, title.split(' (')[0].split(',')[0])}.csv")
+                results.atomic_write_bytes(out / f"{slug(name, precision, title.split(' (')[0].split(',')[0])}.csv",
+                                           table.to_csv().encode())
     report = out / "REPORT.md"
-    report.write_text("\n".join(lines) + "\n")
+    results.atomic_write_bytes(report, ("\n".join(lines) + "\n").encode())
     return report

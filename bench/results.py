@@ -3,23 +3,28 @@
 A results file is `NAME.json` ({"schema": ..., "rows": [...]}) with `NAME.csv` beside
 it holding the same rows. Both are rewritten through a temporary file and an atomic
 rename after every finished case, so an interrupted sweep keeps everything it measured.
+A sweep holds an exclusive lock on the file (`NAME.json.lock`) for its whole run.
+
+Every figure is validated on reading (finite, positive where it must be): a hand-edited
+or damaged file is an error that names the file, the row and the field, never a verdict.
 """
 from __future__ import annotations
 
 import csv
+import errno
+import fcntl
+import io
 import json
 import math
 import os
 from pathlib import Path
 
+from bench import case as case_mod
+
 SCHEMA = "parabench-results/1"
 
-AXES = ["strategy", "precision", "model", "device", "gpus", "n_gpus", "n_replicas", "batch_per_gpu"]
-SETTINGS = [
-    "data", "channels_last", "compile", "cudnn_benchmark", "tf32", "sgd_impl", "options", "warmup", "steps", "trials", "seed",
-]
 FIGURES = [
-    "global_batch", "status", "reason",
+    "status", "reason",
     "img_per_s", "img_per_s_p10", "img_per_s_p90", "wall_img_per_s", "trial_img_per_s_min", "trial_img_per_s_max",
     "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "n_timed_steps",
     "peak_alloc_mib", "peak_alloc_mib_min", "peak_reserved_mib",
@@ -30,29 +35,25 @@ ENVIRONMENT = [
     "gpu_name", "gpu_count_host", "gpu_memory_mib", "driver", "cuda", "cudnn", "nccl", "torch", "mxnet", "numpy",
     "python", "host", "cpu", "platform", "git_commit", "date", "command", "run_id",
 ]
-COLUMNS = AXES + SETTINGS + FIGURES + ENVIRONMENT
+COLUMNS = list(case_mod.COLUMNS) + FIGURES + ENVIRONMENT
 STATUSES = ("ok", "oom", "error", "timeout", "skipped")
-INTEGER = {
-    "n_gpus", "n_replicas", "batch_per_gpu", "warmup", "steps", "trials", "seed", "global_batch", "n_timed_steps",
-    "gpu_count_host",
-}
+INTEGER = {"n_gpus", "n_replicas", "batch_per_gpu", "warmup", "steps", "trials", "seed", "global_batch", "n_timed_steps",
+           "gpu_count_host"}
 FLOAT = {
     "img_per_s", "img_per_s_p10", "img_per_s_p90", "wall_img_per_s", "trial_img_per_s_min", "trial_img_per_s_max",
     "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "peak_alloc_mib", "peak_alloc_mib_min",
     "peak_reserved_mib", "flops_per_image", "tflops", "elapsed_s", "gpu_memory_mib",
 }
-# Files written before the SGD implementation was a setting all used the per-tensor loop.
-LEGACY_DEFAULTS = {"sgd_impl": "for-loop"}
-# What makes two rows the same measurement (for --resume and comparisons).
-CASE_KEY = AXES + SETTINGS
+# Figures an `ok` row must have, finite and above zero.
+REQUIRED_POSITIVE = ("img_per_s", "img_per_s_p10", "img_per_s_p90", "step_ms_p10", "step_ms_p50", "step_ms_p90")
+# Figures that, where present, must be finite and not negative.
+NON_NEGATIVE = FLOAT - set(REQUIRED_POSITIVE)
+# Version fields stay text (CUDA "13.0", not the float 13.0) when a CSV is read back.
+TEXT = {"cuda", "cudnn", "nccl", "torch", "mxnet", "numpy", "python", "driver", "gpus", "git_commit"}
 
 
 class ResultsError(Exception):
     """A results file that cannot be used; the message names the file and the fix."""
-
-
-def case_key(row: dict) -> tuple:
-    return tuple("" if row.get(k) is None else str(row.get(k)) for k in CASE_KEY)
 
 
 def json_path(path: str | os.PathLike) -> Path:
@@ -60,48 +61,131 @@ def json_path(path: str | os.PathLike) -> Path:
     return p if p.suffix == ".json" else p.with_suffix(".json")
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write through a temporary file and rename; on failure nothing is left behind and the
+    old file, if any, is untouched."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", newline="") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _csv_text(clean: list[dict]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in clean:
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    return buf.getvalue()
 
 
 def write(path: str | os.PathLike, rows: list[dict]) -> None:
     path = json_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     clean = [{c: row.get(c) for c in COLUMNS} for row in rows]
-    _atomic_write(path, json.dumps({"schema": SCHEMA, "rows": clean}, indent=1, default=str) + "\n")
-    from io import StringIO
-
-    buf = StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for row in clean:
-        writer.writerow({k: "" if v is None else v for k, v in row.items()})
-    _atomic_write(path.with_suffix(".csv"), buf.getvalue())
+    atomic_write_bytes(path, (json.dumps({"schema": SCHEMA, "rows": clean}, indent=1, default=str) + "\n").encode())
+    atomic_write_bytes(path.with_suffix(".csv"), _csv_text(clean).encode())
 
 
-def _coerce(row: dict) -> dict:
+def check_writable(path: str | os.PathLike) -> None:
+    """Before the first case: can both files be written there? ResultsError names the fix."""
+    path = json_path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path.parent / f".{path.name}.probe", b"x")
+        os.unlink(path.parent / f".{path.name}.probe")
+    except OSError as exc:
+        raise ResultsError(f"cannot write results in {path.parent} ({exc.strerror or exc}): "
+                           f"choose a writable --out or --results-dir") from None
+
+
+class Lock:
+    """An exclusive lock on a results file for a whole sweep (flock: released by the kernel
+    if the holder dies, so a stale lock file never blocks anyone)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = json_path(path).with_name(json_path(path).name + ".lock")
+        self.fd = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                raise ResultsError(f"{json_path(self.path.with_suffix(''))} is being written by another parabench run "
+                                   f"(PID {holder}): wait for it to finish, or choose another --out") from None
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def _coerce(row: dict, where: str) -> dict:
     out = {}
     for c in COLUMNS:
         v = row.get(c)
-        if (v == "" and c in INTEGER | FLOAT) or (isinstance(v, float) and math.isnan(v)):
+        if v == "" and c in INTEGER | FLOAT:
+            v = None
+        if isinstance(v, float) and math.isnan(v) and c not in FLOAT:
             v = None
         if v is not None and c in INTEGER:
             v = int(float(v))
         elif v is not None and c in FLOAT:
             v = float(v)
+        elif v is not None and c in TEXT:
+            v = str(v)
         out[c] = v
     return out
+
+
+def _validate(row: dict, where: str, fix: str) -> None:
+    """Every figure finite, and positive where a measurement must be."""
+    for c in FLOAT:
+        v = row.get(c)
+        if v is not None and (not math.isfinite(v) or (c in NON_NEGATIVE and v < 0)):
+            raise ResultsError(f"{where}: field {c} is {v!r}, not a usable figure; {fix}")
+    if row["status"] == "ok":
+        for c in REQUIRED_POSITIVE:
+            v = row.get(c)
+            if v is None or not v > 0:
+                raise ResultsError(f"{where}: field {c} of an ok row is {v!r}; it must be a positive number; {fix}")
 
 
 def load(path: str | os.PathLike) -> list[dict]:
     """Rows of a results file (.json or .csv), validated; ResultsError names what is wrong."""
     path = Path(path)
     fix = "re-run the sweep into a new file, or pass another results file"
+    if path.is_dir():
+        raise ResultsError(f"{path} is a folder: pass the results files in it (*.json), or use --results-dir {path}")
     if not path.exists():
         raise ResultsError(f"{path}: no such results file")
     if path.stat().st_size == 0:
@@ -119,6 +203,8 @@ def load(path: str | os.PathLike) -> list[dict]:
             raw_rows = doc.get("rows") if isinstance(doc, dict) else None
     except (json.JSONDecodeError, UnicodeDecodeError, csv.Error) as exc:
         raise ResultsError(f"{path}: corrupt or truncated results file ({exc}); {fix}") from None
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     if schema is None:
         raise ResultsError(f"{path}: not a parabench results file (no '{SCHEMA}' schema); {fix}")
     if schema != SCHEMA:
@@ -127,16 +213,21 @@ def load(path: str | os.PathLike) -> list[dict]:
         raise ResultsError(f"{path}: 'rows' is not a list of result rows; {fix}")
     rows = []
     for i, raw in enumerate(raw_rows):
+        where = f"{path}: row {i}"
         missing = [c for c in ("strategy", "precision", "model", "batch_per_gpu", "status") if raw.get(c) in (None, "")]
         if missing:
-            raise ResultsError(f"{path}: row {i} lacks {', '.join(missing)}; {fix}")
+            raise ResultsError(f"{where} lacks {', '.join(missing)}; {fix}")
         if raw["status"] not in STATUSES:
-            raise ResultsError(f"{path}: row {i} has unknown status {raw['status']!r}; {fix}")
-        raw = {**LEGACY_DEFAULTS, **raw}
+            raise ResultsError(f"{where} has unknown status {raw['status']!r}; {fix}")
         try:
-            rows.append(_coerce(raw))
+            row = _coerce(raw, where)
+            # The case columns as today's Case reads them: settings a row predates get their default here.
+            row.update(case_mod.Case.from_row({**raw, **{k: v for k, v in row.items() if v is not None}}).row())
         except (TypeError, ValueError) as exc:
-            raise ResultsError(f"{path}: row {i} has a malformed number ({exc}); {fix}") from None
+            raise ResultsError(f"{where} has a malformed number ({exc}); {fix}") from None
+        _validate(row, where, fix)
+        row["source"] = str(path)
+        rows.append(row)
     return rows
 
 
@@ -145,3 +236,27 @@ def load_many(paths: list[str | os.PathLike]) -> list[dict]:
     for p in paths:
         rows.extend(load(p))
     return rows
+
+
+def latest(rows: list[dict]) -> list[dict]:
+    """One row per measurement (case and hardware), by the documented rule: the latest `ok`
+    row wins; a case never measured ok keeps its latest row. Order is kept."""
+    chosen: dict[tuple, dict] = {}
+    for row in rows:
+        key = case_mod.identity(row)
+        kept = chosen.get(key)
+        if kept is None or row["status"] == "ok" or kept["status"] != "ok":
+            chosen.pop(key, None)
+            chosen[key] = row
+    return list(chosen.values())
+
+
+def duplicates(rows: list[dict]) -> list[str]:
+    """Labels of cases that appear more than once."""
+    seen, dup = set(), []
+    for row in rows:
+        key = case_mod.identity(row)
+        if key in seen:
+            dup.append(case_mod.Case.from_row(row).label())
+        seen.add(key)
+    return dup

@@ -1,256 +1,244 @@
-"""The sweep: expand the case grid, run each group in fresh workers, record every case.
+"""The sweep: run every case of the grid in long-lived workers and record each outcome.
 
-A group is one (strategy, precision, model, GPU set); its worker sweeps the batch
-sizes in ascending order. The parent enforces time limits, turns crashes, hangs and
-out-of-memory into that case's status, restarts a worker for the cases left, and
-writes the results file after every case.
+Cases whose strategy names the same launcher on the same devices (with the same launcher
+options) share one worker: one local process per GPU set, one torchrun per GPU count for
+all DDP-style strategies, one MXNet interpreter. Inside a worker the cases of one series
+(one line of a figure) run in ascending batch order. The parent enforces time limits,
+turns crashes, hangs and out-of-memory into that case's status, starts a fresh worker
+for the cases left after any failure, and writes the results file after every case.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import tempfile
 import time
-from dataclasses import dataclass, field
 
 import strategies
-from bench import envinfo, results
+from bench import envinfo, protocol, results
+from bench.case import Case, Settings, execution_unavailable_reason
 from bench.precision import get_precision
 from bench.procs import Worker
-from strategies.base import Placement, Strategy
-
-
-@dataclass
-class Settings:
-    warmup: int = 2
-    steps: int = 5
-    trials: int = 2
-    seed: int = 0
-    data: str = "device"  # "device": resident batch; "host": copied from pinned memory every step
-    channels_last: bool = False
-    compile: bool = False
-    cudnn_benchmark: str = "auto"  # auto: on, except for strategies whose replicas run in threads
-    tf32: str = "default"  # default | on | off (PyTorch's default: TF32 convolutions, fp32 matmuls)
-    sgd_impl: str = "auto"  # auto (PyTorch's choice: foreach on GPUs) | for-loop | foreach | fused
-    options: dict = field(default_factory=dict)  # option name -> value, for strategies that declare it
-    case_timeout_s: float = 600.0
-    startup_timeout_s: float = 300.0
-
-
-@dataclass
-class Group:
-    strategy: Strategy
-    precision: str
-    model: str
-    placement: Placement
-    batch_sizes: list[int]
-    settings: Settings
-
-    @property
-    def options(self) -> dict:
-        return {**self.strategy.options, **{k: v for k, v in self.settings.options.items() if k in self.strategy.options}}
-
-    @property
-    def cudnn_benchmark(self) -> bool:
-        if self.settings.cudnn_benchmark == "auto":
-            return self.strategy.default_cudnn_benchmark()
-        return self.settings.cudnn_benchmark == "on"
-
-    @property
-    def sgd_impl(self) -> str:
-        return self.strategy.sgd_impl(self.settings.sgd_impl, bool(self.placement.gpus))
-
-    def label(self) -> str:
-        return f"{self.strategy.name} {self.precision} {self.model} {self.placement.label()}"
-
-    def row(self, batch: int, **figures) -> dict:
-        s = self.settings
-        row = {
-            "strategy": self.strategy.name, "precision": self.precision, "model": self.model,
-            "device": self.placement.device_type, "gpus": ",".join(map(str, self.placement.gpus)),
-            "n_gpus": len(self.placement.gpus), "n_replicas": self.placement.n_replicas, "batch_per_gpu": batch,
-            "global_batch": batch * self.placement.n_replicas,
-            "data": s.data, "channels_last": s.channels_last, "compile": s.compile,
-            "cudnn_benchmark": self.cudnn_benchmark if self.placement.gpus else None, "tf32": s.tf32,
-            "sgd_impl": self.sgd_impl,
-            "options": json.dumps(self.options, sort_keys=True), "warmup": s.warmup, "steps": s.steps,
-            "trials": s.trials, "seed": s.seed,
-        }
-        row.update(envinfo.collect())
-        row.update(envinfo.for_gpus(self.placement.gpus))
-        row.update(figures)
-        return row
-
-    def spec(self, batch_sizes: list[int]) -> dict:
-        s = self.settings
-        return {
-            "strategy": self.strategy.name, "precision": self.precision, "model": self.model,
-            "gpus": list(self.placement.gpus), "n_replicas": self.placement.n_replicas,
-            "batch_sizes": batch_sizes, "warmup": s.warmup, "steps": s.steps, "trials": s.trials, "seed": s.seed,
-            "data": s.data, "channels_last": s.channels_last, "compile": s.compile,
-            "cudnn_benchmark": self.cudnn_benchmark, "tf32": s.tf32, "sgd_impl": self.sgd_impl,
-            "options": self.options,
-        }
-
-    def unavailable_reason(self, cuda_available: bool) -> str | None:
-        reason = self.strategy.unavailable_reason(self.placement, get_precision(self.precision), cuda_available)
-        if reason is None and self.settings.compile and not self.strategy.supports_compile:
-            reason = "torch.compile is not wired into this strategy"
-        return reason
-
-
-def placements(strategy: Strategy, gpus: list[int], gpu_counts: list[int], cpu_replicas: int) -> list[Placement]:
-    """The GPU sets a strategy runs on: `single` on the first GPU, the others on each count."""
-    if not gpus:
-        n = 1 if strategy.max_replicas == 1 else cpu_replicas
-        return [Placement((), n)]
-    if strategy.max_replicas == 1:
-        return [Placement((gpus[0],), 1)]
-    return [Placement(tuple(gpus[:k]), k) for k in gpu_counts]
-
-
-def build_groups(strategy_names, precisions, models, gpus, gpu_counts, cpu_replicas, batch_sizes, settings):
-    groups = []
-    for model in models:
-        for precision in precisions:
-            for name in strategy_names:
-                strategy = strategies.get(name)
-                for placement in placements(strategy, gpus, gpu_counts, cpu_replicas):
-                    groups.append(Group(strategy, precision, model, placement, sorted(set(batch_sizes)), settings))
-    return groups
 
 
 class Terminated(Exception):
     """SIGTERM arrived: the sweep stops as on Ctrl-C."""
 
 
+class WriteFailed(Exception):
+    """The results file could not be written (disk full, folder gone): the message says
+    where the measured rows were saved instead."""
+
+
 def _raise_terminated(signum, frame):
     raise Terminated(signal.Signals(signum).name)
 
 
-class Sweep:
-    def __init__(self, groups: list[Group], out: str, resume: bool, reporter, existing: list[dict] | None = None):
-        self.groups = groups
-        self.out = out
-        self.reporter = reporter  # object with begin(total), case_started(label), case_done(row)
-        self.rows: dict[tuple, dict] = {}
-        self.done: set[tuple] = set()
-        for row in existing or []:
-            key = results.case_key(row)
-            self.rows[key] = row
-            if resume and row["status"] in ("ok", "oom"):
-                self.done.add(key)
+@contextlib.contextmanager
+def signals_held():
+    """Clean-up that a second Ctrl-C or SIGTERM must not interrupt: the signals wait until it is done."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
-    def _record(self, row: dict) -> None:
-        key = results.case_key(row)
+
+def unavailable_reason(case: Case) -> str | None:
+    strategy = strategies.get(case.strategy)
+    return (strategy.unavailable_reason(case.placement, get_precision(case.precision), case.execution)
+            or execution_unavailable_reason(case))
+
+
+def worker_key(case: Case) -> tuple:
+    strategy = strategies.get(case.strategy)
+    return strategy.launcher(case.options_dict).key(case.placement, case.options_dict, case.execution)
+
+
+class Sweep:
+    def __init__(self, cases: list[Case], settings: Settings, out: str, reporter, existing: list[dict] | None = None):
+        self.cases = cases
+        self.settings = settings
+        self.out = out
+        self.reporter = reporter  # object with begin(total), preparing(label), case_started(label), case_done(row)
+        self.rows: dict[tuple, dict] = {}
+        for row in results.latest(existing or []):
+            self.rows[self._identity(Case.from_row(row), row)] = row
+
+    @staticmethod
+    def _identity(case: Case, row: dict) -> tuple:
+        from bench.case import hardware
+
+        return (hardware(row),) + case.key()
+
+    def _row(self, case: Case, **figures) -> dict:
+        row = case.row()
+        row.update(envinfo.collect())
+        row.update(envinfo.for_gpus(case.gpus))
+        row.update(figures)
+        return row
+
+    def measured(self, case: Case) -> bool:
+        """Already in the file as ok or oom (resume does not measure it again)."""
+        row = self.rows.get(self._identity(case, self._row(case)))
+        return row is not None and row["status"] in ("ok", "oom")
+
+    def _record(self, case: Case, **figures) -> None:
+        row = self._row(case, **figures)
+        key = self._identity(case, row)
         self.rows.pop(key, None)
         self.rows[key] = row
-        results.write(self.out, list(self.rows.values()))
+        try:
+            results.write(self.out, list(self.rows.values()))
+        except OSError as exc:
+            fallback = os.path.join(tempfile.gettempdir(), f"parabench-rescued-{os.getpid()}.json")
+            try:
+                results.write(fallback, list(self.rows.values()))
+                saved = f"the {len(self.rows)} rows measured so far were saved to {fallback}"
+            except OSError:
+                saved = "the rows could not be saved anywhere else either"
+            raise WriteFailed(f"cannot write {results.json_path(self.out)} ({exc.strerror or exc}); {saved}; "
+                              f"free space or fix the folder, then resume with --resume --out {fallback}") from None
         self.reporter.case_done(row)
 
-    def _todo(self, group: Group) -> list[int]:
-        return [b for b in group.batch_sizes if results.case_key(group.row(b)) not in self.done]
-
-    def run(self, cuda_available: bool) -> list[dict]:
-        work = [(g, self._todo(g)) for g in self.groups]
-        self.reporter.begin(sum(len(todo) for _, todo in work))
+    def run(self) -> list[dict]:
+        todo = [c for c in self.cases if not self.measured(c)]
+        self.reporter.begin(len(todo))
         previous = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
-            for group, todo in work:
-                if not todo:
-                    continue
-                reason = group.unavailable_reason(cuda_available)
+            runnable = []
+            for case in todo:
+                reason = unavailable_reason(case)
                 if reason:
-                    for batch in todo:
-                        self._record(group.row(batch, status="skipped", reason=reason))
+                    self._record(case, status="skipped", reason=reason)
                 else:
-                    self._run_group(group, todo)
+                    runnable.append(case)
+            by_worker: dict[tuple, list[Case]] = {}
+            for case in runnable:
+                by_worker.setdefault(worker_key(case), []).append(case)
+            for cases in by_worker.values():
+                # One series after another, each in ascending batch order (the OOM ladder).
+                series = {}
+                for case in cases:
+                    series.setdefault(case.series_key(), []).append(case)
+                ordered = [c for s in series.values() for c in sorted(s, key=lambda c: c.batch_per_gpu)]
+                self._run_worker(ordered)
         finally:
             signal.signal(signal.SIGTERM, previous)
         return list(self.rows.values())
 
-    def _run_group(self, group: Group, pending: list[int]) -> None:
-        s = group.settings
+    def _skip_larger(self, pending: list[Case], oom: Case) -> None:
+        for case in [c for c in pending if c.series_key() == oom.series_key() and c.batch_per_gpu > oom.batch_per_gpu]:
+            self._record(case, status="skipped",
+                         reason=f"not attempted: batch {oom.batch_per_gpu} per GPU already ran out of memory")
+            pending.remove(case)
+
+    def _spec(self, cases: list[Case], workdir: str) -> tuple[dict, list[Case]]:
+        """The worker's spec; cases whose preparation fails are recorded and left out."""
+        first = cases[0]
+        strategy = strategies.get(first.strategy)
+        launcher = strategy.launcher(first.options_dict)
+        spec = {"launcher": launcher.name, "gpus": list(first.gpus), "n_replicas": first.n_replicas,
+                "launcher_options": {k: first.options_dict.get(k) for k in launcher.options}, "cases": []}
+        kept = []
+        for case in cases:
+            case_spec = case.spec()
+            try:
+                strategies.get(case.strategy).prepare_launch(case_spec, workdir)
+            except Exception as exc:  # noqa: BLE001 - a failed preparation is this case's outcome
+                self._record(case, status="error", reason=f"preparing the worker failed: {type(exc).__name__}: {exc}")
+                continue
+            spec["cases"].append(case_spec)
+            kept.append(case)
+        return spec, kept
+
+    def _run_worker(self, cases: list[Case]) -> None:
+        s = self.settings
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(envinfo.REPO), env.get("PYTHONPATH")]))
         env.setdefault("PYTHONUNBUFFERED", "1")
         env.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off unless asked for
-        pending = list(pending)
+        pending = list(cases)
+        strategy = strategies.get(cases[0].strategy)
+        launcher = strategy.launcher(cases[0].options_dict)
         while pending:
             before = len(pending)
-            spec = group.spec(pending)
-            fd, spec_path = tempfile.mkstemp(suffix=".json", prefix="parabench-spec-")
+            workdir = tempfile.mkdtemp(prefix="parabench-worker-")
+            worker = None
+            inflight, timed_out, worker_error = None, False, None
             try:
-                group.strategy.prepare_launch(spec, spec_path)
-            except Exception as exc:  # noqa: BLE001 - a failed preparation is these cases' outcome
-                os.close(fd)
-                group.strategy.cleanup_launch(spec, spec_path)
-                os.unlink(spec_path)
-                for batch in pending:
-                    self._record(group.row(batch, status="error", reason=f"preparing the worker failed: "
-                                                                           f"{type(exc).__name__}: {exc}"))
-                return
-            with os.fdopen(fd, "w") as fh:
-                json.dump(spec, fh)
-            worker = Worker(group.strategy.launch_command(spec_path, group.placement, group.options), env,
-                            str(envinfo.REPO))
-            inflight, oom_at, timed_out, ended = None, None, False, False
-            deadline = time.monotonic() + s.startup_timeout_s
-            try:
+                self.reporter.preparing(f"{launcher.name} worker, {pending[0].where()}: {len(pending)} case(s)")
+                spec, kept = self._spec(pending, workdir)
+                pending[:] = kept
+                if not pending:
+                    return
+                by_key = {json.dumps(c.spec()["key"]): c for c in pending}
+                spec_path = os.path.join(workdir, "spec.json")
+                with open(spec_path, "w") as fh:
+                    json.dump(spec, fh)
+                env[protocol.ENV] = os.path.join(workdir, "events.jsonl")
+                reader = protocol.EventReader(env[protocol.ENV])
+                worker = Worker(launcher.command(spec_path, pending[0].placement, pending[0].options_dict), env,
+                                str(envinfo.REPO))
+                deadline = time.monotonic() + s.startup_timeout_s
                 while True:
-                    try:
-                        event = worker.next_event(min(1.0, deadline - time.monotonic()))
-                    except EOFError:
-                        ended = True
+                    exited = not worker.alive()
+                    for event in reader.poll():
+                        case = by_key.get(json.dumps(event.get("key")))
+                        if event["event"] == "worker_error":
+                            worker_error = worker_error or event
+                        elif event["event"] == "start" and case in pending:
+                            inflight = case
+                            deadline = time.monotonic() + s.case_timeout_s
+                            self.reporter.case_started(case.label())
+                        elif event["event"] == "result" and case in pending:
+                            figures = {k: v for k, v in event.items() if k in results.COLUMNS and k not in Case.__dataclass_fields__}
+                            if event["status"] != "ok":
+                                figures["output_tail"] = event.get("traceback", "")
+                            self._record(case, **figures)
+                            pending.remove(case)
+                            inflight = None if inflight == case else inflight
+                            if event["status"] == "oom":
+                                self._skip_larger(pending, case)
+                            deadline = time.monotonic() + s.case_timeout_s
+                    if exited or not pending:
                         break
-                    if event is None:
-                        if time.monotonic() >= deadline:
-                            timed_out = True
-                            break
-                        continue
-                    batch = event.get("batch_per_gpu")
-                    if event["event"] == "start":
-                        inflight = batch
-                        deadline = time.monotonic() + s.case_timeout_s
-                        self.reporter.case_started(f"{group.label()} batch {batch}")
-                    elif event["event"] == "result" and batch in pending:
-                        figures = {k: v for k, v in event.items() if k in results.COLUMNS}
-                        if event["status"] == "error":
-                            figures["output_tail"] = event.get("traceback", "")
-                        self._record(group.row(batch, **figures))
-                        pending.remove(batch)
-                        inflight = None if inflight == batch else inflight
-                        if event["status"] == "oom":
-                            oom_at = batch
-                        deadline = time.monotonic() + s.case_timeout_s
+                    if time.monotonic() >= deadline:
+                        timed_out = True
+                        break
+                    time.sleep(0.1)
             finally:
-                # The worker and every process it started, whatever happened.
-                worker.kill(grace_s=10.0 if ended else 0.0)
-                group.strategy.cleanup_launch(spec, spec_path)
-                os.unlink(spec_path)
+                # The worker and every process it started, whatever happened; a second
+                # Ctrl-C waits until this is done.
+                with signals_held():
+                    if worker is not None:
+                        worker.kill(grace_s=10.0 if not pending else 0.0)
+                    shutil.rmtree(workdir, ignore_errors=True)
 
             tail = worker.output_tail()
+            cause = ""
+            if worker_error:
+                cause = f"; {worker_error['reason']}"
+                tail = worker_error.get("traceback", "") + "\n--- worker output ---\n" + tail
             if timed_out:
                 victims = [inflight] if inflight is not None else list(pending)
                 what = f"no result within {s.case_timeout_s:g} s" if inflight is not None else \
                     f"worker did not start a case within {s.startup_timeout_s:g} s"
-                for batch in victims:
-                    self._record(group.row(batch, status="timeout", reason=f"{what}; worker killed", output_tail=tail))
-                    pending.remove(batch)
+                for case in victims:
+                    self._record(case, status="timeout", reason=f"{what}; worker killed{cause}", output_tail=tail)
+                    pending.remove(case)
             elif inflight is not None:
-                self._record(group.row(inflight, status="error", output_tail=tail,
-                                       reason=f"worker died during the case ({worker.exit_description()})"))
+                self._record(inflight, status="error", output_tail=tail,
+                             reason=f"worker died during the case ({worker.exit_description()}){cause}")
                 pending.remove(inflight)
-            if oom_at is not None:
-                for batch in [b for b in pending if b > oom_at]:
-                    self._record(group.row(batch, status="skipped",
-                                           reason=f"not attempted: batch {oom_at} per GPU already ran out of memory"))
-                    pending.remove(batch)
-            if len(pending) == before:
+            if pending and len(pending) == before:
                 # The worker ended without finishing a case (import error, bad launcher...):
                 # record it rather than start the same failure again.
-                for batch in list(pending):
-                    self._record(group.row(batch, status="error", output_tail=tail,
-                                           reason=f"worker ended before measuring ({worker.exit_description()})"))
+                for case in list(pending):
+                    self._record(case, status="error", output_tail=tail,
+                                 reason=f"worker ended before measuring ({worker.exit_description()}){cause}")
                 pending.clear()

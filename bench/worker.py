@@ -1,5 +1,9 @@
-"""A worker process: sweeps the batch sizes of one (strategy, precision, model, GPU set)
-group and streams one result event per case to the parent.
+"""A worker: one long-lived process (or one per rank) that runs a list of cases sharing a
+launcher and a device set, and reports one result event per case on the events channel.
+
+Between cases it resets what a case may leave behind: peak-memory statistics, the
+allocator cache, seeds, cuDNN/TF32 settings, torch.compile's caches. After any failure it
+leaves, and the sweep starts a fresh worker for the cases left, so faults stay isolated.
 
 Usage (by the sweep, never by hand): python -m bench.worker SPEC.json
 """
@@ -16,7 +20,7 @@ import traceback
 import torch
 
 import strategies
-from bench import protocol
+from bench import launchers, procs, protocol, training
 from bench.models import get_workload, training_flops_per_image
 from bench.precision import get_precision
 from bench.stats import summarize
@@ -24,65 +28,95 @@ from bench.timing import StepClock, peak_memory_mib, reset_peak_memory
 from strategies.base import Placement, WorkerContext
 
 
-def configure_backends(spec: dict) -> None:
-    torch.backends.cudnn.benchmark = bool(spec["cudnn_benchmark"])
-    torch.backends.cudnn.deterministic = spec.get("mode") == "parity"
-    if spec["tf32"] != "default":
-        allow = spec["tf32"] == "on"
+def configure_backends(case: dict, parity: bool = False) -> None:
+    torch.backends.cudnn.benchmark = bool(case["cudnn_benchmark"])
+    torch.backends.cudnn.deterministic = parity
+    if case["tf32"] == "default":
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = False, True  # PyTorch's defaults
+    else:
+        allow = case["tf32"] == "on"
         torch.backends.cuda.matmul.allow_tf32 = allow
         torch.backends.cudnn.allow_tf32 = allow
 
 
 def is_oom(exc: BaseException) -> bool:
-    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
+    """Device or host out of memory."""
+    text = str(exc).lower()
+    return (isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "out of memory" in text
+            or "can't allocate memory" in text or "cannot allocate memory" in text)
 
 
-def measure_case(strategy, ctx: WorkerContext, workload, data, batch_per_replica: int) -> dict | None:
-    spec = ctx.spec
-    global_batch = batch_per_replica * ctx.world_size_replicas
-    inputs, targets = data[0][:global_batch], data[1][:global_batch]
-    model = workload.build(seed=spec["seed"])
-    step = strategy.build(model, ctx)
+def make_context(case: dict, rank: int = 0, world_size: int = 1, local_rank: int = 0) -> WorkerContext:
+    return WorkerContext(case, Placement(tuple(case["gpus"]), case["n_replicas"]), get_precision(case["precision"]),
+                         case["options"], rank, world_size, local_rank)
 
-    if spec["data"] == "host":
+
+class Job:
+    """This process's place in the worker: its rank and the launcher that connects the ranks."""
+
+    def __init__(self, spec: dict, rank: int, world_size: int, local_rank: int):
+        self.spec = spec
+        self.launcher = launchers.by_name(spec["launcher"])
+        self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
+
+    @property
+    def reporting(self) -> bool:
+        return self.rank == 0
+
+    def data(self, case: dict):
+        """This process's rows of the case's global batch, built here and nowhere else."""
+        start, stop = self.launcher.rows(self.rank, self.world_size, case["global_batch"])
+        return get_workload(case["model"]).synthetic_rows(start, stop, case["seed"])
+
+
+def build_step(job: Job, case: dict, parity: bool = False):
+    """The case's training step and the callable that runs one step of it. For parity, a
+    captured step is put back to the state before its warm-up, so that its replays are
+    the first training steps."""
+    ctx = make_context(case, job.rank, job.world_size, job.local_rank)
+    strategy = strategies.get(case["strategy"])
+    inputs, targets = job.data(case)
+    torch.manual_seed(case["seed"])
+    step = strategy.build(get_workload(case["model"]).build(seed=case["seed"]), ctx)
+    if case["data"] == "host":
         # Every step starts from a pinned host batch: the copy is part of the step.
         if step.devices[0].type == "cuda":
             inputs, targets = inputs.pin_memory(), targets.pin_memory()
-        run = lambda: step.run(step.place(inputs, targets))  # noqa: E731
-    else:
-        placed = step.place(inputs, targets)
-        run = lambda: step.run(placed)  # noqa: E731
+        return step, lambda: step.run(step.place(inputs, targets))
+    placed = step.place(inputs, targets)
+    if case["execution"] == "cuda-graph":
+        replay = training.capture_whole_step(step, placed, restore=parity)
+        return step, lambda: replay(placed)
+    return step, lambda: step.run(placed)
 
+
+def measure_case(job: Job, case: dict) -> dict | None:
+    step, run = build_step(job, case)
     clock = StepClock(step.devices)
-    for _ in range(spec["warmup"]):
+    for _ in range(case["warmup"]):
         run()
     clock.synchronize()
     reset_peak_memory(step.devices)
-    strategy.barrier(ctx)
+    job.launcher.barrier()
 
     step_ms, trial_wall = [], []
-    for _ in range(spec["trials"]):
-        times, wall = clock.time_trial(run, spec["steps"])
+    for _ in range(case["trials"]):
+        times, wall = clock.time_trial(run, case["steps"])
         step_ms.append(times)
         trial_wall.append(wall)
     memory = peak_memory_mib(step.devices)
 
     # Several processes: a step takes as long as its slowest rank.
-    per_rank = strategy.gather(ctx, {"step_ms": step_ms, "wall": trial_wall, "memory": memory})
-    if not strategy.reports(ctx):
+    per_rank = job.launcher.gather({"step_ms": step_ms, "wall": trial_wall, "memory": memory})
+    if not job.reporting:
         return None
     step_ms = [max(col) for col in zip(*[sum(r["step_ms"], []) for r in per_rank])]
     trial_wall = [max(col) for col in zip(*[r["wall"] for r in per_rank])]
     memory = {k: v for r in per_rank for k, v in r["memory"].items()}
 
-    figures = summarize(step_ms, trial_wall, spec["steps"], global_batch)
-    flops = training_flops_per_image(spec["model"])
-    figures.update(
-        global_batch=global_batch,
-        n_replicas=ctx.world_size_replicas,
-        flops_per_image=flops,
-        tflops=flops * figures["img_per_s"] / 1e12,
-    )
+    figures = summarize(step_ms, trial_wall, case["steps"], case["global_batch"])
+    flops = training_flops_per_image(case["model"])
+    figures.update(flops_per_image=flops, tflops=flops * figures["img_per_s"] / 1e12)
     if memory:
         ordinals = sorted(memory)
         figures.update(
@@ -95,73 +129,85 @@ def measure_case(strategy, ctx: WorkerContext, workload, data, batch_per_replica
     return figures
 
 
-def parity_step(strategy, ctx: WorkerContext, workload, data) -> None:
-    """One training step, no timing; the reporting rank saves the parameters it ends with."""
-    batch = ctx.spec["batch_sizes"][0]
-    global_batch = batch * ctx.world_size_replicas
-    step = strategy.build(workload.build(seed=ctx.spec["seed"]), ctx)
-    for _ in range(ctx.spec["steps"]):
-        step.run(step.place(data[0][:global_batch], data[1][:global_batch]))
-    strategy.barrier(ctx)
-    if strategy.reports(ctx):
-        params = {name: p.detach().float().cpu() for name, p in step.model.named_parameters()}
-        torch.save(params, ctx.spec["parity_out"])
+def parity_step(job: Job, case: dict) -> None:
+    """`steps` training steps, no timing; the reporting rank saves the parameters it ends with."""
+    step, run = build_step(job, case, parity=True)
+    for _ in range(case["steps"]):
+        run()
+    job.launcher.barrier()
+    params = {name: training.full_tensor(p).detach().float().cpu() for name, p in step.model.named_parameters()}
+    if job.reporting:
+        torch.save(params, case["parity_out"])
 
 
-def make_context(spec: dict, rank: int = 0, world_size: int = 1, local_rank: int = 0) -> WorkerContext:
-    strategy = strategies.get(spec["strategy"])
-    placement = Placement(tuple(spec["gpus"]), spec["n_replicas"])
-    return WorkerContext(
-        spec, placement, get_precision(spec["precision"]), {**strategy.options, **spec["options"]},
-        rank, world_size, local_rank, world_size_replicas=world_size if world_size > 1 else placement.n_replicas,
-    )
+def reset_between_cases(case: dict) -> None:
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    if case["execution"] == "compile":
+        torch._dynamo.reset()
 
 
-def sweep(spec: dict, rank: int, world_size: int, local_rank: int) -> None:
-    strategy = strategies.get(spec["strategy"])
-    ctx = make_context(spec, rank, world_size, local_rank)
-    configure_backends(spec)
-    workload = get_workload(spec["model"])
-    strategy.init_worker(ctx)
+def fail(job: Job, case: dict, exc: BaseException) -> None:
+    """Report the failed case with this rank's traceback, then leave: other ranks may be
+    stuck in a collective, and a CUDA error can poison the context."""
+    status = "oom" if is_oom(exc) else "error"
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    reason = f"{'rank %d: ' % job.rank if job.world_size > 1 else ''}{type(exc).__name__}: {first_line}"
+    protocol.emit("result", key=case["key"], status=status, reason=reason[:500], rank=job.rank,
+                  traceback=traceback.format_exc()[-4000:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(protocol.EXIT_AFTER_OOM if status == "oom" else protocol.EXIT_AFTER_ERROR)
+
+
+def serve(spec: dict, spec_path: str, rank: int, world_size: int, local_rank: int) -> None:
+    procs.die_with_parent()  # spawned ranks: die with the worker that spawned them
+    job = Job(spec, rank, world_size, local_rank)
     try:
-        # Synthetic data generated once, for the largest case; smaller cases use a prefix.
-        largest = max(spec["batch_sizes"]) * ctx.world_size_replicas
-        data = workload.synthetic_batch(largest, seed=spec["seed"])
-        if spec.get("mode") == "parity":
-            return parity_step(strategy, ctx, workload, data)
-        for batch in spec["batch_sizes"]:
-            reporting = strategy.reports(ctx)
-            if reporting:
-                protocol.emit("start", batch_per_gpu=batch)
+        job.launcher.init(spec, rank, world_size, local_rank)
+        job.launcher.barrier()
+    except BaseException as exc:  # noqa: BLE001 - the rank's own traceback is the cause
+        protocol.emit("worker_error", rank=rank, reason=f"rank {rank}: {type(exc).__name__}: {exc}"[:500],
+                      traceback=traceback.format_exc()[-4000:])
+        raise
+    if job.reporting and os.path.exists(spec_path):
+        os.unlink(spec_path)  # every rank has read it: nothing is left behind whatever happens next
+    try:
+        for case in spec["cases"]:
+            if job.reporting:
+                protocol.emit("start", key=case["key"])
             started = time.perf_counter()
+            configure_backends(case, parity=spec.get("mode") == "parity")
             try:
-                figures = measure_case(strategy, ctx, workload, data, batch)
+                if spec.get("mode") == "parity":
+                    parity_step(job, case)
+                    figures = {}
+                else:
+                    figures = measure_case(job, case)
             except Exception as exc:  # noqa: BLE001 - every failure becomes the case's status
-                status = "oom" if is_oom(exc) else "error"
-                first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                reason = f"{'rank %d: ' % rank if world_size > 1 else ''}{type(exc).__name__}: {first_line}"
-                protocol.emit("result", batch_per_gpu=batch, status=status, reason=reason[:500], rank=rank,
-                              traceback=traceback.format_exc()[-2000:])
-                # Leave rather than go on: other ranks may be stuck in a collective, and a
-                # CUDA error can poison the context. The parent restarts the rest.
-                sys.stdout.flush()
-                os._exit(protocol.EXIT_AFTER_OOM if status == "oom" else protocol.EXIT_AFTER_ERROR)
-            if reporting:
-                protocol.emit("result", batch_per_gpu=batch, status="ok", reason="",
+                fail(job, case, exc)
+            if job.reporting:
+                protocol.emit("result", key=case["key"], status="ok", reason="",
                               elapsed_s=time.perf_counter() - started, **(figures or {}))
-            gc.collect()
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
+            reset_between_cases(case)
     finally:
-        strategy.close_worker(ctx)
+        job.launcher.close()
 
 
 def main(argv: list[str]) -> None:
+    procs.die_with_parent()
     with open(argv[0]) as fh:
         spec = json.load(fh)
-    strategy = strategies.get(spec["strategy"])
-    options = {**strategy.options, **spec["options"]}
-    strategy.run_worker(spec, options, functools.partial(sweep, spec))
+    body = functools.partial(serve, spec, argv[0])
+    try:
+        # torchrun's error files: the failing rank's traceback reaches torchrun's summary.
+        from torch.distributed.elastic.multiprocessing.errors import record
+
+        body = record(body)
+    except ImportError:
+        pass
+    launchers.by_name(spec["launcher"]).run(spec, body)
 
 
 if __name__ == "__main__":

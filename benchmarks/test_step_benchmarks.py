@@ -11,9 +11,11 @@ import pytest
 import torch
 
 import strategies
+from bench.case import Case, Settings
 from bench.models import get_workload
 from bench.timing import StepClock, peak_memory_mib, reset_peak_memory
 from bench.worker import configure_backends, make_context
+from strategies.base import Placement
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
 CASES = [("single", (), 1, 4), ("allreduce-scratch", (), 2, 2)]
@@ -25,13 +27,7 @@ if GPUS:
 @pytest.mark.parametrize("strategy, gpus, replicas, batch", CASES,
                          ids=[f"{c[0]}-{'gpu' if c[1] else 'cpu'}x{c[2]}-b{c[3]}" for c in CASES])
 def test_training_step(benchmark, strategy, gpus, replicas, batch):
-    spec = {
-        "strategy": strategy, "precision": "fp32", "model": "resnet18-small", "gpus": list(gpus), "n_replicas": replicas,
-        "batch_sizes": [batch], "warmup": 0, "steps": 1, "trials": 1, "seed": 0, "data": "device",
-        "channels_last": False, "compile": False, "tf32": "default", "options": {},
-        "cudnn_benchmark": strategies.get(strategy).default_cudnn_benchmark(),
-        "sgd_impl": strategies.get(strategy).sgd_impl("auto", bool(gpus)),
-    }
+    spec = Case.make(strategy, "fp32", "resnet18-small", Placement(gpus, replicas), batch, "eager", Settings()).spec()
     configure_backends(spec)
     workload = get_workload("resnet18-small")
     step = strategies.get(strategy).build(workload.build(), make_context(spec))

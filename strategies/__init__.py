@@ -1,12 +1,19 @@
-"""The strategy registry: one module per strategy, each registering one instance."""
+"""The strategy registry: every module in this folder is imported and registers its strategies.
+
+Adding a strategy is adding a file here with a `@register`ed `Strategy` subclass: no list
+to edit. Strategies kept elsewhere (the test-only ones under tests/strategies/) are found
+through PARABENCH_STRATEGY_PATH, a list of folders; workers inherit it.
+"""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
+import pkgutil
+from pathlib import Path
 
 from strategies.base import Placement, Strategy, TrainStep, WorkerContext
 
-_MODULES = ("single", "dp", "dp_fn", "dp_manual", "allreduce_scratch", "ddp", "mxnet_gluon", "faulty")
 _REGISTRY: dict[str, Strategy] = {}
 _loaded = False
 
@@ -16,33 +23,58 @@ def register(cls: type[Strategy]) -> type[Strategy]:
     return cls
 
 
+def _extra_folders() -> list[Path]:
+    return [Path(p) for p in os.environ.get("PARABENCH_STRATEGY_PATH", "").split(os.pathsep) if p]
+
+
 def _load() -> None:
     # A flag, not "registry empty": importing one strategy module directly registers it alone.
     global _loaded
-    if not _loaded:
-        for module in _MODULES:
-            importlib.import_module(f"strategies.{module}")
-        _loaded = True
+    if _loaded:
+        return
+    _loaded = True
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"strategies.{module.name}")
+    for folder in _extra_folders():
+        for path in sorted(folder.glob("*.py")):
+            if path.name.startswith("_"):
+                continue
+            spec = importlib.util.spec_from_file_location(f"parabench_extra_strategies.{path.stem}", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
 
 
-def _test_strategies_enabled() -> bool:
-    return os.environ.get("PARABENCH_TEST_STRATEGIES") == "1"
-
-
-def names(include_hidden: bool = False) -> list[str]:
-    """Strategies a user can pick, in the order they are reported (test-only ones too
-    with include_hidden, where PARABENCH_TEST_STRATEGIES=1 enables them)."""
+def names() -> list[str]:
+    """Every strategy, in report order."""
     _load()
-    show_hidden = include_hidden and _test_strategies_enabled()
-    return [n for n, s in _REGISTRY.items() if show_hidden or not s.hidden]
+    return sorted(_REGISTRY, key=lambda n: (_REGISTRY[n].order, n))
 
 
 def get(name: str) -> Strategy:
     _load()
     strategy = _REGISTRY.get(name)
-    if strategy is None or (strategy.hidden and not _test_strategies_enabled()):
+    if strategy is None:
         raise KeyError(f"unknown strategy {name!r}: choose from {', '.join(names())}")
     return strategy
 
 
-__all__ = ["Placement", "Strategy", "TrainStep", "WorkerContext", "register", "names", "get"]
+def info(name: str) -> Strategy | None:
+    """The strategy's declaration, or None for a name this checkout does not know (results
+    written elsewhere): the report then falls back to neutral presentation."""
+    _load()
+    return _REGISTRY.get(name)
+
+
+def baseline() -> str:
+    """The one-device strategy that speed-ups are measured against."""
+    found = [n for n in names() if _REGISTRY[n].baseline]
+    return found[0] if found else "single"
+
+
+def reference() -> str:
+    """The process-per-device strategy that DataParallel-style strategies are set against."""
+    found = [n for n in names() if _REGISTRY[n].reference]
+    return found[0] if found else "ddp"
+
+
+__all__ = ["Placement", "Strategy", "TrainStep", "WorkerContext", "register", "names", "get", "info", "baseline"]

@@ -5,15 +5,11 @@ broadcast the sum back, and let every replica take the same optimiser step. The
 replicas are driven from one thread in turn; CUDA's asynchronous launches let the
 devices work at the same time.
 """
-import copy
-
-import torch
-
-from strategies import common, register
+from strategies import register
 from strategies.base import Strategy, TrainStep
 
 
-def allreduce_mean(per_replica: list[list[torch.Tensor]]) -> None:
+def allreduce_mean(per_replica: list[list]) -> None:
     """Average tensors in place across replicas: reduce onto replica 0, then broadcast."""
     n = len(per_replica)
     for tensors in zip(*per_replica):
@@ -29,9 +25,16 @@ def allreduce_mean(per_replica: list[list[torch.Tensor]]) -> None:
 class AllreduceScratch(Strategy):
     name = "allreduce-scratch"
     summary = "hand-written all-reduce: per-device replicas, sum grads, broadcast"
+    order, colour = 30, "tab:purple"
     options = {"coalesce": False}  # True: one flat gradient buffer per replica instead of one copy per tensor
 
     def build(self, model, ctx):
+        import copy
+
+        import torch
+
+        from bench import training as common
+
         devices = ctx.all_devices()
         n = len(devices)
         replicas = [common.model_to(copy.deepcopy(model), d, ctx) for d in devices]
@@ -68,4 +71,4 @@ class AllreduceScratch(Strategy):
             for optimizer in optimizers:
                 optimizer.zero_grad(set_to_none=True)
 
-        return TrainStep(replicas[0], devices, place, run)
+        return TrainStep(replicas[0], devices, place, run, optimizers[0])

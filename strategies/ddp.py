@@ -1,40 +1,37 @@
 """DistributedDataParallel: one process per device, gradients all-reduced in buckets.
 
-Launched with torchrun (default) or torch.multiprocessing.spawn. NCCL on GPUs, gloo
-on the CPU. The process group is created once per worker and reused for every batch
-size: re-initialising NCCL in one process is fragile. `torchrun_args` is handed to
-torchrun as is, which is how a sweep spans hosts
-(`--nnodes 2 --node-rank 0 --rdzv-backend c10d --rdzv-endpoint HOST:PORT`).
+Launched by torchrun (default) or torch.multiprocessing.spawn; NCCL on GPUs, gloo on the
+CPU; one process group per worker, shared by every case it runs. `torchrun_args` is
+handed to torchrun as is. `comm_hook` registers one of PyTorch's built-in communication
+hooks: fp16/bf16 compress the gradients before the all-reduce, powersgd replaces it by a
+rank-1 PowerSGD approximation after two exact steps; all three change the numbers.
 """
 from __future__ import annotations
 
-import os
-import shlex
-import socket
-import sys
-from datetime import timedelta
-
-import torch
-import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
-
-from strategies import common, register
+from strategies import register
 from strategies.base import Strategy, TrainStep
 
 
-def _spawn_entry(local_rank: int, world_size: int, port: int, body) -> None:
-    os.environ.update(
-        RANK=str(local_rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(world_size),
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-    )
-    body(local_rank, world_size, local_rank)
+def comm_hook(ddp, name: str) -> None:
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+    if name == "fp16":
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif name == "bf16":
+        ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
+    elif name == "powersgd":
+        # Two exact all-reduce steps first (PowerSGD's own warm-up), then rank-1 compression.
+        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2)
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
 
 
 @register
 class DDP(Strategy):
     name = "ddp"
     summary = "DistributedDataParallel, one process per device (torchrun; NCCL or gloo)"
+    order, colour, reference = 20, "tab:red", True
     supports_apex = True
+    executions = ("eager", "compile", "cuda-graph")
     options = {
         "launcher": "torchrun",  # or "spawn" (torch.multiprocessing.spawn)
         "torchrun_args": "--standalone",
@@ -45,78 +42,63 @@ class DDP(Strategy):
         # False: BatchNorm running statistics stay per rank instead of being broadcast from
         # rank 0 before every forward (parameters are unaffected).
         "broadcast_buffers": True,
+        "comm_hook": "none",
         "timeout_s": 300,  # collectives that wait longer than this fail instead of hanging
     }
+    option_choices = {"launcher": ("torchrun", "spawn"), "backend": ("auto", "nccl", "gloo"),
+                      "comm_hook": ("none", "fp16", "bf16", "powersgd")}
 
-    def launch_command(self, spec_path, placement, options):
-        if options["launcher"] == "spawn":
-            return super().launch_command(spec_path, placement, options)
-        return [
-            sys.executable, "-m", "torch.distributed.run", *shlex.split(str(options["torchrun_args"])),
-            f"--nproc-per-node={placement.n_replicas}", "-m", "bench.worker", spec_path,
-        ]
+    def launcher(self, options):
+        from bench import launchers
 
-    def run_worker(self, spec, options, body):
-        if options["launcher"] == "spawn":
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-            n = spec["n_replicas"]
-            torch.multiprocessing.spawn(_spawn_entry, args=(n, port, body), nprocs=n, join=True)
-        else:
-            body(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"]))
+        return launchers.by_name(options["launcher"])
 
-    def _device(self, ctx) -> torch.device:
-        devices = ctx.all_devices()
-        return devices[ctx.local_rank % len(devices)]
+    def wrap(self, model, device, ctx):
+        """The model as this strategy trains it (DDP here; subclasses shard or swap the optimiser)."""
+        import torch
+        from torch.nn.parallel import DistributedDataParallel
 
-    def init_worker(self, ctx):
-        device = self._device(ctx)
-        backend = ctx.options["backend"]
-        if backend == "auto":
-            backend = "nccl" if device.type == "cuda" else "gloo"
-        kwargs = {"device_id": device} if device.type == "cuda" else {}
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
-        dist.init_process_group(
-            backend, rank=ctx.rank, world_size=ctx.world_size,
-            timeout=timedelta(seconds=float(ctx.options["timeout_s"])), **kwargs,
-        )
+        from bench import training
 
-    def close_worker(self, ctx):
-        if dist.is_initialized():
-            dist.destroy_process_group()
-
-    def gather(self, ctx, obj):
-        out = [None] * ctx.world_size
-        dist.all_gather_object(out, obj)
-        return out
-
-    def barrier(self, ctx):
-        dist.barrier()
-
-    def build(self, model, ctx):
-        device = self._device(ctx)
-        model = common.model_to(model, device, ctx)
-        optimizer = common.make_optimizer(model.parameters(), ctx.sgd_impl)
-        runtime = ctx.precision.runtime(device.type)
-        model, optimizer = runtime.prepare(model, optimizer)
-        ddp = DistributedDataParallel(
-            model,
-            device_ids=[device.index] if device.type == "cuda" else None,
-            bucket_cap_mb=float(ctx.options["bucket_cap_mb"]),
-            gradient_as_bucket_view=common.flag(ctx.options["gradient_as_bucket_view"]),
-            static_graph=common.flag(ctx.options["static_graph"]),
-            broadcast_buffers=common.flag(ctx.options["broadcast_buffers"]),
-        )
-        rank, world = ctx.rank, ctx.world_size
-
-        def place(inputs, targets):
-            # Each rank loads only its own shard of the global batch.
-            return (
-                common.inputs_to(common.shard(inputs, world, rank), device, ctx),
-                common.shard(targets, world, rank).to(device, non_blocking=True),
+        def make():
+            return DistributedDataParallel(
+                model,
+                device_ids=[device.index] if device.type == "cuda" else None,
+                bucket_cap_mb=float(ctx.options["bucket_cap_mb"]),
+                gradient_as_bucket_view=training.flag(ctx.options["gradient_as_bucket_view"]),
+                static_graph=training.flag(ctx.options["static_graph"]),
+                broadcast_buffers=training.flag(ctx.options["broadcast_buffers"]),
             )
 
-        run = common.standard_step(common.maybe_compile(ddp, ctx), device, optimizer, runtime)
-        return TrainStep(model, [device], place, run)
+        if ctx.execution == "cuda-graph":
+            # PyTorch's CUDA-graph notes: DDP must be constructed in a side-stream context.
+            side = torch.cuda.Stream(device)
+            with torch.cuda.stream(side):
+                ddp = make()
+            torch.cuda.current_stream(device).wait_stream(side)
+        else:
+            ddp = make()
+        comm_hook(ddp, ctx.options["comm_hook"])
+        return ddp
+
+    def make_optimizer(self, model, ctx):
+        from bench import training
+
+        return training.make_optimizer(model.parameters(), ctx.sgd_impl)
+
+    def build(self, model, ctx):
+        from bench import training
+
+        device = ctx.device()
+        model = training.model_to(model, device, ctx)
+        optimizer = self.make_optimizer(model, ctx)
+        runtime = ctx.precision.runtime(device.type)
+        model, optimizer = runtime.prepare(model, optimizer)
+        wrapped = self.wrap(model, device, ctx)
+
+        def place(inputs, targets):
+            # This rank's shard of the global batch: the launcher gave it nothing else.
+            return training.inputs_to(inputs, device, ctx), targets.to(device, non_blocking=True)
+
+        run = training.standard_step(training.maybe_compile(wrapped, ctx), optimizer, runtime)
+        return TrainStep(model, [device], place, run, optimizer)

@@ -1,14 +1,44 @@
-"""torch.nn.DataParallel: one process, the batch scattered from device 0 every step."""
-from torch import nn
+"""torch.nn.DataParallel: one process, the batch scattered from device 0 every step.
 
+`FromDeviceZero` is the base of the whole DataParallel family (dp, dp-fn, dp-manual):
+parameters and the whole batch on the first GPU, replicas made from them every step and
+run in threads. A subclass only says how its forward spreads the batch (`make_forward`).
+"""
 from strategies import register
-from strategies.common import FromDeviceZero
+from strategies.base import Strategy, TrainStep
+
+
+class FromDeviceZero(Strategy):
+    needs_cuda = True
+    replicas_in_threads = True
+    executions = ("eager",)  # replicas are rebuilt in new threads every step: nothing to compile or capture
+
+    def make_forward(self, module, devices):
+        raise NotImplementedError
+
+    def build(self, model, ctx):
+        from bench import training
+
+        devices = ctx.all_devices()
+        model = training.model_to(model, devices[0], ctx)
+        optimizer = training.make_optimizer(model.parameters(), ctx.sgd_impl)
+        runtime = ctx.precision.runtime("cuda")
+        forward = self.make_forward(training.AutocastForward(model, runtime), devices)
+
+        def place(inputs, targets):
+            # The whole batch goes to device 0; the forward scatters it.
+            return training.inputs_to(inputs, devices[0], ctx), targets.to(devices[0], non_blocking=True)
+
+        return TrainStep(model, devices, place, training.standard_step(forward, optimizer, runtime), optimizer)
 
 
 @register
 class DataParallel(FromDeviceZero):
     name = "dp"
     summary = "nn.DataParallel (single process, threads per replica)"
+    order, colour = 40, "tab:blue"
 
     def make_forward(self, module, devices):
+        from torch import nn
+
         return nn.DataParallel(module, device_ids=[d.index for d in devices], output_device=devices[0])

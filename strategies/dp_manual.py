@@ -1,16 +1,17 @@
 """DataParallel written out: replicate, scatter, parallel_apply, gather, every step."""
-from torch.nn.parallel import gather, parallel_apply, replicate, scatter
-
 from strategies import register
-from strategies.common import FromDeviceZero
+from strategies.dp import FromDeviceZero
 
 
 @register
 class DataParallelManual(FromDeviceZero):
     name = "dp-manual"
     summary = "replicate / scatter / parallel_apply / gather, written out"
+    order, colour = 42, "tab:green"
 
     def make_forward(self, module, devices):
+        from torch.nn.parallel import gather, parallel_apply, replicate, scatter
+
         def forward(inputs):
             replicas = replicate(module, devices)  # parameters broadcast from device 0
             shards = scatter(inputs, devices)  # equal slices of the batch, one per device

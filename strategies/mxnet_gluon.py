@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
-
 from strategies import register
 from strategies.base import Strategy
 
@@ -50,15 +48,19 @@ def compute_capabilities(gpus) -> dict[int, tuple[str, tuple[int, int]]]:
 class MXNetGluon(Strategy):
     name = "mxnet-gluon"
     summary = "MXNet Gluon split_and_load + Trainer kvstore (own environment; CPU contexts without GPUs)"
-    supports_compile = False
-    options = {"kvstore": "device"}  # or "local"
+    order, colour = 60, "tab:orange"
+    executions = ("eager",)
+    options = {"kvstore": "device"}
+    option_choices = {"kvstore": ("device", "local")}
 
-    def unavailable_reason(self, placement, precision, cuda_available):
-        if precision.name not in ("fp32", "amp-fp16"):
-            return f"MXNet runs fp32 and amp-fp16 (mxnet.contrib.amp), not {precision.name}"
-        wheel = installed_wheel()
-        if wheel is None:
-            return f"the MXNet environment is not installed ({mxnet_python()}): run `make setup-mxnet`"
+    def launcher(self, options):
+        from bench.launchers import Interpreter
+
+        return Interpreter("mxnet", mxnet_python, "bench.mx_worker")
+
+    def unavailable_reason(self, placement, precision, execution="eager"):
+        if execution not in self.executions:
+            return f"{self.name} supports --execution {', '.join(self.executions)}, not {execution}"
         if placement.gpus:
             # The GPU first: on Hopper no MXNet wheel can run, whichever is installed.
             try:
@@ -69,33 +71,32 @@ class MXNetGluon(Strategy):
                 if tuple(cap) > MAX_COMPUTE_CAPABILITY:
                     return (f"mxnet-cu117 1.9.1, the newest MXNet CUDA wheel, has GPU code for sm_50-86 only "
                             f"(no PTX): {name} is compute capability {cap[0]}.{cap[1]}")
-            if wheel == "mxnet":
-                return "the MXNet environment has the CPU wheel: remove .venv-mxnet and run `make setup-mxnet` on this host"
-        elif precision.name == "amp-fp16":
+        if precision.name not in ("fp32", "amp-fp16"):
+            return f"MXNet runs fp32 and amp-fp16 (mxnet.contrib.amp), not {precision.name}"
+        wheel = installed_wheel()
+        if wheel is None:
+            return "the MXNet environment is not installed (.venv-mxnet): run `make setup-mxnet`"
+        if placement.gpus and wheel == "mxnet":
+            return "the MXNet environment has the CPU wheel: remove .venv-mxnet and run `make setup-mxnet` on this host"
+        if not placement.gpus and precision.name == "amp-fp16":
             return "mxnet.contrib.amp float16 needs GPU contexts"
         return None
 
-    def prepare_launch(self, spec: dict, spec_path: str) -> None:
-        """Export the PyTorch model's initial weights and the synthetic batch for the worker."""
+    def prepare_launch(self, spec: dict, workdir: str) -> None:
+        """Export the PyTorch model's initial weights and the case's synthetic batch for the
+        worker (into the worker's folder, removed with it)."""
+        import numpy as np
+
         from bench.models import get_workload, training_flops_per_image
 
         workload = get_workload(spec["model"])
-        model = workload.build(seed=spec["seed"])
-        weights = {k: v.numpy() for k, v in model.state_dict().items()}
-        inputs, targets = workload.synthetic_batch(max(spec["batch_sizes"]) * spec["n_replicas"], seed=spec["seed"])
-        spec["weights_file"] = f"{spec_path}.weights.npz"
-        spec["data_file"] = f"{spec_path}.data.npz"
-        spec["flops_per_image"] = training_flops_per_image(spec["model"])
+        stem = os.path.join(workdir, f"mx-{abs(hash(tuple(spec['key'])))}")
+        weights = {k: v.numpy() for k, v in workload.build(seed=spec["seed"]).state_dict().items()}
+        inputs, targets = workload.synthetic_batch(spec["global_batch"], seed=spec["seed"])
+        spec.update(weights_file=f"{stem}.weights.npz", data_file=f"{stem}.data.npz",
+                    flops_per_image=training_flops_per_image(spec["model"]))
         np.savez(spec["weights_file"], **weights)
         np.savez(spec["data_file"], inputs=inputs.numpy(), targets=targets.numpy())
 
-    def cleanup_launch(self, spec: dict, spec_path: str) -> None:
-        for key in ("weights_file", "data_file"):
-            if spec.get(key) and os.path.exists(spec[key]):
-                os.unlink(spec[key])
-
     def sgd_impl(self, requested, on_gpu):
         return "gluon-sgd"  # mxnet's own optimiser, whatever --sgd-impl asks for
-
-    def launch_command(self, spec_path, placement, options):
-        return [str(mxnet_python()), "-m", "bench.mx_worker", spec_path]

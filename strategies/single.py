@@ -1,5 +1,5 @@
 """One device, no parallelism: the baseline every speed-up is measured against."""
-from strategies import common, register
+from strategies import register
 from strategies.base import Strategy, TrainStep
 
 
@@ -7,18 +7,22 @@ from strategies.base import Strategy, TrainStep
 class Single(Strategy):
     name = "single"
     summary = "one device, plain training loop (the baseline)"
+    order, colour, baseline = 0, "black", True
     max_replicas = 1
     supports_apex = True
+    executions = ("eager", "compile", "cuda-graph")
 
     def build(self, model, ctx):
-        device = ctx.all_devices()[0]
-        model = common.model_to(model, device, ctx)
-        optimizer = common.make_optimizer(model.parameters(), ctx.sgd_impl)
+        from bench import training
+
+        device = ctx.device()
+        model = training.model_to(model, device, ctx)
+        optimizer = training.make_optimizer(model.parameters(), ctx.sgd_impl)
         runtime = ctx.precision.runtime(device.type)
         model, optimizer = runtime.prepare(model, optimizer)
 
         def place(inputs, targets):
-            return common.inputs_to(inputs, device, ctx), targets.to(device, non_blocking=True)
+            return training.inputs_to(inputs, device, ctx), targets.to(device, non_blocking=True)
 
-        run = common.standard_step(common.maybe_compile(model, ctx), device, optimizer, runtime)
-        return TrainStep(model, [device], place, run)
+        run = training.standard_step(training.maybe_compile(model, ctx), optimizer, runtime)
+        return TrainStep(model, [device], place, run, optimizer)

@@ -1,10 +1,12 @@
-"""A test-only strategy that fails on command (never listed; PARABENCH_TEST_STRATEGIES=1).
+"""A test-only strategy that fails on command (found through PARABENCH_STRATEGY_PATH).
 
 It trains like `single` (launcher=local) or like `ddp` (launcher=torchrun or spawn) and
 injects `fault` on rank `fault_rank` at per-GPU batch `at_batch` (0: every batch):
-raise, oom, sigkill, segfault, exit, hang, orphan (start a detached child, then hang),
-or slow (sleep `slow_ms` in every step). PARABENCH_FAULTY_SLOW_MS=N adds an N ms sleep to
-every step with no change of settings: a real code slowdown, for regression tests.
+raise, oom, hostoom (a real host allocation that cannot succeed), sigkill, segfault,
+exit, hang, orphan (start a detached child, then hang), print (a line without a newline
+on stdout, as user code may), or slow (sleep `slow_ms` in every step).
+PARABENCH_FAULTY_SLOW_MS=N adds an N ms sleep to every step with no change of settings:
+a real code slowdown, for regression tests.
 """
 import ctypes
 import os
@@ -14,18 +16,20 @@ import sys
 import time
 
 from strategies import register
-from strategies.base import Strategy, TrainStep
+from strategies.base import TrainStep
 from strategies.ddp import DDP
 from strategies.single import Single
 
-import torch
-
 
 def inject(fault: str, slow_ms: float) -> None:
+    import torch
+
     if fault == "raise":
         raise RuntimeError("injected failure")
     if fault == "oom":
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB (injected)")
+    if fault == "hostoom":
+        torch.empty(2**62, dtype=torch.uint8)  # 4 EiB: the host allocator refuses
     if fault == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
     if fault == "segfault":
@@ -37,6 +41,9 @@ def inject(fault: str, slow_ms: float) -> None:
         time.sleep(3600)
     if fault == "hang":
         time.sleep(3600)
+    if fault == "print":
+        sys.stdout.write('{"event": "result", "status": "ok"} no newline here')
+        sys.stdout.flush()
     if fault == "slow":
         time.sleep(slow_ms / 1000)
 
@@ -45,56 +52,35 @@ def inject(fault: str, slow_ms: float) -> None:
 class Faulty(DDP):
     name = "faulty"
     summary = "test-only: trains like single or ddp and fails on command"
-    hidden = True
+    order, reference = 99, False
+    executions = ("eager",)
     options = {**DDP.options, "launcher": "local", "fault": "none", "at_batch": 0, "fault_rank": 0, "slow_ms": 20}
+    option_choices = {**DDP.option_choices, "launcher": ("local", "torchrun", "spawn"),
+                      "fault": ("none", "raise", "oom", "hostoom", "sigkill", "segfault", "exit", "hang", "orphan",
+                                "print", "slow")}
 
-    def _multi_process(self, options) -> bool:
-        return options["launcher"] != "local"
+    def launcher(self, options):
+        from bench import launchers
 
-    def launch_command(self, spec_path, placement, options):
-        if self._multi_process(options):
-            return super().launch_command(spec_path, placement, options)
-        return Strategy.launch_command(self, spec_path, placement, options)
+        return launchers.by_name(options["launcher"])
 
-    def run_worker(self, spec, options, body):
-        if self._multi_process(options):
-            return super().run_worker(spec, options, body)
-        return Strategy.run_worker(self, spec, options, body)
-
-    def unavailable_reason(self, placement, precision, cuda_available):
+    def unavailable_reason(self, placement, precision, execution="eager"):
         return None
 
-    def init_worker(self, ctx):
-        if self._multi_process(ctx.options):
-            super().init_worker(ctx)
-
-    def close_worker(self, ctx):
-        if self._multi_process(ctx.options):
-            super().close_worker(ctx)
-
-    def gather(self, ctx, obj):
-        return super().gather(ctx, obj) if self._multi_process(ctx.options) else [obj]
-
-    def barrier(self, ctx):
-        if self._multi_process(ctx.options):
-            super().barrier(ctx)
-
     def build(self, model, ctx):
-        multi = self._multi_process(ctx.options)
+        multi = ctx.world_size > 1
         inner = super().build(model, ctx) if multi else Single.build(self, model, ctx)
-        replicas_in_batch = 1 if multi else ctx.world_size_replicas
         fault, at_batch = ctx.options["fault"], int(ctx.options["at_batch"])
         fires_here = int(ctx.options["fault_rank"]) == ctx.rank
         slow_ms = float(ctx.options["slow_ms"])
-
         extra_sleep_s = float(os.environ.get("PARABENCH_FAULTY_SLOW_MS", "0")) / 1000
+        per_replica = ctx.spec["batch_per_gpu"]
 
         def run(batch):
             if extra_sleep_s:
                 time.sleep(extra_sleep_s)
-            local_batch = batch[0].shape[0] // replicas_in_batch
-            if fires_here and fault != "none" and at_batch in (0, local_batch):
+            if fires_here and fault != "none" and at_batch in (0, per_replica):
                 inject(fault, slow_ms)
             inner.run(batch)
 
-        return TrainStep(inner.model, inner.devices, inner.place, run)
+        return TrainStep(inner.model, inner.devices, inner.place, run, inner.optimizer)

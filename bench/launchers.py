@@ -1,0 +1,172 @@
+"""Launchers: how a worker's processes start, find each other and split the batch.
+
+A strategy names its launcher (`Strategy.launcher(options)`); the harness never asks
+which strategy it runs. Cases whose launcher `key` is equal share one long-lived worker:
+one local process per GPU set, one torchrun per GPU count for every DDP-style strategy,
+one foreign interpreter for MXNet.
+
+The parent side (`key`, `command`) imports no torch; the worker side (`run`, `init`,
+`gather`, `barrier`, `rows`) runs inside the worker.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import sys
+from typing import Callable
+
+from strategies.base import Placement
+
+
+class Launcher:
+    """One process that drives every device of the placement itself."""
+
+    name = "local"
+    multi_process = False
+    # Options of the strategy that configure the launcher, not the step.
+    options: tuple[str, ...] = ()
+
+    def key(self, placement: Placement, options: dict, execution: str) -> tuple:
+        """Cases with the same key can share one worker."""
+        return (self.name, placement.gpus, placement.n_replicas,
+                tuple((k, str(options.get(k))) for k in self.options))
+
+    def command(self, spec_path: str, placement: Placement, options: dict) -> list[str]:
+        return [sys.executable, "-m", "bench.worker", spec_path]
+
+    # --- in the worker -------------------------------------------------------------
+    def run(self, spec: dict, body: Callable[[int, int, int], None]) -> None:
+        """Run `body(rank, world_size, local_rank)` in this process (or processes)."""
+        body(0, 1, 0)
+
+    def init(self, spec: dict, rank: int, world_size: int, local_rank: int) -> None:
+        """Once per worker process, before the first case (e.g. a process group)."""
+
+    def close(self) -> None:
+        """Once per worker process, after the last case."""
+
+    def gather(self, obj) -> list:
+        """Every process's `obj`, in rank order."""
+        return [obj]
+
+    def barrier(self) -> None:
+        """Line the processes up (before timing starts)."""
+
+    def rows(self, rank: int, world_size: int, global_batch: int) -> tuple[int, int]:
+        """The rows of the global batch this process loads: all of them here."""
+        return 0, global_batch
+
+
+class ProcessGroupLauncher(Launcher):
+    """One process per device with a torch.distributed process group, created once per
+    worker and reused for every case (re-initialising NCCL in one process is fragile)."""
+
+    multi_process = True
+    options = ("backend", "timeout_s")
+
+    def key(self, placement, options, execution):
+        # A captured DDP step needs the process group's async error handling off from the
+        # start (PyTorch's CUDA-graph notes): such cases get a worker of their own.
+        return super().key(placement, options, execution) + (execution == "cuda-graph",)
+
+    def init(self, spec, rank, world_size, local_rank):
+        from datetime import timedelta
+
+        import torch
+        import torch.distributed as dist
+
+        if any(c.get("execution") == "cuda-graph" for c in spec["cases"]):
+            os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"
+        gpus = spec["gpus"]
+        backend = spec["launcher_options"].get("backend", "auto")
+        if backend == "auto":
+            backend = "nccl" if gpus else "gloo"
+        kwargs = {}
+        if gpus:
+            device = torch.device("cuda", gpus[local_rank % len(gpus)])
+            torch.cuda.set_device(device)
+            kwargs["device_id"] = device
+        dist.init_process_group(backend, rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=float(spec["launcher_options"].get("timeout_s", 300))),
+                                **kwargs)
+
+    def close(self):
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    def gather(self, obj):
+        import torch.distributed as dist
+
+        out = [None] * dist.get_world_size()
+        dist.all_gather_object(out, obj)
+        return out
+
+    def barrier(self):
+        import torch.distributed as dist
+
+        dist.barrier()
+
+    def rows(self, rank, world_size, global_batch):
+        # Each rank builds and loads only its own shard of the global batch.
+        per = global_batch // world_size
+        return rank * per, (rank + 1) * per
+
+
+class Torchrun(ProcessGroupLauncher):
+    """torchrun (torch.distributed.run): the launcher PyTorch's users run DDP with."""
+
+    name = "torchrun"
+    options = ProcessGroupLauncher.options + ("torchrun_args",)
+
+    def command(self, spec_path, placement, options):
+        return [sys.executable, "-m", "torch.distributed.run", *shlex.split(str(options.get("torchrun_args", ""))),
+                f"--nproc-per-node={placement.n_replicas}", "-m", "bench.worker", spec_path]
+
+    def run(self, spec, body):
+        body(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"]))
+
+
+def _spawn_entry(local_rank: int, world_size: int, port: int, body) -> None:
+    os.environ.update(RANK=str(local_rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(world_size),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    body(local_rank, world_size, local_rank)
+
+
+class Spawn(ProcessGroupLauncher):
+    """torch.multiprocessing.spawn from one worker process."""
+
+    name = "spawn"
+
+    def run(self, spec, body):
+        import torch.multiprocessing
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        n = spec["n_replicas"]
+        torch.multiprocessing.spawn(_spawn_entry, args=(n, port, body), nprocs=n, join=True)
+
+
+class Interpreter(Launcher):
+    """Another Python interpreter running its own worker module (MXNet's environment)."""
+
+    def __init__(self, name: str, python: Callable[[], str], module: str):
+        self.name = name
+        self.python = python
+        self.module = module
+
+    def command(self, spec_path, placement, options):
+        return [str(self.python()), "-m", self.module, spec_path]
+
+
+LOCAL = Launcher()
+TORCHRUN = Torchrun()
+SPAWN = Spawn()
+BY_NAME = {launcher.name: launcher for launcher in (LOCAL, TORCHRUN, SPAWN)}
+
+
+def by_name(name: str) -> Launcher:
+    return BY_NAME[name]

@@ -1,0 +1,58 @@
+"""FSDP2: torch.distributed.fsdp.fully_shard on each residual stage and at the root.
+
+Parameters, gradients and optimiser state are sharded across ranks; each stage's
+parameters are all-gathered before its forward and backward, and gradients are
+reduce-scattered. `reshard_after_forward` frees the gathered parameters after the forward
+(ZeRO-3 behaviour) or keeps them until backward (ZeRO-2-like). `mixed_precision=auto`
+matches the precision axis: bf16/fp16 parameters for compute, fp32 gradient reduction.
+"""
+from strategies import register
+from strategies.ddp import DDP
+
+
+@register
+class FSDP2(DDP):
+    name = "fsdp2"
+    summary = "FSDP2 fully_shard per residual stage and at the root (parameters, grads, state sharded)"
+    order, colour, reference = 24, "tab:olive", False
+    supports_apex = False
+    executions = ("eager", "compile")
+    options = {**{k: v for k, v in DDP.options.items() if k in ("launcher", "torchrun_args", "backend", "timeout_s")},
+               "reshard_after_forward": True, "mixed_precision": "auto"}
+    option_choices = {"launcher": ("torchrun", "spawn"), "backend": ("auto", "nccl", "gloo"),
+                      "mixed_precision": ("auto", "off")}
+
+    def wrap(self, model, device, ctx):
+        import torch
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        from bench import training
+
+        mesh = init_device_mesh(device.type, (ctx.world_size,))
+        dtype = ctx.precision.autocast_dtype
+        policy = MixedPrecisionPolicy()
+        if dtype and ctx.options["mixed_precision"] == "auto":
+            policy = MixedPrecisionPolicy(param_dtype=getattr(torch, dtype), reduce_dtype=torch.float32)
+        reshard = training.flag(ctx.options["reshard_after_forward"])
+        for stage in (model.layer1, model.layer2, model.layer3, model.layer4):
+            fully_shard(stage, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+        fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+        return model
+
+    def build(self, model, ctx):
+        # Shard first, then the optimiser over the sharded parameters.
+        from strategies.base import TrainStep
+
+        from bench import training
+
+        device = ctx.device()
+        model = self.wrap(training.model_to(model, device, ctx), device, ctx)
+        optimizer = training.make_optimizer(model.parameters(), ctx.sgd_impl)
+        runtime = ctx.precision.runtime(device.type)
+
+        def place(inputs, targets):
+            return training.inputs_to(inputs, device, ctx), targets.to(device, non_blocking=True)
+
+        run = training.standard_step(training.maybe_compile(model, ctx), optimizer, runtime)
+        return TrainStep(model, [device], place, run, optimizer)
