@@ -126,7 +126,11 @@ class Torchrun(ProcessGroupLauncher):
                 f"--nproc-per-node={placement.n_replicas}", "-m", "bench.worker", spec_path]
 
     def run(self, spec, body):
-        body(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"]))
+        # torchrun's error files: a rank that dies of an exception leaves its traceback for
+        # torchrun's summary (the worker also sends it on the events channel).
+        from torch.distributed.elastic.multiprocessing.errors import record
+
+        record(body)(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"]))
 
 
 def _spawn_entry(local_rank: int, world_size: int, port: int, body) -> None:

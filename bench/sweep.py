@@ -50,7 +50,7 @@ def signals_held():
 
 def unavailable_reason(case: Case) -> str | None:
     strategy = strategies.get(case.strategy)
-    return (strategy.unavailable_reason(case.placement, get_precision(case.precision), case.execution)
+    return (strategy.unavailable_reason(case.placement, get_precision(case.precision), case.execution, case.options_dict)
             or execution_unavailable_reason(case))
 
 

@@ -199,15 +199,7 @@ def main(argv: list[str]) -> None:
     procs.die_with_parent()
     with open(argv[0]) as fh:
         spec = json.load(fh)
-    body = functools.partial(serve, spec, argv[0])
-    try:
-        # torchrun's error files: the failing rank's traceback reaches torchrun's summary.
-        from torch.distributed.elastic.multiprocessing.errors import record
-
-        body = record(body)
-    except ImportError:
-        pass
-    launchers.by_name(spec["launcher"]).run(spec, body)
+    launchers.by_name(spec["launcher"]).run(spec, functools.partial(serve, spec, argv[0]))
 
 
 if __name__ == "__main__":

@@ -118,7 +118,8 @@ class Strategy:
     launcher_options: tuple[str, ...] = ()
 
     # --- what it needs -------------------------------------------------------------
-    def unavailable_reason(self, placement: Placement, precision, execution: str = "eager") -> str | None:
+    def unavailable_reason(self, placement: Placement, precision, execution: str = "eager",
+                           options: dict | None = None) -> str | None:
         if self.needs_cuda and not placement.gpus:
             return "needs CUDA GPUs (none selected or none on this host)"
         if placement.n_replicas < self.min_replicas:

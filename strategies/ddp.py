@@ -48,6 +48,11 @@ class DDP(Strategy):
     option_choices = {"launcher": ("torchrun", "spawn"), "backend": ("auto", "nccl", "gloo"),
                       "comm_hook": ("none", "fp16", "bf16", "powersgd")}
 
+    def unavailable_reason(self, placement, precision, execution="eager", options=None):
+        if (options or {}).get("comm_hook") == "bf16" and not placement.gpus:
+            return "comm_hook=bf16 needs NCCL: PyTorch's bf16_compress_hook does not run on gloo"
+        return super().unavailable_reason(placement, precision, execution, options)
+
     def launcher(self, options):
         from bench import launchers
 

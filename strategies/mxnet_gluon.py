@@ -58,7 +58,7 @@ class MXNetGluon(Strategy):
 
         return Interpreter("mxnet", mxnet_python, "bench.mx_worker")
 
-    def unavailable_reason(self, placement, precision, execution="eager"):
+    def unavailable_reason(self, placement, precision, execution="eager", options=None):
         if execution not in self.executions:
             return f"{self.name} supports --execution {', '.join(self.executions)}, not {execution}"
         if placement.gpus:

@@ -64,7 +64,7 @@ class Faulty(DDP):
 
         return launchers.by_name(options["launcher"])
 
-    def unavailable_reason(self, placement, precision, execution="eager"):
+    def unavailable_reason(self, placement, precision, execution="eager", options=None):
         return None
 
     def build(self, model, ctx):
