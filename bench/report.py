@@ -75,6 +75,7 @@ def add_speedups(frame: pd.DataFrame) -> pd.DataFrame:
     layout knobs; scaling efficiency = speed-up / devices."""
     match = ["hardware", "model", "precision", "batch_per_gpu", "channels_last", "execution", "compile_mode", "data",
              "tf32", "sgd_impl"]
+    match = [c for c in match if c in frame]
     base = frame[(frame["strategy"] == BASELINE) & (frame["status"] == "ok")]
     base = base.sort_values("date").drop_duplicates(match, keep="last")[match + ["img_per_s"]]
     merged = frame.merge(base.rename(columns={"img_per_s": "single_img_per_s"}), on=match, how="left")

@@ -20,9 +20,13 @@ def rows_of(path) -> list[dict]:
     return json.loads(Path(path).read_text())["rows"]
 
 
+# The test-only strategies (tests/strategies/), found by the registry through this variable.
+TEST_STRATEGIES = {"PARABENCH_STRATEGY_PATH": str(REPO / "tests" / "strategies")}
+
+
 @pytest.fixture
 def faulty_env():
-    return {"PARABENCH_TEST_STRATEGIES": "1"}
+    return dict(TEST_STRATEGIES)
 
 
 def cuda_gpus() -> int:

@@ -1,6 +1,6 @@
 """Fault injection: one bad case never costs the others, and nothing is left running.
 
-The hidden `faulty` strategy (PARABENCH_TEST_STRATEGIES=1) trains like `single` or
+The test-only `faulty` strategy (tests/strategies/faulty.py) trains like `single` or
 `ddp` and fails on command at one per-GPU batch size.
 """
 import json
@@ -14,10 +14,10 @@ import psutil
 import pytest
 
 from bench import results
-from tests.conftest import REPO, rows_of, run_cli
+from tests.conftest import REPO, TEST_STRATEGIES, rows_of, run_cli
 
 FAST = ["--strategies", "faulty", "--gpus", "", "--warmup", "0", "--steps", "2", "--trials", "1"]
-ENV = {"PARABENCH_TEST_STRATEGIES": "1"}
+ENV = dict(TEST_STRATEGIES)
 
 
 def sweep(tmp_path, *extra, batch_sizes="1,2,3"):

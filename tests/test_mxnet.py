@@ -97,19 +97,21 @@ def test_kvstore_local_is_a_knob(tmp_path):
 def test_reasons_when_it_cannot_run(monkeypatch):
     strategy = strategies.get("mxnet-gluon")
     fp32 = get_precision("fp32")
-    assert "amp-bf16" in strategy.unavailable_reason(Placement((), 2), get_precision("amp-bf16"), False)
+    assert "amp-bf16" in strategy.unavailable_reason(Placement((), 2), get_precision("amp-bf16"))
+    assert "supports --execution eager, not cuda-graph" in strategy.unavailable_reason(Placement((), 2), fp32, "cuda-graph")
     monkeypatch.setenv("PARABENCH_MXNET_PYTHON", "/nonexistent/python")
-    assert "run `make setup-mxnet`" in strategy.unavailable_reason(Placement((), 2), fp32, False)
-    # A CUDA wheel on Hopper: detected from NVML's compute capability before anything is launched.
+    reason = strategy.unavailable_reason(Placement((), 2), fp32)
+    assert "run `make setup-mxnet`" in reason and "/nonexistent" not in reason  # no machine's local path
+    # On Hopper: the hardware reason comes first, whatever the environment (none installed here).
     import strategies.mxnet_gluon as mod
 
-    monkeypatch.setattr(mod, "installed_wheel", lambda: "mxnet-cu117")
     monkeypatch.setattr(mod, "compute_capabilities", lambda gpus: {g: ("NVIDIA H200", (9, 0)) for g in gpus})
-    reason = strategy.unavailable_reason(Placement((0, 1), 2), fp32, True)
+    reason = strategy.unavailable_reason(Placement((0, 1), 2), fp32)
     assert "NVIDIA H200 is compute capability 9.0" in reason and "sm_50-86" in reason
+    monkeypatch.setattr(mod, "installed_wheel", lambda: "mxnet-cu117")
     monkeypatch.setattr(mod, "compute_capabilities", lambda gpus: {g: ("NVIDIA A10", (8, 6)) for g in gpus})
-    assert strategy.unavailable_reason(Placement((0, 1), 2), fp32, True) is None
+    assert strategy.unavailable_reason(Placement((0, 1), 2), fp32) is None
     monkeypatch.setattr(mod, "installed_wheel", lambda: "mxnet")
-    assert "CPU wheel" in strategy.unavailable_reason(Placement((0,), 1), fp32, True)
+    assert "CPU wheel" in strategy.unavailable_reason(Placement((0,), 1), fp32)
     monkeypatch.setattr(mod, "compute_capabilities", lambda gpus: {g: ("NVIDIA H100 80GB HBM3", (9, 0)) for g in gpus})
-    assert "NVIDIA H100 80GB HBM3 is compute capability 9.0" in strategy.unavailable_reason(Placement((0,), 1), fp32, True)
+    assert "NVIDIA H100 80GB HBM3 is compute capability 9.0" in strategy.unavailable_reason(Placement((0,), 1), fp32)

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from bench import compare, results
-from tests.conftest import run_cli
+from tests.conftest import TEST_STRATEGIES, run_cli
 
 SWEEP = ["--gpus", "", "--strategies", "single,faulty", "--cpu-replicas", "1", "--batch-sizes", "2",
          "--warmup", "3", "--steps", "6", "--trials", "3"]
@@ -14,7 +14,7 @@ THRESHOLDS = ["--max-slowdown", "0.25", "--noise-factor", "1.5", "--ratios-only"
 
 
 def sweep(path, slow_ms=0):
-    env = {"PARABENCH_TEST_STRATEGIES": "1", "PARABENCH_FAULTY_SLOW_MS": str(slow_ms)}
+    env = {**TEST_STRATEGIES, "PARABENCH_FAULTY_SLOW_MS": str(slow_ms)}
     proc = run_cli("run", *SWEEP, "--out", str(path), env=env)
     assert proc.returncode == 0, proc.stderr
     return path
@@ -69,7 +69,8 @@ def _rows(**changes):
     row = {c: None for c in results.COLUMNS}
     row.update(strategy="ddp", precision="fp32", model="resnet18", device="cuda", gpus="0,1", n_gpus=2, n_replicas=2,
                batch_per_gpu=256, status="ok", gpu_name="NVIDIA H200", img_per_s=10000.0, img_per_s_p10=9900.0,
-               img_per_s_p90=10100.0, peak_alloc_mib=5000.0, options="{}", data="device", tf32="default")
+               img_per_s_p90=10100.0, peak_alloc_mib=5000.0, options="{}", data="device", tf32="default",
+               step_ms_p10=50.7, step_ms_p50=51.2, step_ms_p90=51.7)
     single = dict(row, strategy="single", gpus="0", n_gpus=1, n_replicas=1, img_per_s=5100.0, img_per_s_p10=5050.0,
                   img_per_s_p90=5150.0)
     current = [dict(row, **changes), copy.deepcopy(single)]

@@ -9,7 +9,8 @@ from tests.conftest import run_cli
 
 ENV = {"gpu_name": "NVIDIA H200", "device": "cuda", "cpu": "x", "torch": "2.11", "cuda": "13.0", "cudnn": "91900",
        "nccl": "2.28.9", "data": "device", "tf32": "default", "channels_last": False, "compile": False,
-       "model": "resnet18-small", "options": "{}", "warmup": 1, "steps": 2, "trials": 1, "seed": 0}
+       "model": "resnet18-small", "options": "{}", "warmup": 1, "steps": 2, "trials": 1, "seed": 0,
+       "sgd_impl": "foreach", "execution": "eager"}
 
 
 def row(strategy, n, batch, precision="fp32", status="ok", ips=None, reason="", cudnn=None, **extra):
