@@ -110,6 +110,11 @@ def capture_whole_step(step: TrainStep, placed, warmup_steps: int = 11, restore:
     training steps, which is what the parity tests compare.
     """
     device = step.devices[0]
+    with torch.cuda.device(device):
+        return _capture(step, placed, device, warmup_steps, restore)
+
+
+def _capture(step: TrainStep, placed, device, warmup_steps: int, restore: bool):
     saved = [t.detach().clone() for t in _state(step)] if restore else None
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
