@@ -125,6 +125,8 @@ def _capture(step: TrainStep, placed, device, warmup_steps: int, restore: bool):
     torch.cuda.synchronize(device)
     if step.optimizer is not None:
         step.optimizer.zero_grad(set_to_none=True)
+    # The graph's private pool is the step's memory: count it in the case's peak.
+    torch.cuda.reset_peak_memory_stats(device)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         step.run(placed)

@@ -96,7 +96,8 @@ def measure_case(job: Job, case: dict) -> dict | None:
     for _ in range(case["warmup"]):
         run()
     clock.synchronize()
-    reset_peak_memory(step.devices)
+    if case["execution"] != "cuda-graph":  # a captured step's peak was reset before its capture
+        reset_peak_memory(step.devices)
     job.launcher.barrier()
 
     step_ms, trial_wall = [], []

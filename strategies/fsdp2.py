@@ -5,6 +5,8 @@ parameters are all-gathered before its forward and backward, and gradients are
 reduce-scattered. `reshard_after_forward` frees the gathered parameters after the forward
 (ZeRO-3 behaviour) or keeps them until backward (ZeRO-2-like). `mixed_precision=auto`
 matches the precision axis: bf16/fp16 parameters for compute, fp32 gradient reduction.
+FSDP2 shards contiguous parameters only: with --channels-last the inputs and activations
+are channels_last and the parameters stay contiguous (cuDNN takes both).
 """
 from strategies import register
 from strategies.ddp import DDP
@@ -47,7 +49,7 @@ class FSDP2(DDP):
         from bench import training
 
         device = ctx.device()
-        model = self.wrap(training.model_to(model, device, ctx), device, ctx)
+        model = self.wrap(model.to(device), device, ctx)  # contiguous parameters: see the module's note
         optimizer = training.make_optimizer(model.parameters(), ctx.sgd_impl)
         runtime = ctx.precision.runtime(device.type)
 

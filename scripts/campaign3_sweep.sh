@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# 4 H200s, one call (~8 min under `timeout 560`): fsdp2 with channels_last, graphed DDP on
+# 4 GPUs and again on 2, the GPU parity of the compression hooks, then the full 2-GPU sweep
+# (every strategy, three precisions, both models) with its wall time. Archive after every step.
+set -u
+OUT=${OUT:-/tmp/parabench-campaign}; W=/tmp/camp3b; rm -rf $W; mkdir -p $W "$OUT"
+export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 PY=${PY:-python3}
+trap 'tar czf "$OUT/campaign3-sweep.tgz" -C $W .' EXIT; trap 'exit 143' TERM INT
+step() {
+  local limit=$1 name=$2; shift 2; local t0=$(date +%s)
+  timeout "$limit" "$@" > "$W/$name.log" 2>&1; local rc=$?
+  echo "$name: rc=$rc $(( $(date +%s) - t0 )) s" | tee -a $W/walltime.txt; tail -3 "$W/$name.log"
+  tar czf "$OUT/campaign3-sweep.tgz" -C $W .
+}
+FAST="--warmup 5 --steps 15 --trials 3 --case-timeout 120"
+SMALL="--models resnet18-small --precisions amp-bf16 --channels-last --sgd-impl fused"
+step 70 shard-fsdp2 $PY -m bench run --gpus 0,1 --strategies fsdp2 --models resnet18,resnet18-small \
+  --precisions fp32,amp-bf16 --channels-last --batch-sizes 256 $FAST --out $W/h200x4-shard-fsdp2.json
+step 90 exec-small-graph $PY -m bench run --gpus 0,1,2,3 --gpu-counts 2,4 --strategies single,ddp $SMALL \
+  --execution cuda-graph --batch-sizes 32,256,1024 $FAST --out $W/h200x4-exec-small-graph.json
+step 60 parity-hooks $PY -m pytest -q -s -p no:cacheprovider tests/test_parity.py -k "gpu and comm_hook"
+T0=$(date +%s)
+step 330 sweep-2gpu $PY -m bench run --gpus 0,1 --precisions fp32,amp-fp16,amp-bf16 --models resnet18-small,resnet18 \
+  --batch-sizes 32,256,1024 --warmup 5 --steps 15 --trials 3 --case-timeout 120 --out $W/h200x2-sweep.json
+echo "full 2-GPU sweep wall: $(( $(date +%s) - T0 )) s" | tee -a $W/walltime.txt
