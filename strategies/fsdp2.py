@@ -3,8 +3,12 @@
 Parameters, gradients and optimiser state are sharded across ranks; each stage's
 parameters are all-gathered before its forward and backward, and gradients are
 reduce-scattered. `reshard_after_forward` frees the gathered parameters after the forward
-(ZeRO-3 behaviour) or keeps them until backward (ZeRO-2-like). `mixed_precision=auto`
-matches the precision axis: bf16/fp16 parameters for compute, fp32 gradient reduction.
+(ZeRO-3 behaviour) or keeps them until backward (ZeRO-2-like). `mixed_precision=off`
+(default) keeps fp32 parameters under autocast, as every other strategy does;
+`mixed_precision=auto` matches the precision axis with FSDP2's own policy: bf16/fp16
+parameters for compute, fp32 gradient reduction. BatchNorm layers are then sharded on
+their own with fp32 parameters: their running statistics stay fp32, and cuDNN's
+BatchNorm refuses low-precision weights with fp32 statistics.
 FSDP2 shards contiguous parameters only: with --channels-last the inputs and activations
 are channels_last and the parameters stay contiguous (cuDNN takes both).
 """
@@ -20,7 +24,7 @@ class FSDP2(DDP):
     supports_apex = False
     executions = ("eager", "compile")
     options = {**{k: v for k, v in DDP.options.items() if k in ("launcher", "torchrun_args", "backend", "timeout_s")},
-               "reshard_after_forward": True, "mixed_precision": "auto"}
+               "reshard_after_forward": True, "mixed_precision": "off"}
     option_choices = {"launcher": ("torchrun", "spawn"), "backend": ("auto", "nccl", "gloo"),
                       "mixed_precision": ("auto", "off")}
 
@@ -37,6 +41,11 @@ class FSDP2(DDP):
         if dtype and ctx.options["mixed_precision"] == "auto":
             policy = MixedPrecisionPolicy(param_dtype=getattr(torch, dtype), reduce_dtype=torch.float32)
         reshard = training.flag(ctx.options["reshard_after_forward"])
+        if policy.param_dtype is not None:
+            fp32 = MixedPrecisionPolicy(reduce_dtype=torch.float32)
+            for module in model.modules():
+                if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+                    fully_shard(module, mesh=mesh, reshard_after_forward=reshard, mp_policy=fp32)
         for stage in (model.layer1, model.layer2, model.layer3, model.layer4):
             fully_shard(stage, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
         fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
