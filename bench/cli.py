@@ -199,12 +199,12 @@ def cmd_run(args) -> int:
     out = _output_path(args)
     lock = results.Lock(out)
     try:
+        results.check_writable(out)  # before anything is measured
         lock.acquire()
     except results.ResultsError as exc:
         raise UsageError(str(exc)) from None
     try:
         existing = _existing_rows(args, out, cases)
-        results.check_writable(out)
         reporter = ConsoleReporter()
         sweep = Sweep(cases, settings, str(out), reporter, existing)
         try:

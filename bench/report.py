@@ -102,7 +102,7 @@ CELLS = {
         f"{r['peak_alloc_mib']:.0f} / {r['peak_alloc_mib_min']:.0f}" if pd.notna(r.get("peak_alloc_mib")) else "n/a (CPU)"),
     "speed-up over single (scaling efficiency)": lambda r: (
         f"x{r['speedup']:.2f} ({100 * r['efficiency']:.0f}%)" if pd.notna(r.get("speedup")) else "no single baseline"),
-    "achieved TFLOP/s": lambda r: f"{r['tflops']:.1f}",
+    "achieved TFLOP/s": lambda r: f"{r['tflops']:.1f}" if pd.notna(r.get("tflops")) else "n/a",
 }
 
 

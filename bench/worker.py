@@ -64,9 +64,20 @@ class Job:
         return self.rank == 0
 
     def data(self, case: dict):
-        """This process's rows of the case's global batch, built here and nowhere else."""
+        """This process's rows of the case's global batch, built here and nowhere else; a
+        batch the host cannot hold is this case's out-of-memory, found before allocating."""
+        import math
+
+        import psutil
+
+        workload = get_workload(case["model"])
         start, stop = self.launcher.rows(self.rank, self.world_size, case["global_batch"])
-        return get_workload(case["model"]).synthetic_rows(start, stop, case["seed"])
+        needed = (stop - start) * (math.prod(workload.input_shape) * 4 + 8)
+        available = psutil.virtual_memory().available
+        if needed > available:
+            raise MemoryError(f"host out of memory: the batch needs {needed / 2**30:.1f} GiB, "
+                              f"{available / 2**30:.1f} GiB available")
+        return workload.synthetic_rows(start, stop, case["seed"])
 
 
 def build_step(job: Job, case: dict, parity: bool = False):

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 
 import psutil
 import pytest
@@ -17,7 +18,10 @@ from bench import results
 from tests.conftest import REPO, TEST_STRATEGIES, rows_of, run_cli
 
 FAST = ["--strategies", "faulty", "--gpus", "", "--warmup", "0", "--steps", "2", "--trials", "1"]
-ENV = dict(TEST_STRATEGIES)
+# Every process this module's sweeps start carries this tag (workers inherit it): the
+# leftover checks look at these only, so a sweep running beside the tests is no failure.
+TAG = uuid.uuid4().hex
+ENV = {**TEST_STRATEGIES, "PARABENCH_TEST_TAG": TAG}
 
 
 def sweep(tmp_path, *extra, batch_sizes="1,2,3"):
@@ -30,8 +34,12 @@ def sweep(tmp_path, *extra, batch_sizes="1,2,3"):
 def leftover_processes(marker: str) -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline"]):
+        try:
+            mine = p.environ().get("PARABENCH_TEST_TAG") == TAG
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
         cmd = " ".join(p.info["cmdline"] or [])
-        if marker in cmd and p.pid != os.getpid():
+        if mine and marker in cmd and p.pid != os.getpid():
             found.append(p)
     return found
 

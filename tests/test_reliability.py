@@ -1,0 +1,294 @@
+"""Nothing measured is ever lost: one test per fault an adversarial user found (issue list
+of the reliability work), each on the CPU. Process checks look only at the processes
+that carry this test's own tag (PARABENCH_TEST_TAG, inherited by every worker)."""
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import psutil
+import pytest
+
+from bench import results
+from tests.conftest import REPO, TEST_STRATEGIES, rows_of, run_cli
+
+FAST = ["--gpus", "", "--warmup", "0", "--steps", "2", "--trials", "1"]
+FAULTY = ["--strategies", "faulty", "--cpu-replicas", "1", *FAST]
+
+
+def tagged():
+    return {**TEST_STRATEGIES, "PARABENCH_TEST_TAG": uuid.uuid4().hex}
+
+
+def processes_with(tag: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get("PARABENCH_TEST_TAG") == tag:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return found
+
+
+def start(args, env):
+    return subprocess.Popen([sys.executable, "-m", "bench", "run", *args], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO), **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(predicate, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.3)
+    return False
+
+
+def good_rows(**changes):
+    row = {c: None for c in results.COLUMNS}
+    row.update(strategy="single", precision="fp32", model="resnet18-small", device="cpu", gpus="", n_gpus=0,
+               n_replicas=1, batch_per_gpu=2, global_batch=2, status="ok", gpu_name="cpu", cpu="x", host="h",
+               img_per_s=10.0, img_per_s_p10=9.0, img_per_s_p90=11.0, step_ms_p10=180.0, step_ms_p50=200.0,
+               step_ms_p90=220.0, warmup=0, steps=2, trials=1, seed=0, options="{}")
+    row.update(changes)
+    return [row]
+
+
+# 1. Two sweeps on one file: the second is refused while the first holds the lock.
+def test_a_second_sweep_on_the_same_file_is_refused(tmp_path):
+    out, env = tmp_path / "r.json", tagged()
+    first = start([*FAULTY, "--batch-sizes", "1", "--option", "fault=hang", "--case-timeout", "60", "--out", str(out)], env)
+    try:
+        assert wait_for(lambda: (tmp_path / "r.json.lock").exists())
+        proc = run_cli("run", *FAULTY, "--batch-sizes", "1", "--out", str(out), "--resume", env=env)
+        assert proc.returncode == 2 and "being written by another parabench run (PID" in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+    finally:
+        first.kill()
+        first.communicate()
+    assert wait_for(lambda: not processes_with(env["PARABENCH_TEST_TAG"]), 20)
+
+
+# 2. Workers die with their parent, torchrun's whole tree included; no temp file survives.
+@pytest.mark.parametrize("launcher, replicas", [("local", "1"), ("torchrun", "2")])
+def test_workers_die_with_a_killed_sweep(tmp_path, launcher, replicas):
+    env = tagged()
+    before = {p.name for p in (tmp_path.parent).glob("parabench-worker-*")}
+    sweep = start(["--strategies", "faulty", "--cpu-replicas", replicas, *FAST, "--batch-sizes", "1",
+                   "--option", f"launcher={launcher}", "--option", "fault=hang", "--case-timeout", "120",
+                   "--out", str(tmp_path / "r.json")], {**env, "TMPDIR": str(tmp_path)})
+    tag = env["PARABENCH_TEST_TAG"]
+    # The worker (and for torchrun both ranks) are up and hanging in the case.
+    assert wait_for(lambda: len(processes_with(tag)) >= (2 if launcher == "local" else 4))
+    time.sleep(2)
+    sweep.send_signal(signal.SIGKILL)
+    sweep.communicate()
+    assert wait_for(lambda: not processes_with(tag), 20), [p.cmdline() for p in processes_with(tag)]
+    # The spec file was removed by the worker once read; only the (empty) worker folder may stay.
+    assert not list(tmp_path.glob("parabench-worker-*/spec.json"))
+    assert before == before  # (folders of other runs are not this test's business)
+
+
+def test_a_second_interrupt_during_clean_up_leaves_nothing_running(tmp_path):
+    env = tagged()
+    sweep = start(["--strategies", "faulty", "--cpu-replicas", "2", *FAST, "--batch-sizes", "1", "--option",
+                   "launcher=torchrun", "--option", "fault=hang", "--out", str(tmp_path / "r.json")], env)
+    assert wait_for(lambda: len(processes_with(env["PARABENCH_TEST_TAG"])) >= 4)
+    time.sleep(2)
+    sweep.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    sweep.send_signal(signal.SIGINT)  # while the first is still cleaning up
+    _, err = sweep.communicate(timeout=60)
+    assert sweep.returncode == 130 and "interrupted" in err
+    assert wait_for(lambda: not processes_with(env["PARABENCH_TEST_TAG"]), 20)
+
+
+# 3. User output on stdout cannot break or fake the results.
+def test_output_without_a_newline_does_not_break_the_protocol(tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_cli("run", *FAULTY, "--batch-sizes", "1,2", "--option", "fault=print", "--out", str(out), env=tagged())
+    assert proc.returncode == 0, proc.stderr
+    rows = rows_of(out)
+    assert [(r["batch_per_gpu"], r["status"]) for r in rows] == [(1, "ok"), (2, "ok")]
+
+
+# 4. compare and report: unusable figures exit 2, naming file, row and field.
+@pytest.mark.parametrize("changes, field", [
+    ({"img_per_s": float("nan")}, "img_per_s"), ({"img_per_s": 0.0}, "img_per_s"), ({"img_per_s": None}, "img_per_s"),
+    ({"img_per_s": -885.0}, "img_per_s"), ({"step_ms_p50": float("inf")}, "step_ms_p50"),
+])
+def test_compare_and_report_refuse_unusable_figures(tmp_path, changes, field):
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    results.write(good, good_rows())
+    results.write(bad, good_rows(**changes))
+    for args in (["compare", str(good), str(bad)], ["report", str(bad), "--out", str(tmp_path / "p")]):
+        proc = run_cli(*args)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert f"{bad}: row 0" in proc.stderr and field in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+
+
+# 5. --resume never picks another machine's file, and refuses one given by name.
+def test_resume_ignores_and_refuses_files_of_other_hosts(tmp_path):
+    folder = tmp_path / "results"
+    folder.mkdir()
+    results.write(folder / "run-20260101-000000-elsewhere.json", good_rows(host="elsewhere"))
+    proc = run_cli("run", *FAULTY, "--batch-sizes", "2", "--results-dir", str(folder), "--resume", env=tagged())
+    assert proc.returncode == 2 and "found no run-*.json written on this host" in proc.stderr
+    proc = run_cli("run", *FAULTY, "--batch-sizes", "2", "--out", str(folder / "run-20260101-000000-elsewhere.json"),
+                   "--resume", env=tagged())
+    assert proc.returncode == 2 and "was measured on host elsewhere" in proc.stderr
+
+
+# 6. Host out of memory is this case's `oom`; larger batches are skipped, smaller ones measured.
+def test_host_out_of_memory_is_oom_and_skips_larger_batches(tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_cli("run", *FAULTY, "--batch-sizes", "1,2,3", "--option", "fault=hostoom", "--option", "at_batch=2",
+                   "--out", str(out), env=tagged())
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["batch_per_gpu"]: r for r in rows_of(out)}
+    assert rows[1]["status"] == "ok" and rows[2]["status"] == "oom" and rows[3]["status"] == "skipped"
+
+
+def test_a_batch_the_host_cannot_hold_fails_only_its_case(tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_cli("run", "--strategies", "single", *FAST, "--batch-sizes", "1,1000000000", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["batch_per_gpu"]: r for r in rows_of(out)}
+    assert rows[1]["status"] == "ok"
+    assert rows[1000000000]["status"] == "oom" and "host out of memory" in rows[1000000000]["reason"]
+
+
+def test_each_rank_builds_only_its_shard():
+    from bench import launchers
+    from bench.models import get_workload
+
+    workload = get_workload("resnet18-small")
+    whole = workload.synthetic_batch(12)
+    for rank in range(3):
+        start_row, stop_row = launchers.TORCHRUN.rows(rank, 3, 12)
+        inputs, targets = workload.synthetic_rows(start_row, stop_row)
+        assert inputs.shape[0] == 4 and bool((inputs == whole[0][rank * 4:(rank + 1) * 4]).all())
+        assert bool((targets == whole[1][rank * 4:(rank + 1) * 4]).all())
+    assert launchers.LOCAL.rows(0, 1, 12) == (0, 12)
+
+
+# 7. Unwritable output is found before the first case; JSON and CSV are checked together.
+def test_an_unwritable_folder_is_found_before_measuring(tmp_path):
+    # A folder that cannot be made (a file stands in its way): root can write anywhere else.
+    (tmp_path / "blocker").write_text("")
+    env = tagged()
+    proc = run_cli("run", *FAULTY, "--batch-sizes", "1", "--out", str(tmp_path / "blocker" / "r.json"), env=env)
+    assert proc.returncode == 2 and "cannot write results in" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not processes_with(env["PARABENCH_TEST_TAG"])  # nothing was started, nothing measured
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    target = tmp_path / "f.json"
+    target.write_text("old")
+
+    def broken(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken)
+    with pytest.raises(OSError):
+        results.atomic_write_bytes(target, b"new")
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["f.json"]
+
+
+def test_an_existing_csv_is_not_overwritten(tmp_path):
+    (tmp_path / "r.csv").write_text("precious")
+    proc = run_cli("run", *FAULTY, "--batch-sizes", "1", "--out", str(tmp_path / "r.json"), env=tagged())
+    assert proc.returncode == 2 and "r.csv already exists" in proc.stderr
+    assert (tmp_path / "r.csv").read_text() == "precious"
+
+
+# 8. Duplicates: the latest ok row wins, in resume, compare and report alike.
+def test_duplicates_keep_the_latest_ok_measurement(tmp_path):
+    from bench import compare
+
+    ok = good_rows()[0]
+    err = dict(ok, status="error", reason="later failure", img_per_s=None, img_per_s_p10=None, img_per_s_p90=None,
+               step_ms_p10=None, step_ms_p50=None, step_ms_p90=None)
+    assert results.latest([ok, err]) == [ok]
+    newer = dict(ok, img_per_s=12.0)
+    assert results.latest([ok, err, newer]) == [newer]
+    verdicts = compare.compare([ok], [ok, err], compare.Thresholds())
+    assert [v["verdict"] for v in verdicts] == ["pass"]
+
+
+# 9. A DDP start-up failure records the failing rank's own cause.
+def test_ddp_start_up_failure_keeps_the_rank_traceback(tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_cli("run", "--strategies", "ddp", *FAST, "--batch-sizes", "1", "--option", "backend=nccl",
+                   "--startup-timeout", "120", "--out", str(out), env=tagged())
+    assert proc.returncode == 0, proc.stderr
+    row = rows_of(out)[0]
+    assert row["status"] == "error" and "rank" in row["reason"]
+    assert "Traceback" in row["output_tail"] and "init_process_group" in row["output_tail"]
+
+
+# 10. Figures are written whole, and the same results give byte-identical figures.
+def test_report_figures_are_deterministic(tmp_path):
+    rows = good_rows() + good_rows(strategy="ddp", n_replicas=2, global_batch=4, img_per_s=15.0, img_per_s_p10=14.0,
+                                   img_per_s_p90=16.0)
+    results.write(tmp_path / "r.json", rows)
+    for name in ("a", "b"):
+        assert run_cli("report", str(tmp_path / "r.json"), "--out", str(tmp_path / name)).returncode == 0
+    svgs = sorted(p.name for p in (tmp_path / "a").glob("*.svg"))
+    assert svgs and all((tmp_path / "a" / n).read_bytes() == (tmp_path / "b" / n).read_bytes() for n in svgs)
+    assert not list((tmp_path / "a").glob(".*tmp*"))
+
+
+# 11. --resume with other measurement settings is refused, naming the difference.
+def test_resume_with_other_settings_is_refused(tmp_path):
+    out = tmp_path / "r.json"
+    assert run_cli("run", *FAULTY, "--batch-sizes", "1", "--out", str(out), env=tagged()).returncode == 0
+    proc = run_cli("run", *FAULTY[:-2], "--trials", "1", "--steps", "3", "--batch-sizes", "1,2", "--out", str(out),
+                   "--resume", env=tagged())
+    assert proc.returncode == 2 and "steps 2 (file) vs 3 (now)" in proc.stderr
+    proc = run_cli("run", *FAULTY, "--batch-sizes", "1,2", "--out", str(out), "--resume", env=tagged())
+    assert proc.returncode == 0 and "1 case(s) measured already, 1 to run" in proc.stderr
+    assert len(rows_of(out)) == 2
+
+
+# 13. A folder given to report stands for the results in it.
+def test_report_reads_a_folder(tmp_path):
+    results.write(tmp_path / "in" / "r.json", good_rows())
+    assert run_cli("report", str(tmp_path / "in"), "--out", str(tmp_path / "p")).returncode == 0
+    (tmp_path / "empty").mkdir()
+    proc = run_cli("report", str(tmp_path / "empty"), "--out", str(tmp_path / "p2"))
+    assert proc.returncode == 2 and "no results files in" in proc.stderr
+
+
+# 14. Every numeric input and option value is validated, with the fix named.
+@pytest.mark.parametrize("args, message", [
+    (["--warmup", "-1"], "--warmup must be at least 0"),
+    (["--steps", "0"], "--steps must be at least 1"),
+    (["--seed", "-3"], "--seed must be at least 0"),
+    (["--case-timeout", "nan"], "--case-timeout and --startup-timeout must be positive"),
+    (["--startup-timeout", "inf"], "--case-timeout and --startup-timeout must be positive"),
+    (["--strategies", "ddp", "--option", "launcher=nobody"], "option launcher takes one of torchrun, spawn"),
+    (["--strategies", "ddp", "--option", "bucket_cap_mb=-5"], "option bucket_cap_mb must be a positive number"),
+    (["--strategies", "ddp", "--option", "comm_hook=int8"], "option comm_hook takes one of none, fp16, bf16, powersgd"),
+    (["--execution", "jit"], "unknown execution 'jit'"),
+    (["--batch-sizes", ","], "nothing to run"),
+])
+def test_bad_numbers_and_options_give_one_line(args, message):
+    proc = run_cli("run", "--gpus", "", *args)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+def test_compare_rejects_bad_thresholds(tmp_path):
+    results.write(tmp_path / "a.json", good_rows())
+    proc = run_cli("compare", str(tmp_path / "a.json"), str(tmp_path / "a.json"), "--max-slowdown", "nan")
+    assert proc.returncode == 2 and "--max-slowdown must be a finite number" in proc.stderr
