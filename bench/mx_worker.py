@@ -19,7 +19,7 @@ from mxnet import autograd, gluon
 from bench import mx_models, protocol
 from bench.stats import summarize
 
-SGD = {"learning_rate": 0.1, "momentum": 0.9, "wd": 1e-4}  # strategies/common.py's SGD_SETTINGS
+SGD = {"learning_rate": 0.1, "momentum": 0.9, "wd": 1e-4}  # bench/training.py's SGD_SETTINGS
 
 
 def contexts(spec: dict) -> list:
