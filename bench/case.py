@@ -232,7 +232,9 @@ def execution_unavailable_reason(case: Case) -> str | None:
         return None
     if not case.gpus:
         return "CUDA graphs need a GPU"
-    if case.precision == "amp-fp16" and case.sgd_impl != "fused":
+    from bench.precision import get_precision
+
+    if get_precision(case.precision).grad_scaler and case.sgd_impl != "fused":
         return ("amp-fp16 in a CUDA graph needs --sgd-impl fused: GradScaler synchronises with the host "
                 "(found_inf.item()) unless the optimiser takes the scale itself")
     if case.data == "host":

@@ -207,6 +207,9 @@ def cmd_run(args) -> int:
         existing = _existing_rows(args, out, cases)
         reporter = ConsoleReporter()
         sweep = Sweep(cases, settings, str(out), reporter, existing)
+        if args.resume:
+            todo = sum(not sweep.measured(c) for c in cases)
+            print(f"resuming {out}: {len(cases) - todo} case(s) measured already, {todo} to run", file=sys.stderr)
         try:
             rows = sweep.run()
         except KeyboardInterrupt:
@@ -274,7 +277,7 @@ def _existing_rows(args, out: Path, cases) -> list[dict]:
     """Rows already in `out` (with --resume), after checking that they were measured on
     this hardware with these measurement settings; without --resume, `out` must be new."""
     from bench import envinfo, results
-    from bench.case import MEASUREMENT, Case, hardware
+    from bench.case import MEASUREMENT, hardware
 
     csv_path = out.with_suffix(".csv")
     if not args.resume:
@@ -308,9 +311,6 @@ def _existing_rows(args, out: Path, cases) -> list[dict]:
     if dups:
         print(f"note: {out} holds {len(dups)} duplicate case(s) ({'; '.join(dups[:3])}{'...' if len(dups) > 3 else ''}): "
               "the latest ok row of each is kept", file=sys.stderr)
-    done = {Case.from_row(r).key() for r in results.latest(rows) if r["status"] in ("ok", "oom")}
-    new = [c for c in cases if c.key() not in done]
-    print(f"resuming {out}: {len(done)} case(s) measured already, {len(new)} to run", file=sys.stderr)
     return rows
 
 
@@ -358,6 +358,8 @@ def cmd_report(args) -> int:
         out = report.write_report(paths, Path(args.out))
     except results.ResultsError as exc:
         raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"cannot write the report in {args.out} ({exc.strerror or exc}): choose a writable --out") from None
     print(f"report written to {out} (tables and figures in {out.parent})")
     return 0
 
@@ -381,12 +383,21 @@ def cmd_compare(args) -> int:
     verdicts = compare.confirmed(runs)
     print(compare.render(verdicts, args.baseline, " + ".join(args.current)))
     if args.json:
-        compare.write_json(args.json, verdicts)
+        _write_json(args.json, verdicts)
     status = compare.exit_status(verdicts)
     if status == 2:
         print(f"parabench: error: no case of {args.current[0]} could be compared with {args.baseline} "
               "(different cases or hardware); pick the baseline for this hardware", file=sys.stderr)
     return status
+
+
+def _write_json(path: str, payload) -> None:
+    from bench import compare
+
+    try:
+        compare.write_json(path, payload)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path} ({exc.strerror or exc}): choose a writable path") from None
 
 
 def cmd_dashboard(args) -> int:
@@ -396,8 +407,9 @@ def cmd_dashboard(args) -> int:
         rows = results.load_many(args.files)
     except results.ResultsError as exc:
         raise UsageError(str(exc)) from None
-    compare.write_json(args.out, compare.dashboard(rows))
-    print(f"{args.out}: {len(compare.dashboard(rows))} entries")
+    entries = compare.dashboard(rows)
+    _write_json(args.out, entries)
+    print(f"{args.out}: {len(entries)} entries")
     return 0
 
 

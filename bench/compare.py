@@ -189,5 +189,6 @@ def dashboard(rows: list[dict]) -> list[dict]:
 
 
 def write_json(path: str, payload) -> None:
-    with open(path, "w") as fh:
-        json.dump(payload, fh, indent=1)
+    from pathlib import Path
+
+    results.atomic_write_bytes(Path(path), (json.dumps(payload, indent=1) + "\n").encode())

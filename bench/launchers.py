@@ -2,8 +2,9 @@
 
 A strategy names its launcher (`Strategy.launcher(options)`); the harness never asks
 which strategy it runs. Cases whose launcher `key` is equal share one long-lived worker:
-one local process per GPU set, one torchrun per GPU count for every DDP-style strategy,
-one foreign interpreter for MXNet.
+one local process for every single-process case (it drives whichever devices a case
+names), one torchrun per GPU count for every DDP-style strategy, one foreign interpreter
+for MXNet.
 
 The parent side (`key`, `command`) imports no torch; the worker side (`run`, `init`,
 `gather`, `barrier`, `rows`) runs inside the worker.
@@ -28,9 +29,8 @@ class Launcher:
     options: tuple[str, ...] = ()
 
     def key(self, placement: Placement, options: dict, execution: str) -> tuple:
-        """Cases with the same key can share one worker."""
-        return (self.name, placement.gpus, placement.n_replicas,
-                tuple((k, str(options.get(k))) for k in self.options))
+        """Cases with the same key can share one worker: one process drives any device set."""
+        return (self.name, tuple((k, str(options.get(k))) for k in self.options))
 
     def command(self, spec_path: str, placement: Placement, options: dict) -> list[str]:
         return [sys.executable, "-m", "bench.worker", spec_path]
@@ -66,9 +66,10 @@ class ProcessGroupLauncher(Launcher):
     options = ("backend", "timeout_s")
 
     def key(self, placement, options, execution):
-        # A captured DDP step needs the process group's async error handling off from the
-        # start (PyTorch's CUDA-graph notes): such cases get a worker of their own.
-        return super().key(placement, options, execution) + (execution == "cuda-graph",)
+        # The process group spans this device set. A captured DDP step needs the group's async
+        # error handling off from the start (PyTorch's CUDA-graph notes): a worker of its own.
+        return super().key(placement, options, execution) + (placement.gpus, placement.n_replicas,
+                                                              execution == "cuda-graph")
 
     def init(self, spec, rank, world_size, local_rank):
         from datetime import timedelta
@@ -164,6 +165,37 @@ class Interpreter(Launcher):
 
     def command(self, spec_path, placement, options):
         return [str(self.python()), "-m", self.module, spec_path]
+
+
+def launcher_of(case) -> Launcher:
+    """The launcher that the case's strategy names."""
+    import strategies
+
+    return strategies.get(case.strategy).launcher(case.options_dict)
+
+
+def worker_spec(cases: list, workdir: str, mode: str | None = None) -> tuple[dict, list]:
+    """The spec of one worker: its launcher and device set (the first case's), and each
+    case's own spec as its strategy prepared it (files under `workdir`). Returns the spec and
+    the (case, exception) pairs whose preparation failed, which the spec leaves out."""
+    import strategies
+
+    first = cases[0]
+    launcher = launcher_of(first)
+    spec = {"launcher": launcher.name, "gpus": list(first.gpus), "n_replicas": first.n_replicas,
+            "launcher_options": {k: first.options_dict.get(k) for k in launcher.options}, "cases": []}
+    if mode:
+        spec["mode"] = mode
+    failed = []
+    for case in cases:
+        case_spec = case.spec()
+        try:
+            strategies.get(case.strategy).prepare_launch(case_spec, workdir)
+        except Exception as exc:  # noqa: BLE001 - the caller records it as the case's outcome
+            failed.append((case, exc))
+            continue
+        spec["cases"].append(case_spec)
+    return spec, failed
 
 
 LOCAL = Launcher()

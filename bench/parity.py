@@ -17,9 +17,9 @@ import tempfile
 
 import torch
 
-import strategies
 from bench import envinfo, protocol
 from bench.case import Case, Settings
+from bench.launchers import launcher_of, worker_spec
 from bench.models import get_workload
 from bench.training import loss_fn, make_optimizer
 from strategies.base import Placement
@@ -64,15 +64,13 @@ def run_parity(cases: list[Case], timeout_s: float = 300) -> list[dict]:
     """Run `cases` in one worker, exactly as a sweep launches it, in parity mode; the
     parameters each case ends with, in order."""
     first = cases[0]
-    strat = strategies.get(first.strategy)
-    launcher = strat.launcher(first.options_dict)
+    launcher = launcher_of(first)
     with tempfile.TemporaryDirectory(prefix="parabench-parity-") as tmp:
-        spec = {"mode": "parity", "launcher": launcher.name, "gpus": list(first.gpus), "n_replicas": first.n_replicas,
-                "launcher_options": {k: first.options_dict.get(k) for k in launcher.options}, "cases": []}
-        for i, case in enumerate(cases):
-            case_spec = dict(case.spec(), parity_out=os.path.join(tmp, f"params-{i}.pt"))
-            strategies.get(case.strategy).prepare_launch(case_spec, tmp)
-            spec["cases"].append(case_spec)
+        spec, failed = worker_spec(cases, tmp, mode="parity")
+        if failed:
+            raise RuntimeError(f"preparing {failed[0][0].label()} failed: {failed[0][1]}")
+        for i, case_spec in enumerate(spec["cases"]):
+            case_spec["parity_out"] = os.path.join(tmp, f"params-{i}.pt")
         spec_path = os.path.join(tmp, "spec.json")
         with open(spec_path, "w") as fh:
             json.dump(spec, fh)

@@ -19,17 +19,19 @@ import threading
 import psutil
 
 _PR_SET_PDEATHSIG = 1
+# Looked up once here: the child between fork and exec (preexec_fn) must not load libraries.
+try:
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+except (OSError, AttributeError):
+    _prctl = None
 
 
 def die_with_parent() -> None:
     """Ask the kernel to SIGKILL this process when its parent exits (Linux only); if the
     parent is already gone, leave now."""
-    if not sys.platform.startswith("linux"):
+    if _prctl is None:
         return
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        return
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     expected = os.environ.get("PARABENCH_PARENT_PID")
     if expected and os.getppid() != int(expected) and os.getppid() == 1:
         os._exit(1)
@@ -49,19 +51,13 @@ class Worker:
         self._reader.start()
 
     def _read(self) -> None:
-        # Bytes, split on newlines ourselves: output without a final newline is still kept.
+        # Bytes, split on newlines here: output without a final newline is kept too.
+        partial = ""
         for chunk in iter(lambda: self.proc.stdout.read1(65536), b""):
-            text = chunk.decode(errors="replace")
-            lines = text.split("\n")
-            if self.tail and not self._line_done:
-                self.tail[-1] += lines.pop(0)
-            for line in lines:
-                self.tail.append(line)
-            self._line_done = text.endswith("\n")
-            if self._line_done and self.tail and self.tail[-1] == "":
-                self.tail.pop()
-
-    _line_done = True
+            *lines, partial = (partial + chunk.decode(errors="replace")).split("\n")
+            self.tail.extend(lines)
+        if partial:
+            self.tail.append(partial)
 
     def alive(self) -> bool:
         return self.proc.poll() is None

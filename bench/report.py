@@ -41,12 +41,16 @@ def default_inputs(folder: Path) -> list[Path]:
 
 
 def load_frame(paths: list[Path]) -> pd.DataFrame:
-    rows = results.latest(results.load_many(paths))  # the same case twice: the latest ok row wins
-    frame = pd.DataFrame(rows)
-    if frame.empty:
+    """Every row of the files, speed-ups taken against the baseline of each row's own file,
+    then one row per case (the same case twice: the latest ok row wins)."""
+    rows = results.load_many(paths)
+    if not rows:
         raise results.ResultsError(f"{', '.join(map(str, paths))}: no result rows to report")
-    frame["hardware"] = [hardware(r) for r in rows]
-    frame["variant"] = [variant(r) for r in rows]
+    kept = {id(r) for r in results.latest(rows)}
+    frame = pd.DataFrame(rows).assign(hardware=[hardware(r) for r in rows], variant=[variant(r) for r in rows],
+                                      _kept=[id(r) in kept for r in rows])
+    frame = add_speedups(frame)
+    frame = frame[frame["_kept"]].drop(columns="_kept")
     return frame.sort_values("date", kind="stable").reset_index(drop=True)
 
 
@@ -70,12 +74,18 @@ def _order(frame: pd.DataFrame) -> pd.DataFrame:
         ["_r", "n_gpus", "variant", "batch_per_gpu"]).drop(columns="_r")
 
 
+def same_run(keys: list[str], frame: pd.DataFrame) -> list[str]:
+    """`keys` plus the results file: a ratio divides two figures of the same run only (a
+    `single` from another sweep, on a machine then busier or idler, would fake a speed-up)."""
+    return [c for c in keys if c in frame] + (["source"] if "source" in frame else [])
+
+
 def add_speedups(frame: pd.DataFrame) -> pd.DataFrame:
     """Speed-up over `single` at the same per-GPU batch, same hardware, model, precision and
-    layout knobs; scaling efficiency = speed-up / devices."""
-    match = ["hardware", "model", "precision", "batch_per_gpu", "channels_last", "execution", "compile_mode", "data",
-             "tf32", "sgd_impl"]
-    match = [c for c in match if c in frame]
+    layout knobs, measured in the same run; scaling efficiency = speed-up / devices."""
+    match = same_run(["hardware", "model", "precision", "batch_per_gpu", "channels_last", "execution", "compile_mode",
+                      "data", "tf32", "sgd_impl"], frame)
+    frame = frame.drop(columns=["single_img_per_s", "speedup", "efficiency"], errors="ignore")  # idempotent
     base = frame[(frame["strategy"] == BASELINE) & (frame["status"] == "ok")]
     base = base.sort_values("date").drop_duplicates(match, keep="last")[match + ["img_per_s"]]
     merged = frame.merge(base.rename(columns={"img_per_s": "single_img_per_s"}), on=match, how="left")
@@ -272,10 +282,10 @@ def figure_efficiency(group: pd.DataFrame, folder: Path, name: str) -> list[Path
 
 
 def amp_speedups(group: pd.DataFrame) -> pd.DataFrame:
-    """amp images/s over fp32 images/s, same strategy, GPUs and batch; the fp32 row with the
-    same knobs where there is one, else the newest fp32 row (the label then says which)."""
+    """amp images/s over fp32 images/s, same strategy, GPUs and batch, same run; the fp32 row
+    with the same knobs where there is one, else the newest fp32 row (the label then says which)."""
     ok = group[group["status"] == "ok"]
-    keys = ["strategy", "n_gpus", "batch_per_gpu"]
+    keys = same_run(["strategy", "n_gpus", "batch_per_gpu"], group)
     fp32 = ok[ok["precision"] == "fp32"].sort_values("date")
     amp = ok[ok["precision"] != "fp32"]
     columns = keys + ["img_per_s", "variant"]
@@ -305,7 +315,7 @@ def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
     """images/s against GPU count for each multi-device strategy and setting, anchored at
     `single` with the same settings (hollow marker at 1 GPU); dotted: linear from it."""
     ok = group[(group["status"] == "ok") & (group["n_gpus"] > 0)]
-    keys = ["precision", "variant", "batch_per_gpu"]
+    keys = same_run(["precision", "variant", "batch_per_gpu"], group)
     singles = ok[ok["strategy"] == BASELINE].sort_values("date").drop_duplicates(keys, keep="last").set_index(keys)
     curves = []
     for (strategy, *key), line in ok[ok["strategy"] != BASELINE].groupby(["strategy"] + keys):
@@ -318,7 +328,7 @@ def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
         return []
     fig, ax = plt.subplots(figsize=(7.5, 5))
     counts = set()
-    for strategy, (precision, var, batch), line, base in curves:
+    for strategy, (precision, var, batch, *_), line, base in curves:
         line = line.sort_values("n_gpus")
         color = COLORS.get(strategy, "grey")
         ax.plot(line["n_gpus"], line["img_per_s"], marker="o", color=color, ls="-" if precision == "fp32" else "--",
@@ -436,13 +446,13 @@ def achieved_vs_peak(frame: pd.DataFrame, peaks: dict[str, dict]) -> list[str]:
 
 
 def write_report(paths: list[Path], out: Path) -> Path:
-    frame = add_speedups(load_frame(paths))
+    frame = load_frame(paths)
     out.mkdir(parents=True, exist_ok=True)
     lines = ["# parabench report", "",
              f"From {len(paths)} results file(s), {len(frame)} cases. Generated by `python -m bench report`.", "",
              "Reading guide: images/s is the global batch over the median step time; p10-p90 is the spread over "
              "every timed step of every trial. Speed-up compares with `single` at the same per-GPU batch "
-             "(weak scaling). Memory is `torch.cuda.max_memory_allocated` per GPU after warm-up. Rows measured on "
+             "(weak scaling), measured in the same results file. Memory is `torch.cuda.max_memory_allocated` per GPU after warm-up. Rows measured on "
              "different hardware are never compared.", ""]
     lines += achieved_vs_peak(frame, peak_rates(paths))
     effect = cudnn_effect(frame)

@@ -149,7 +149,7 @@ class Lock:
         self.release()
 
 
-def _coerce(row: dict, where: str) -> dict:
+def _coerce(row: dict) -> dict:
     out = {}
     for c in COLUMNS:
         v = row.get(c)
@@ -220,9 +220,10 @@ def load(path: str | os.PathLike) -> list[dict]:
         if raw["status"] not in STATUSES:
             raise ResultsError(f"{where} has unknown status {raw['status']!r}; {fix}")
         try:
-            row = _coerce(raw, where)
-            # The case columns as today's Case reads them: settings a row predates get their default here.
-            row.update(case_mod.Case.from_row({**raw, **{k: v for k, v in row.items() if v is not None}}).row())
+            row = _coerce(raw)
+            # The case columns as today's Case reads them (settings a row predates get their
+            # default there; `raw` keeps the columns of older schemas, such as `compile`).
+            row.update(case_mod.Case.from_row({**raw, **row}).row())
         except (TypeError, ValueError) as exc:
             raise ResultsError(f"{where} has a malformed number ({exc}); {fix}") from None
         _validate(row, where, fix)

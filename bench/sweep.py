@@ -19,7 +19,8 @@ import time
 
 import strategies
 from bench import envinfo, protocol, results
-from bench.case import Case, Settings, execution_unavailable_reason
+from bench.case import Case, Settings, execution_unavailable_reason, identity
+from bench.launchers import launcher_of, worker_spec
 from bench.precision import get_precision
 from bench.procs import Worker
 
@@ -55,8 +56,7 @@ def unavailable_reason(case: Case) -> str | None:
 
 
 def worker_key(case: Case) -> tuple:
-    strategy = strategies.get(case.strategy)
-    return strategy.launcher(case.options_dict).key(case.placement, case.options_dict, case.execution)
+    return launcher_of(case).key(case.placement, case.options_dict, case.execution)
 
 
 class Sweep:
@@ -67,13 +67,7 @@ class Sweep:
         self.reporter = reporter  # object with begin(total), preparing(label), case_started(label), case_done(row)
         self.rows: dict[tuple, dict] = {}
         for row in results.latest(existing or []):
-            self.rows[self._identity(Case.from_row(row), row)] = row
-
-    @staticmethod
-    def _identity(case: Case, row: dict) -> tuple:
-        from bench.case import hardware
-
-        return (hardware(row),) + case.key()
+            self.rows[identity(row)] = row
 
     def _row(self, case: Case, **figures) -> dict:
         row = case.row()
@@ -84,12 +78,12 @@ class Sweep:
 
     def measured(self, case: Case) -> bool:
         """Already in the file as ok or oom (resume does not measure it again)."""
-        row = self.rows.get(self._identity(case, self._row(case)))
+        row = self.rows.get(identity(self._row(case)))
         return row is not None and row["status"] in ("ok", "oom")
 
     def _record(self, case: Case, **figures) -> None:
         row = self._row(case, **figures)
-        key = self._identity(case, row)
+        key = identity(row)
         self.rows.pop(key, None)
         self.rows[key] = row
         try:
@@ -137,25 +131,6 @@ class Sweep:
                          reason=f"not attempted: batch {oom.batch_per_gpu} per GPU already ran out of memory")
             pending.remove(case)
 
-    def _spec(self, cases: list[Case], workdir: str) -> tuple[dict, list[Case]]:
-        """The worker's spec; cases whose preparation fails are recorded and left out."""
-        first = cases[0]
-        strategy = strategies.get(first.strategy)
-        launcher = strategy.launcher(first.options_dict)
-        spec = {"launcher": launcher.name, "gpus": list(first.gpus), "n_replicas": first.n_replicas,
-                "launcher_options": {k: first.options_dict.get(k) for k in launcher.options}, "cases": []}
-        kept = []
-        for case in cases:
-            case_spec = case.spec()
-            try:
-                strategies.get(case.strategy).prepare_launch(case_spec, workdir)
-            except Exception as exc:  # noqa: BLE001 - a failed preparation is this case's outcome
-                self._record(case, status="error", reason=f"preparing the worker failed: {type(exc).__name__}: {exc}")
-                continue
-            spec["cases"].append(case_spec)
-            kept.append(case)
-        return spec, kept
-
     def _run_worker(self, cases: list[Case]) -> None:
         s = self.settings
         env = dict(os.environ)
@@ -163,8 +138,7 @@ class Sweep:
         env.setdefault("PYTHONUNBUFFERED", "1")
         env.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off unless asked for
         pending = list(cases)
-        strategy = strategies.get(cases[0].strategy)
-        launcher = strategy.launcher(cases[0].options_dict)
+        launcher = launcher_of(cases[0])
         while pending:
             before = len(pending)
             workdir = tempfile.mkdtemp(prefix="parabench-worker-")
@@ -172,8 +146,10 @@ class Sweep:
             inflight, timed_out, worker_error = None, False, None
             try:
                 self.reporter.preparing(f"{launcher.name} worker, {pending[0].where()}: {len(pending)} case(s)")
-                spec, kept = self._spec(pending, workdir)
-                pending[:] = kept
+                spec, failed = worker_spec(pending, workdir)
+                for case, exc in failed:
+                    self._record(case, status="error", reason=f"preparing the worker failed: {type(exc).__name__}: {exc}")
+                    pending.remove(case)
                 if not pending:
                     return
                 by_key = {json.dumps(c.spec()["key"]): c for c in pending}

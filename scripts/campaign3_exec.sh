@@ -5,15 +5,7 @@
 # then sharding (ddp, zero1, fsdp2 both reshard settings) side by side. The archive in $OUT
 # is refreshed after every step.
 set -u
-OUT=${OUT:-/tmp/parabench-campaign}; W=/tmp/camp3; rm -rf $W; mkdir -p $W "$OUT"
-export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 PY=${PY:-python3}
-trap 'tar czf "$OUT/campaign3-exec.tgz" -C $W .' EXIT; trap 'exit 143' TERM INT
-step() {  # step SECONDS NAME COMMAND...: run with a limit, log its wall time
-  local limit=$1 name=$2; shift 2; local t0=$(date +%s)
-  timeout "$limit" "$@" > "$W/$name.log" 2>&1; local rc=$?
-  echo "$name: rc=$rc $(( $(date +%s) - t0 )) s" | tee -a $W/walltime.txt; tail -5 "$W/$name.log"
-  tar czf "$OUT/campaign3-exec.tgz" -C $W .
-}
+source "$(dirname "$0")/campaign_lib.sh"; campaign campaign3-exec
 nvidia-smi topo -m > $W/topo.txt 2>&1
 FAST="--warmup 5 --steps 15 --trials 3 --case-timeout 120"
 SMALL="--models resnet18-small --precisions amp-bf16 --channels-last --sgd-impl fused"

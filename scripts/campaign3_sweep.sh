@@ -3,15 +3,7 @@
 # 4 GPUs and again on 2, the GPU parity of the compression hooks, then the full 2-GPU sweep
 # (every strategy, three precisions, both models) with its wall time. Archive after every step.
 set -u
-OUT=${OUT:-/tmp/parabench-campaign}; W=/tmp/camp3b; rm -rf $W; mkdir -p $W "$OUT"
-export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 PY=${PY:-python3}
-trap 'tar czf "$OUT/campaign3-sweep.tgz" -C $W .' EXIT; trap 'exit 143' TERM INT
-step() {
-  local limit=$1 name=$2; shift 2; local t0=$(date +%s)
-  timeout "$limit" "$@" > "$W/$name.log" 2>&1; local rc=$?
-  echo "$name: rc=$rc $(( $(date +%s) - t0 )) s" | tee -a $W/walltime.txt; tail -3 "$W/$name.log"
-  tar czf "$OUT/campaign3-sweep.tgz" -C $W .
-}
+source "$(dirname "$0")/campaign_lib.sh"; campaign campaign3-sweep
 FAST="--warmup 5 --steps 15 --trials 3 --case-timeout 120"
 SMALL="--models resnet18-small --precisions amp-bf16 --channels-last --sgd-impl fused"
 step 70 shard-fsdp2 $PY -m bench run --gpus 0,1 --strategies fsdp2 --models resnet18,resnet18-small \

@@ -4,15 +4,7 @@
 # torch.compile), and the DataParallel cuDNN-autotuning effect. About 10 minutes: run it
 # under `timeout 570`; the archive in $OUT is refreshed after every step.
 set -u
-OUT=${OUT:-/tmp/parabench-campaign}; W=/tmp/campk; rm -rf $W; mkdir -p $W "$OUT"
-export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 PY=${PY:-python3}
-trap 'tar czf "$OUT/campaign-knobs.tgz" -C $W .' EXIT; trap 'exit 143' TERM INT
-step() {  # step SECONDS NAME COMMAND...: run with a limit, log its wall time
-  local limit=$1 name=$2; shift 2; local t0=$(date +%s)
-  timeout "$limit" "$@" > "$W/$name.log" 2>&1; local rc=$?
-  echo "$name: rc=$rc $(( $(date +%s) - t0 )) s" | tee -a $W/walltime.txt; tail -4 "$W/$name.log"
-  tar czf "$OUT/campaign-knobs.tgz" -C $W .  # after every step: a call cut at its limit keeps what ran
-}
+source "$(dirname "$0")/campaign_lib.sh"; campaign campaign-knobs
 FAST="--warmup 8 --steps 12 --trials 3 --case-timeout 90"
 R18="--models resnet18 --precisions amp-fp16 --channels-last --batch-sizes 256"
 SMALL="--models resnet18-small --precisions amp-bf16 --channels-last --batch-sizes 1024"

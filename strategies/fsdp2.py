@@ -16,6 +16,10 @@ from strategies import register
 from strategies.ddp import DDP
 
 
+# DDP's launcher options; none of its bucket or hook options apply to sharding.
+LAUNCHER_OPTIONS = ("launcher", "torchrun_args", "backend", "timeout_s")
+
+
 @register
 class FSDP2(DDP):
     name = "fsdp2"
@@ -23,9 +27,8 @@ class FSDP2(DDP):
     order, colour, reference = 24, "tab:olive", False
     supports_apex = False
     executions = ("eager", "compile")
-    options = {**{k: v for k, v in DDP.options.items() if k in ("launcher", "torchrun_args", "backend", "timeout_s")},
-               "reshard_after_forward": True, "mixed_precision": "off"}
-    option_choices = {"launcher": ("torchrun", "spawn"), "backend": ("auto", "nccl", "gloo"),
+    options = {**{k: DDP.options[k] for k in LAUNCHER_OPTIONS}, "reshard_after_forward": True, "mixed_precision": "off"}
+    option_choices = {**{k: v for k, v in DDP.option_choices.items() if k in LAUNCHER_OPTIONS},
                       "mixed_precision": ("auto", "off")}
 
     def wrap(self, model, device, ctx):

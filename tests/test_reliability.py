@@ -79,7 +79,6 @@ def test_a_second_sweep_on_the_same_file_is_refused(tmp_path):
 @pytest.mark.parametrize("launcher, replicas", [("local", "1"), ("torchrun", "2")])
 def test_workers_die_with_a_killed_sweep(tmp_path, launcher, replicas):
     env = tagged()
-    before = {p.name for p in (tmp_path.parent).glob("parabench-worker-*")}
     sweep = start(["--strategies", "faulty", "--cpu-replicas", replicas, *FAST, "--batch-sizes", "1",
                    "--option", f"launcher={launcher}", "--option", "fault=hang", "--case-timeout", "120",
                    "--out", str(tmp_path / "r.json")], {**env, "TMPDIR": str(tmp_path)})
@@ -91,8 +90,7 @@ def test_workers_die_with_a_killed_sweep(tmp_path, launcher, replicas):
     sweep.communicate()
     assert wait_for(lambda: not processes_with(tag), 20), [p.cmdline() for p in processes_with(tag)]
     # The spec file was removed by the worker once read; only the (empty) worker folder may stay.
-    assert not list(tmp_path.glob("parabench-worker-*/spec.json"))
-    assert before == before  # (folders of other runs are not this test's business)
+    assert list(tmp_path.glob("parabench-worker-*")) and not list(tmp_path.glob("parabench-worker-*/spec.json"))
 
 
 def test_a_second_interrupt_during_clean_up_leaves_nothing_running(tmp_path):
