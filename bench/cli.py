@@ -379,7 +379,8 @@ def cmd_compare(args) -> int:
         if not (math.isfinite(value) and value >= 0):
             raise UsageError(f"{flag} must be a finite number >= 0, got {value}")
     th = compare.Thresholds(args.max_slowdown, args.max_memory_growth, args.noise_factor)
-    runs = [compare.compare(baseline, cur, th, args.across_hardware, args.ratios_only) for cur in currents]
+    runs = [compare.compare(baseline, cur, th, args.across_hardware, args.ratios_only, args.judge == "all")
+            for cur in currents]
     verdicts = compare.confirmed(runs)
     print(compare.render(verdicts, args.baseline, " + ".join(args.current)))
     if args.json:
@@ -472,6 +473,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--across-hardware", action="store_true", help="compare in-run ratios across hardware")
     cmp_.add_argument("--ratios-only", action="store_true",
                       help="judge throughput by in-run ratios alone (shared machines whose speed drifts)")
+    cmp_.add_argument("--judge", choices=["all", "counters"], default="all",
+                      help="all: timing, work counters and memory (dedicated hosts); counters: work counters, memory "
+                           "and status only, timing shown unjudged (shared machines)")
     cmp_.add_argument("--json", help="write the verdicts here")
     cmp_.set_defaults(func=cmd_compare)
 

@@ -13,6 +13,10 @@ Noise-aware rules (thresholds are per metric):
   for absolute images/s the p10-p90 ranges must not overlap.
 - Peak memory (GPU runs) is deterministic enough to be judged on its own threshold.
 - A case that was ok and now is oom/error/timeout is a regression.
+- Work counters (bench/counters.py: operator calls, kernel launches, host synchronisations,
+  collectives and their elements, allocated memory per step) are deterministic: any rise
+  is a regression, exactly (allocated memory within 1%). `--judge counters` (shared CPUs)
+  judges only these, peak memory and status changes, and shows timing unjudged.
 Cases present in only one file, or measured on different hardware, are listed and
 never compared (unless --across-hardware, which then compares in-run ratios alone).
 
@@ -25,7 +29,7 @@ import math
 from dataclasses import dataclass
 
 import strategies
-from bench import results
+from bench import counters, results
 from bench.case import Case, hardware, identity
 
 @dataclass
@@ -76,9 +80,11 @@ def describe_case(row: dict) -> str:
 
 
 def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_hardware: bool = False,
-            ratios_only: bool = False) -> list[dict]:
+            ratios_only: bool = False, judge_timing: bool = True) -> list[dict]:
     """Verdicts per case. `ratios_only` judges throughput by in-run ratios alone (for shared
-    machines whose speed drifts between runs); absolute changes are then shown, not judged."""
+    machines whose speed drifts between runs); absolute changes are then shown, not judged.
+    With `judge_timing` off (shared CPUs), timing is shown and only the work counters, peak
+    memory and status changes are judged."""
     baseline, current = results.latest(baseline), results.latest(current)  # duplicates: the latest ok row wins
     base_by_key = {_key(r): r for r in baseline}
     cur_by_key = {_key(r): r for r in current}
@@ -104,29 +110,22 @@ def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_ha
                 entry.update(verdict="not compared", why=[f"{base['status']} in both"])
             continue
 
-        entry["img_change"] = cur["img_per_s"] / base["img_per_s"] - 1
-        allowed = max(th.slowdown, th.noise_factor * max(_width(base), _width(cur)))
-        base_single, cur_single = _single_of(baseline, base), _single_of(current, cur)
-        if cur["strategy"] != strategies.baseline() and base_single and cur_single:
-            # Same-run ratio: what this strategy gives over single on the same machine, same run.
-            base_ratio = base["img_per_s"] / base_single["img_per_s"]
-            cur_ratio = cur["img_per_s"] / cur_single["img_per_s"]
-            entry["ratio_change"] = cur_ratio / base_ratio - 1
-            # A ratio of two measurements: their spreads add in quadrature.
-            spread = math.hypot(max(_width(base), _width(cur)), max(_width(base_single), _width(cur_single)))
-            allowed = max(th.slowdown, th.noise_factor * spread)
-            if entry["ratio_change"] < -allowed:
+        timing_regressed, timing_why = _judge_timing(entry, base, cur, baseline, current, th, ratios_only, same_hw)
+        counter_why = _judge_counters(base, cur) if same_hw else []
+        if judge_timing:
+            entry["why"] += timing_why
+            if timing_regressed:
                 entry["verdict"] = "regression"
-                entry["why"].append(f"speed-up over single fell {-100 * entry['ratio_change']:.1f}% "
-                                    f"({base_ratio:.3f} -> {cur_ratio:.3f}; allowed {100 * allowed:.0f}%)")
-        elif ratios_only or not same_hw:
-            entry.update(verdict="not judged", why=["no in-run reference; absolute change shown, not judged"])
+            elif timing_regressed is None:
+                entry["verdict"] = "not judged"
         else:
-            disjoint = cur["img_per_s_p90"] < base["img_per_s_p10"]
-            if entry["img_change"] < -allowed and disjoint:
-                entry["verdict"] = "regression"
-                entry["why"].append(f"images/s fell {-100 * entry['img_change']:.1f}% ({base['img_per_s']:.1f} -> "
-                                    f"{cur['img_per_s']:.1f}; allowed {100 * allowed:.0f}%, p10-p90 ranges apart)")
+            entry["why"] += [f"timing shown, not judged: {w}" for w in timing_why if "no in-run reference" not in w]
+        if counter_why:
+            entry["verdict"] = "regression"
+            entry["why"] = counter_why + entry["why"]
+        elif not judge_timing and not any(base.get(c) is not None for c in counters.COUNTERS):
+            entry["verdict"] = "not judged"
+            entry["why"].append("the baseline has no work counters: refresh it")
         if base.get("peak_alloc_mib") and cur.get("peak_alloc_mib") and same_hw:
             entry["mem_change"] = cur["peak_alloc_mib"] / base["peak_alloc_mib"] - 1
             if entry["mem_change"] > th.memory_growth:
@@ -138,6 +137,45 @@ def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_ha
             verdicts.append({"case": describe_case(base), "verdict": "missing", "why": ["only in the baseline"],
                              "img_change": None, "mem_change": None, "ratio_change": None})
     return verdicts
+
+
+def _judge_timing(entry, base, cur, baseline, current, th, ratios_only, same_hw) -> tuple[bool | None, list[str]]:
+    """(regressed, reasons) from throughput; None where there is nothing to judge it by."""
+    entry["img_change"] = cur["img_per_s"] / base["img_per_s"] - 1
+    allowed = max(th.slowdown, th.noise_factor * max(_width(base), _width(cur)))
+    base_single, cur_single = _single_of(baseline, base), _single_of(current, cur)
+    if cur["strategy"] != strategies.baseline() and base_single and cur_single:
+        # Same-run ratio: what this strategy gives over single on the same machine, same run.
+        base_ratio = base["img_per_s"] / base_single["img_per_s"]
+        cur_ratio = cur["img_per_s"] / cur_single["img_per_s"]
+        entry["ratio_change"] = cur_ratio / base_ratio - 1
+        # A ratio of two measurements: their spreads add in quadrature.
+        spread = math.hypot(max(_width(base), _width(cur)), max(_width(base_single), _width(cur_single)))
+        allowed = max(th.slowdown, th.noise_factor * spread)
+        if entry["ratio_change"] < -allowed:
+            return True, [f"speed-up over single fell {-100 * entry['ratio_change']:.1f}% "
+                          f"({base_ratio:.3f} -> {cur_ratio:.3f}; allowed {100 * allowed:.0f}%)"]
+        return False, []
+    if ratios_only or not same_hw:
+        return None, ["no in-run reference; absolute change shown, not judged"]
+    disjoint = cur["img_per_s_p90"] < base["img_per_s_p10"]
+    if entry["img_change"] < -allowed and disjoint:
+        return True, [f"images/s fell {-100 * entry['img_change']:.1f}% ({base['img_per_s']:.1f} -> "
+                      f"{cur['img_per_s']:.1f}; allowed {100 * allowed:.0f}%, p10-p90 ranges apart)"]
+    return False, []
+
+
+def _judge_counters(base: dict, cur: dict) -> list[str]:
+    """Reasons for a counter regression: any counter above the baseline (exactly; allocated
+    memory beyond its stated tolerance). Counters that fell are an improvement, not judged."""
+    why = []
+    for name in counters.COUNTERS:
+        was, now = base.get(name), cur.get(name)
+        if was is None or now is None:
+            continue
+        if now > was * (1 + counters.TOLERANCE.get(name, 0.0)) + 1e-9:
+            why.append(f"{name.replace('_', ' ')} rose {was:g} -> {now:g}")
+    return why
 
 
 def confirmed(runs: list[list[dict]]) -> list[dict]:

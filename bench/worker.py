@@ -20,7 +20,7 @@ import traceback
 import torch
 
 import strategies
-from bench import launchers, procs, protocol, training
+from bench import counters, launchers, procs, protocol, training
 from bench.models import get_workload, training_flops_per_image
 from bench.precision import get_precision
 from bench.stats import summarize
@@ -117,9 +117,11 @@ def measure_case(job: Job, case: dict) -> dict | None:
         step_ms.append(times)
         trial_wall.append(wall)
     memory = peak_memory_mib(step.devices)
+    work = counters.count_step(run, step.devices)  # after the timing: the profiler never touches it
+    clock.synchronize()
 
     # Several processes: a step takes as long as its slowest rank.
-    per_rank = job.launcher.gather({"step_ms": step_ms, "wall": trial_wall, "memory": memory})
+    per_rank = job.launcher.gather({"step_ms": step_ms, "wall": trial_wall, "memory": memory, "work": work})
     if not job.reporting:
         return None
     step_ms = [max(col) for col in zip(*[sum(r["step_ms"], []) for r in per_rank])]
@@ -127,6 +129,8 @@ def measure_case(job: Job, case: dict) -> dict | None:
     memory = {k: v for r in per_rank for k, v in r["memory"].items()}
 
     figures = summarize(step_ms, trial_wall, case["steps"], case["global_batch"])
+    # Counters of the busiest rank (ranks of a data-parallel step do the same work).
+    figures.update({k: max(r["work"][k] for r in per_rank) for k in counters.COUNTERS})
     flops = training_flops_per_image(case["model"])
     figures.update(flops_per_image=flops, tflops=flops * figures["img_per_s"] / 1e12)
     if memory:

@@ -6,7 +6,10 @@ raise, oom, hostoom (a real host allocation that cannot succeed), sigkill, segfa
 exit, hang, orphan (start a detached child, then hang), print (a line without a newline
 on stdout, as user code may), or slow (sleep `slow_ms` in every step).
 PARABENCH_FAULTY_SLOW_MS=N adds an N ms sleep to every step with no change of settings:
-a real code slowdown, for regression tests.
+a real code slowdown, for regression tests. PARABENCH_FAULTY_EXTRA=WORK adds real work to
+every step, also with no change of settings (the work counters must catch it): item (one
+more host read of a tensor value: a GPU synchronisation), allreduce (one more all-reduce),
+copy (every parameter copied once more), forward (the last layer's forward run once more).
 """
 import ctypes
 import os
@@ -19,6 +22,20 @@ from strategies import register
 from strategies.base import TrainStep
 from strategies.ddp import DDP
 from strategies.single import Single
+
+
+def extra_work(kind: str, model, batch) -> None:
+    import torch
+
+    if kind == "item":
+        batch[0].sum().item()
+    elif kind == "allreduce":
+        torch.distributed.all_reduce(torch.ones(1, device=batch[0].device))
+    elif kind == "copy":
+        [p.detach().clone() for p in model.parameters()]
+    elif kind == "forward":
+        with torch.no_grad():
+            model.fc(torch.zeros(1, model.fc.in_features, device=batch[0].device))
 
 
 def inject(fault: str, slow_ms: float) -> None:
@@ -74,6 +91,7 @@ class Faulty(DDP):
         fires_here = int(ctx.options["fault_rank"]) == ctx.rank
         slow_ms = float(ctx.options["slow_ms"])
         extra_sleep_s = float(os.environ.get("PARABENCH_FAULTY_SLOW_MS", "0")) / 1000
+        extra = os.environ.get("PARABENCH_FAULTY_EXTRA", "")
         per_replica = ctx.spec["batch_per_gpu"]
 
         def run(batch):
@@ -82,5 +100,7 @@ class Faulty(DDP):
             if fires_here and fault != "none" and at_batch in (0, per_replica):
                 inject(fault, slow_ms)
             inner.run(batch)
+            if extra:
+                extra_work(extra, inner.model, batch)
 
         return TrainStep(inner.model, inner.devices, inner.place, run, inner.optimizer)
