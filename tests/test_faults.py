@@ -73,8 +73,8 @@ def test_out_of_memory_is_recorded_and_larger_batches_are_skipped(tmp_path):
 def test_a_hang_times_out_and_leaves_no_process(tmp_path):
     started = time.monotonic()
     rows = sweep(tmp_path, "--cpu-replicas", "1", "--option", "fault=orphan", "--option", "at_batch=2",
-                 "--case-timeout", "15")
-    assert rows[2]["status"] == "timeout" and "no result within 15 s" in rows[2]["reason"]
+                 "--case-timeout", "30")  # the good cases must finish within it on a loaded machine too
+    assert rows[2]["status"] == "timeout" and "no result within 30 s" in rows[2]["reason"]
     assert_others_measured(rows, 2)
     assert time.monotonic() - started < 120
     # The hung worker had started a detached child in a session of its own: it is gone too.
@@ -113,7 +113,7 @@ def test_interrupt_keeps_finished_cases_and_resume_completes(tmp_path):
     # with the fault firing at a batch that no longer exists.)
     first = rows[0]
     proc = run_cli("run", *FAST, "--cpu-replicas", "1", "--batch-sizes", "1,2,3", "--option", "fault=hang",
-                   "--option", "at_batch=2", "--out", str(out), "--resume", "--case-timeout", "10", env=ENV)
+                   "--option", "at_batch=2", "--out", str(out), "--resume", "--case-timeout", "30", env=ENV)
     assert proc.returncode == 0, proc.stderr
     resumed = {r["batch_per_gpu"]: r for r in rows_of(out)}
     assert resumed[1] == first  # untouched
