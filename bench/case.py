@@ -51,6 +51,7 @@ class Settings:
     options: tuple = ()  # (name, value) pairs, applied to the strategies that declare them
     case_timeout_s: float = 600.0
     startup_timeout_s: float = 300.0
+    anatomy_steps: int = 0  # > 0: profile that many steps after the timing (bench/anatomy.py)
 
 
 def _bool(value) -> bool:

@@ -119,6 +119,7 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
         compile_mode=args.compile_mode, cudnn_benchmark=args.cudnn_benchmark, tf32=args.tf32, sgd_impl=args.sgd_impl,
         options=tuple(sorted(_parse_options(args.option, strategy_names).items())),
         case_timeout_s=args.case_timeout, startup_timeout_s=args.startup_timeout,
+        anatomy_steps=count(args.anatomy_steps, 3, "--anatomy-steps", 1) if args.anatomy else 0,
     )
 
 
@@ -414,6 +415,28 @@ def cmd_dashboard(args) -> int:
     return 0
 
 
+def cmd_anatomy(args) -> int:
+    """The breakdown of traces taken by --anatomy, per rank and device (ms per step)."""
+    from bench import anatomy
+
+    traces = []
+    for given in map(Path, args.traces):
+        traces += sorted(given.glob("rank*.pt.trace.json*")) if given.is_dir() else [given]
+    if not traces:
+        raise UsageError(f"no traces in {', '.join(args.traces)}: name rank*.pt.trace.json.gz files or their folder")
+    header = ["trace", "device", *anatomy.VALUES]
+    print("  ".join(f"{h:>12}" for h in header))
+    for trace in traces:
+        try:
+            breakdown = anatomy.analyse(anatomy.load(str(trace)))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"cannot analyse {trace}: {exc}") from None
+        for d in breakdown:
+            print("  ".join([f"{trace.name.split('.')[0]:>12}", f"{d['device']:>12}"]
+                            + [f"{d[v]:12.4f}" for v in anatomy.VALUES]))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="parabench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -446,6 +469,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="SGD update kernels; auto: PyTorch's choice (foreach on GPUs, for-loop on the CPU)")
     run.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                      help="strategy option, e.g. bucket_cap_mb=50, launcher=spawn (see `list`)")
+    run.add_argument("--anatomy", action="store_true",
+                     help="after each case's timing, profile a few steps on every rank: traces under "
+                          "<results folder>/traces/<results name>/ and the step's breakdown in anatomy_* columns")
+    run.add_argument("--anatomy-steps", type=int, help="steps in the profiled window of --anatomy (default 3)")
     run.add_argument("--out", help="results file (.json; a .csv is written beside it)")
     run.add_argument("--results-dir", default=str(RESULTS_DIR), help="folder for a new results file (default results/)")
     run.add_argument("--resume", action="store_true", help="continue --out (or the newest run), skipping measured cases")
@@ -457,6 +484,10 @@ def build_parser() -> argparse.ArgumentParser:
     lst.add_argument("--gpus", help="as for run")
     lst.add_argument("--cpu-replicas", type=int, default=2)
     lst.set_defaults(func=cmd_list)
+
+    ana = sub.add_parser("anatomy", help="the step breakdown of traces taken by run --anatomy (ms per step)")
+    ana.add_argument("traces", nargs="+", help="trace files, or the case folders holding them")
+    ana.set_defaults(func=cmd_anatomy)
 
     rep = sub.add_parser("report", help="tables, figures and plots/REPORT.md from results files")
     rep.add_argument("files", nargs="*", help="results files (default: every results file under --results-dir)")

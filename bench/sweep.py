@@ -18,7 +18,7 @@ import tempfile
 import time
 
 import strategies
-from bench import envinfo, protocol, results
+from bench import anatomy, envinfo, protocol, results
 from bench.case import Case, Settings, execution_unavailable_reason, identity
 from bench.launchers import launcher_of, worker_spec
 from bench.precision import get_precision
@@ -125,6 +125,13 @@ class Sweep:
             signal.signal(signal.SIGTERM, previous)
         return list(self.rows.values())
 
+    def _anatomy_spec(self, case: Case) -> dict:
+        """Where the case's traces go: <results folder>/traces/<results name>/<case>/, recorded
+        in the row relative to the results folder (no machine's path in a result)."""
+        out = results.json_path(self.out)
+        record = os.path.join("traces", out.stem, anatomy.case_folder(case.label(), case.variant()))
+        return {"steps": self.settings.anatomy_steps, "folder": str(out.parent.resolve() / record), "record": record}
+
     def _skip_larger(self, pending: list[Case], oom: Case) -> None:
         for case in [c for c in pending if c.series_key() == oom.series_key() and c.batch_per_gpu > oom.batch_per_gpu]:
             self._record(case, status="skipped",
@@ -153,6 +160,9 @@ class Sweep:
                 if not pending:
                     return
                 by_key = {json.dumps(c.spec()["key"]): c for c in pending}
+                if s.anatomy_steps:
+                    for case_spec in spec["cases"]:
+                        case_spec["anatomy"] = self._anatomy_spec(by_key[json.dumps(case_spec["key"])])
                 spec_path = os.path.join(workdir, "spec.json")
                 with open(spec_path, "w") as fh:
                     json.dump(spec, fh)

@@ -20,7 +20,7 @@ import traceback
 import torch
 
 import strategies
-from bench import counters, launchers, procs, protocol, training
+from bench import anatomy, counters, launchers, procs, protocol, training
 from bench.models import get_workload, training_flops_per_image
 from bench.precision import get_precision
 from bench.stats import summarize
@@ -119,9 +119,12 @@ def measure_case(job: Job, case: dict) -> dict | None:
     memory = peak_memory_mib(step.devices)
     work = counters.count_step(run, step.devices)  # after the timing: the profiler never touches it
     clock.synchronize()
+    anatomy_started = time.perf_counter()
+    breakdown = profile_anatomy(job, case, run, step.devices) if case.get("anatomy") else None
 
     # Several processes: a step takes as long as its slowest rank.
-    per_rank = job.launcher.gather({"step_ms": step_ms, "wall": trial_wall, "memory": memory, "work": work})
+    per_rank = job.launcher.gather({"step_ms": step_ms, "wall": trial_wall, "memory": memory, "work": work,
+                                    "anatomy": breakdown})
     if not job.reporting:
         return None
     step_ms = [max(col) for col in zip(*[sum(r["step_ms"], []) for r in per_rank])]
@@ -133,6 +136,8 @@ def measure_case(job: Job, case: dict) -> dict | None:
     figures.update({k: max(r["work"][k] for r in per_rank) for k in counters.COUNTERS})
     flops = training_flops_per_image(case["model"])
     figures.update(flops_per_image=flops, tflops=flops * figures["img_per_s"] / 1e12)
+    if breakdown is not None:
+        figures.update(anatomy_row(case, per_rank, figures["step_ms_p50"], time.perf_counter() - anatomy_started))
     if memory:
         ordinals = sorted(memory)
         figures.update(
@@ -143,6 +148,28 @@ def measure_case(job: Job, case: dict) -> dict | None:
             peak_reserved_mib_per_device=";".join(f"{memory[o][1]:.1f}" for o in ordinals),
         )
     return figures
+
+
+def profile_anatomy(job: Job, case: dict, run, devices) -> list[dict] | str:
+    """This rank's step anatomy (bench/anatomy.py), or why it could not be taken."""
+    path = anatomy.trace_path(case["anatomy"]["folder"], job.rank)
+    try:
+        anatomy.capture(run, devices, case["anatomy"]["steps"], path)
+        return anatomy.analyse(anatomy.load(path))
+    except Exception as exc:  # noqa: BLE001 - the timing stands; the row says why the anatomy is missing
+        return f"rank {job.rank}: {type(exc).__name__}: {str(exc).strip()[:300]}"
+
+
+def anatomy_row(case: dict, per_rank: list[dict], timed_step_ms: float, wall_s: float) -> dict:
+    failed = [r["anatomy"] for r in per_rank if isinstance(r["anatomy"], str)]
+    if failed:
+        return {"anatomy_note": "anatomy not taken: " + "; ".join(failed)}
+    row = anatomy.summarise([r["anatomy"] for r in per_rank], timed_step_ms, on_gpu=bool(case["gpus"]))
+    if case["execution"] == "cuda-graph":
+        note = "one graph launch replays the whole step: its optimiser kernels count as compute"
+        row["anatomy_note"] = "; ".join(filter(None, [row["anatomy_note"], note]))
+    row.update(anatomy_traces=case["anatomy"]["record"], anatomy_wall_s=round(wall_s, 3))
+    return row
 
 
 def parity_step(job: Job, case: dict) -> None:

@@ -9,6 +9,10 @@ from strategies import register
 from strategies.base import Strategy, TrainStep
 
 
+def grads_of(replicas) -> list[list]:
+    return [[p.grad for p in r.parameters()] for r in replicas]
+
+
 def allreduce_mean(per_replica: list[list]) -> None:
     """Average tensors in place across replicas: reduce onto replica 0, then broadcast."""
     n = len(per_replica)
@@ -32,6 +36,7 @@ class AllreduceScratch(Strategy):
         import copy
 
         import torch
+        from torch.profiler import record_function
 
         from bench import training as common
 
@@ -50,11 +55,22 @@ class AllreduceScratch(Strategy):
             ]
 
         def run(shards):
+            # Phases labelled as in training.standard_step (the step anatomy reads them).
             for forward, optimizer, (inputs, targets) in zip(forwards, optimizers, shards):
-                with runtime.autocast():
+                with record_function("parabench.forward"), runtime.autocast():
                     loss = common.loss_fn(forward(inputs), targets)  # mean over this shard
-                runtime.backward(loss, optimizer)
-            grads = [[p.grad for p in r.parameters()] for r in replicas]
+                with record_function("parabench.backward"):
+                    runtime.backward(loss, optimizer)
+            with record_function("parabench.allreduce"):
+                all_reduce(grads_of(replicas))
+            with record_function("parabench.optimizer"):
+                for optimizer in optimizers:
+                    runtime.step(optimizer)
+                runtime.update()
+                for optimizer in optimizers:
+                    optimizer.zero_grad(set_to_none=True)
+
+        def all_reduce(grads):
             if coalesce:
                 flats = [[torch.cat([g.reshape(-1) for g in gs])] for gs in grads]
                 allreduce_mean(flats)
@@ -65,10 +81,5 @@ class AllreduceScratch(Strategy):
                         offset += g.numel()
             else:
                 allreduce_mean(grads)
-            for optimizer in optimizers:
-                runtime.step(optimizer)
-            runtime.update()
-            for optimizer in optimizers:
-                optimizer.zero_grad(set_to_none=True)
 
         return TrainStep(replicas[0], devices, place, run, optimizers[0])

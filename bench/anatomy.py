@@ -1,0 +1,273 @@
+"""Step anatomy: where a training step's time goes, per device, from torch.profiler traces.
+
+`bench run --anatomy` profiles a short window after a case's timed trials (the timing
+never sees the profiler): one warm-up step, then N steps, with the devices synchronised
+before and after the window. Every process writes its trace (Chrome/Perfetto JSON,
+gzip-compressed) and analyses it; the reporting rank puts the breakdown in the row.
+
+On GPUs the window of each device is split, instant by instant, into exclusive parts,
+so that they add up to the profiled step (milliseconds per step):
+
+- compute: a kernel other than communication, copy or optimiser runs on the device
+  (forward and backward);
+- optimizer: only kernels launched inside the optimiser phase run (the phase is labelled
+  `parabench.optimizer` with record_function, and a kernel belongs to it when the host
+  call that launched it lies in that range: exact, through the profiler's correlation ids);
+- copy: only memcpy/memset run (DataParallel's scatter, gather, replicate and broadcast,
+  the hand-written all-reduce's peer copies, host-to-device batches);
+- exposed_comm: only communication kernels (NCCL) run: communication nothing hides;
+- idle: no kernel at all: the device waits for the host to launch work (a launch- or
+  Python-bound step).
+
+`comm` is all communication kernel time, hidden or not (not part of the sum). Kernel
+classes follow Holistic Trace Analysis (a name with "nccl" is communication, "memcpy"
+or "memset" is a copy). A whole-step CUDA graph replays from one host call, so its
+optimiser kernels count as compute.
+
+On the CPU (gloo) the same columns describe the host thread that runs the step: compute
+is time inside operators, optimizer time inside operators of the optimiser phase, copy
+time inside top-level copy operators, exposed_comm time a gloo collective is in flight
+(on gloo's threads) while the step's thread runs no operator, and idle everything else
+on that thread (Python, framework code, waiting).
+
+The per-device values go in `*_per_device` columns ("rank:device=value;..."); the plain
+columns hold the busiest device's (least idle: the one that sets the pace).
+
+The analysis reads the trace files only (no torch): the committed GPU trace fixture is
+analysed in CI with the same code.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+
+PARTS = ("compute", "optimizer", "copy", "exposed_comm", "idle")
+VALUES = ("step",) + PARTS + ("comm",)
+COLUMNS = ([f"anatomy_{v}_ms" for v in VALUES] + [f"anatomy_{v}_ms_per_device" for v in VALUES]
+           + ["anatomy_device", "anatomy_basis", "anatomy_steps", "anatomy_traces", "anatomy_wall_s",
+              "anatomy_vs_timed_pct", "anatomy_note"])
+FLOAT_COLUMNS = {f"anatomy_{v}_ms" for v in VALUES} | {"anatomy_wall_s", "anatomy_vs_timed_pct"}
+TOLERANCE_PCT = 5.0  # the profiled step against the timed median step (GPUs)
+
+OPTIMIZER_PHASE = "parabench.optimizer"
+_COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "aten::clone")
+_COMM_ANNOTATIONS = ("gloo:", "nccl:")
+
+
+# --- intervals -------------------------------------------------------------------------
+def union(intervals) -> list[tuple[float, float]]:
+    """Sorted, disjoint intervals covering the same time."""
+    out: list[list[float]] = []
+    for start, end in sorted(i for i in intervals if i[1] > i[0]):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [(a, b) for a, b in out]
+
+
+def clip(intervals, start: float, end: float) -> list[tuple[float, float]]:
+    return [(max(a, start), min(b, end)) for a, b in intervals if b > start and a < end]
+
+
+def length(intervals) -> float:
+    return sum(b - a for a, b in intervals)
+
+
+def overlap(a: list, b: list) -> float:
+    """Time covered by both of two disjoint sorted interval lists."""
+    i = j = 0
+    total = 0.0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        total += max(0.0, hi - lo)
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def partition(window: tuple[float, float], layers: list[tuple[str, list]]) -> dict[str, float]:
+    """Split `window` among the layers in priority order: each gets the time it covers that
+    no earlier layer covers; `idle` gets the rest. The parts add up to the window."""
+    start, end = window
+    covered: list = []
+    parts = {}
+    for name, intervals in layers:
+        mine = union(clip(intervals, start, end))
+        parts[name] = length(mine) - overlap(mine, covered)
+        covered = union(covered + mine)
+    parts["idle"] = (end - start) - length(covered)
+    return parts
+
+
+# --- traces ----------------------------------------------------------------------------
+def load(path: str) -> dict:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as fh:
+        return json.load(fh)
+
+
+def _spans(events, pred) -> list[tuple[float, float]]:
+    return [(e["ts"], e["ts"] + e.get("dur", 0)) for e in events if pred(e)]
+
+
+def _step_window(events: list[dict]) -> tuple[int, tuple[float, float], object]:
+    """The profiled steps (ProfilerStep#N on the host): their count, their span, their thread."""
+    steps = [e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    if not steps:
+        raise ValueError("the trace has no ProfilerStep annotations: it was not taken by bench --anatomy")
+    spans = _spans(steps, lambda e: True)
+    return len(steps), (min(a for a, _ in spans), max(b for _, b in spans)), steps[0].get("tid")
+
+
+def kernel_class(event: dict) -> str | None:
+    """copy, comm or kernel for GPU activity; None for host events."""
+    cat = event.get("cat", "")
+    name = str(event.get("name", "")).lower()
+    if cat in ("gpu_memcpy", "gpu_memset") or (cat == "kernel" and ("memcpy" in name or "memset" in name)):
+        return "copy"
+    if cat == "kernel":
+        return "comm" if "nccl" in name else "kernel"
+    return None
+
+
+def analyse(trace: dict) -> list[dict]:
+    """Per device of the process that wrote `trace`: milliseconds per step of each part."""
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "ts" in e]
+    n_steps, window, main_tid = _step_window(events)
+    gpu = [e for e in events if kernel_class(e)]
+    if gpu:
+        return _analyse_gpu(events, gpu, n_steps, window)
+    return [_analyse_cpu(events, n_steps, window, main_tid)]
+
+
+def _optimizer_correlations(events: list[dict]) -> set:
+    """Correlation ids of the launches made inside the optimiser phase, per host thread."""
+    phases: dict = {}
+    for e in events:
+        if e.get("name") == OPTIMIZER_PHASE and e.get("cat") == "user_annotation":
+            phases.setdefault(e.get("tid"), []).append((e["ts"], e["ts"] + e.get("dur", 0)))
+    ids = set()
+    for e in events:
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
+            for a, b in phases.get(e.get("tid"), ()):
+                if a <= e["ts"] <= b:
+                    ids.add(e["args"]["correlation"])
+                    break
+    return ids
+
+
+def _analyse_gpu(events, gpu, n_steps, window) -> list[dict]:
+    in_optimizer = _optimizer_correlations(events)
+    out = []
+    for device in sorted({e.get("args", {}).get("device", e.get("pid")) for e in gpu}, key=str):
+        mine = [e for e in gpu if e.get("args", {}).get("device", e.get("pid")) == device]
+
+        def spans(pred):
+            return _spans(mine, pred)
+
+        def is_optimizer(e):
+            return e.get("args", {}).get("correlation") in in_optimizer
+
+        layers = [
+            ("compute", spans(lambda e: kernel_class(e) == "kernel" and not is_optimizer(e))),
+            ("optimizer", spans(lambda e: kernel_class(e) == "kernel" and is_optimizer(e))),
+            ("copy", spans(lambda e: kernel_class(e) == "copy")),
+            ("exposed_comm", spans(lambda e: kernel_class(e) == "comm")),
+        ]
+        out.append(_per_step(f"cuda:{device}", "gpu kernels", n_steps, window, layers, comm=layers[3][1]))
+    return out
+
+
+def _top_level(ops: list[dict]) -> list[dict]:
+    """Operators not nested in another operator of the same thread."""
+    out, end = [], float("-inf")
+    for e in sorted(ops, key=lambda e: (e["ts"], -e.get("dur", 0))):
+        if e["ts"] >= end:
+            out.append(e)
+            end = e["ts"] + e.get("dur", 0)
+    return out
+
+
+def _analyse_cpu(events, n_steps, window, main_tid) -> dict:
+    ops = [e for e in events if e.get("cat") == "cpu_op" and e.get("tid") == main_tid
+           and not str(e.get("name", "")).startswith("c10d::")]
+    top = _top_level(ops)
+    phases = union(_spans(events, lambda e: e.get("name") == OPTIMIZER_PHASE and e.get("tid") == main_tid))
+    copies = _spans(top, lambda e: e["name"] in _COPY_OPS)
+    others = union(_spans(top, lambda e: e["name"] not in _COPY_OPS))
+    # Operators inside the optimiser phase are the optimiser's, the rest compute.
+    optimizer = [(max(a, c), min(b, d)) for a, b in others for c, d in phases if min(b, d) > max(a, c)]
+    comm = _spans(events, lambda e: str(e.get("name", "")).startswith(_COMM_ANNOTATIONS))
+    layers = [("optimizer", optimizer), ("compute", others), ("copy", copies), ("exposed_comm", comm)]
+    return _per_step("cpu", "cpu ops", n_steps, window, layers, comm=comm)
+
+
+def _per_step(device: str, basis: str, n_steps: int, window, layers, comm) -> dict:
+    parts = partition(window, layers)
+    per_ms = 1 / (1000 * n_steps)  # trace timestamps are microseconds
+    out = {"device": device, "basis": basis, "steps": n_steps, "step": (window[1] - window[0]) * per_ms}
+    out.update({p: parts[p] * per_ms for p in PARTS})
+    out["comm"] = length(union(clip(comm, *window))) * per_ms
+    return out
+
+
+# --- the row ---------------------------------------------------------------------------
+def summarise(per_rank: list[list[dict]], timed_step_ms: float, on_gpu: bool) -> dict:
+    """The row's anatomy columns from every rank's per-device breakdown."""
+    devices = [dict(d, where=f"{rank}:{d['device']}") for rank, ds in enumerate(per_rank) for d in ds]
+    busiest = max(devices, key=lambda d: d["step"] - d["idle"])
+    row = {f"anatomy_{v}_ms": round(busiest[v], 4) for v in VALUES}
+    row.update({f"anatomy_{v}_ms_per_device": ";".join(f"{d['where']}={d[v]:.4g}" for d in devices) for v in VALUES})
+    row.update(anatomy_device=busiest["where"], anatomy_basis=busiest["basis"], anatomy_steps=busiest["steps"])
+    gap = 100 * (busiest["step"] - timed_step_ms) / timed_step_ms
+    row["anatomy_vs_timed_pct"] = round(gap, 2)
+    notes = []
+    if on_gpu and abs(gap) > TOLERANCE_PCT:
+        share = busiest["idle"] / busiest["step"]
+        cause = ("the step is host-bound (idle %.0f%% of it) and the profiler adds host time to every launch"
+                 % (100 * share)) if share > 0.2 else "the profiled window and the timed steps differ"
+        notes.append(f"the parts add up to the profiled step, {busiest['step']:.3f} ms, which is {gap:+.1f}% "
+                     f"against the timed median {timed_step_ms:.3f} ms: {cause}")
+    if not on_gpu:
+        notes.append("CPU: parts of the step's host thread (see README: step anatomy)")
+    row["anatomy_note"] = "; ".join(notes)
+    return row
+
+
+def case_folder(label: str, variant: str) -> str:
+    """A case's folder name under the run's trace folder: readable, one per case."""
+    text = f"{label} {variant}".replace("batch ", "b")
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower()
+    return slug[:150]
+
+
+def trace_path(folder: str, rank: int) -> str:
+    return os.path.join(folder, f"rank{rank}.pt.trace.json.gz")
+
+
+def capture(run, devices, steps: int, path: str) -> None:
+    """Profile one warm-up step and `steps` steps of `run`, synchronised before and after
+    the window, and write the trace to `path` (gzip)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    cuda = sorted({d for d in devices if d.type == "cuda"}, key=lambda d: d.index)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+
+    def synchronize():
+        for d in cuda:
+            torch.cuda.synchronize(d)
+
+    with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=steps),
+                 on_trace_ready=lambda prof: prof.export_chrome_trace(path)) as prof:
+        for i in range(steps + 1):
+            run()
+            if i in (0, steps):
+                synchronize()  # the window starts and ends with idle queues
+            prof.step()

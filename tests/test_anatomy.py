@@ -1,0 +1,103 @@
+"""Step anatomy (`bench run --anatomy`, bench/anatomy.py): traces written per rank and
+readable, the breakdown in the row adding up to the profiled step, a host sleep showing
+up as idle time (CPU here; GPU where there is one), and the analysis of a real H200
+trace (committed fixture) giving the breakdown checked by hand."""
+import gzip
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from bench import anatomy
+from tests.conftest import TEST_STRATEGIES, cuda_gpus, rows_of, run_cli
+
+FIXTURES = Path(__file__).parent / "fixtures" / "anatomy"
+CPU = ["--gpus", "", "--batch-sizes", "4", "--warmup", "1", "--steps", "3", "--trials", "1", "--anatomy"]
+
+
+# --- the interval arithmetic ----------------------------------------------------------
+def test_partition_gives_each_instant_to_the_first_layer_that_covers_it():
+    layers = [("compute", [(0, 4), (3, 6)]), ("optimizer", [(5, 7)]), ("copy", [(6.5, 8)]),
+              ("exposed_comm", [(2, 10), (12, 13)])]
+    parts = anatomy.partition((0, 12), layers)
+    assert parts == {"compute": 6, "optimizer": 1, "copy": 1, "exposed_comm": 2, "idle": 2}
+    assert sum(parts.values()) == 12
+
+
+def test_union_and_overlap():
+    assert anatomy.union([(3, 4), (0, 1), (0.5, 2), (5, 5)]) == [(0, 2), (3, 4)]
+    assert anatomy.overlap([(0, 2), (3, 4)], [(1, 3.5)]) == 1.5
+
+
+# --- end to end on the CPU (gloo) ---------------------------------------------------
+def check_row(row, results_file: Path, ranks: int):
+    assert row["status"] == "ok", row["reason"]
+    parts = sum(row[f"anatomy_{p}_ms"] for p in anatomy.PARTS)
+    assert math.isclose(parts, row["anatomy_step_ms"], rel_tol=1e-3), row
+    assert row["anatomy_compute_ms"] > 0 and row["anatomy_optimizer_ms"] > 0
+    assert row["anatomy_basis"] == "cpu ops" and row["anatomy_steps"] == 3
+    folder = results_file.parent / row["anatomy_traces"]
+    traces = sorted(folder.glob("rank*.pt.trace.json.gz"))
+    assert [t.name for t in traces] == [f"rank{r}.pt.trace.json.gz" for r in range(ranks)]
+    for trace in traces:
+        with gzip.open(trace, "rt") as fh:
+            events = json.load(fh)["traceEvents"]
+        assert sum(str(e.get("name")).startswith("ProfilerStep#") for e in events) == 3
+    assert len(row["anatomy_idle_ms_per_device"].split(";")) == ranks
+    assert not Path(row["anatomy_traces"]).is_absolute()
+
+
+def test_anatomy_end_to_end_on_single_and_ddp(tmp_path):
+    out = tmp_path / "run.json"
+    proc = run_cli("run", "--strategies", "single,ddp", *CPU, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["strategy"]: r for r in rows_of(out)}
+    check_row(rows["single"], out, ranks=1)
+    check_row(rows["ddp"], out, ranks=2)
+    assert rows["single"]["anatomy_comm_ms"] == 0
+    # DDP's gradients travel through gloo: communication is seen, and some of it is exposed
+    # (the last bucket cannot overlap anything).
+    assert rows["ddp"]["anatomy_comm_ms"] > 0 and rows["ddp"]["anatomy_exposed_comm_ms"] > 0
+    # The timing columns are the timed trials' and nothing else.
+    assert rows["single"]["step_ms_p50"] > 0 and rows["single"]["anatomy_wall_s"] > 0
+
+
+def test_the_row_is_unchanged_without_anatomy(tmp_path):
+    out = tmp_path / "plain.json"
+    proc = run_cli("run", "--strategies", "single", *CPU[:-1], "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    row = rows_of(out)[0]
+    assert all(row.get(c) in (None, "") for c in anatomy.COLUMNS)
+    assert not (tmp_path / "traces").exists()
+
+
+def sleepy(tmp_path, name, sleep_ms, where):
+    out = tmp_path / f"{name}.json"
+    fault = ["--option", "fault=slow", "--option", f"slow_ms={sleep_ms}"] if sleep_ms else []
+    proc = run_cli("run", "--strategies", "faulty", *where, *fault, "--out", str(out), env=TEST_STRATEGIES)
+    assert proc.returncode == 0, proc.stderr
+    row = rows_of(out)[0]
+    assert row["status"] == "ok", row["reason"]
+    return row
+
+
+def test_a_host_sleep_shows_as_idle_on_the_cpu(tmp_path):
+    where = [*CPU, "--cpu-replicas", "1"]
+    plain, slept = sleepy(tmp_path, "plain", 0, where), sleepy(tmp_path, "slept", 60, where)
+    rise = slept["anatomy_idle_ms"] - plain["anatomy_idle_ms"]
+    assert 60 * 0.7 < rise < 60 * 1.5, (plain["anatomy_idle_ms"], slept["anatomy_idle_ms"])
+
+
+@pytest.mark.skipif(cuda_gpus() < 1, reason="needs a CUDA GPU")
+def test_a_host_sleep_shows_as_idle_on_a_gpu(tmp_path):
+    # Batch 32 is host-bound already (the GPU waits for launches): a host sleep adds to the wait.
+    where = ["--gpus", "0", "--models", "resnet18-small", "--precisions", "amp-bf16", "--batch-sizes", "32",
+             "--warmup", "5", "--steps", "10", "--trials", "2", "--anatomy", "--anatomy-steps", "5"]
+    plain, slept = sleepy(tmp_path, "plain", 0, where), sleepy(tmp_path, "slept", 5, where)
+    rise = slept["anatomy_idle_ms"] - plain["anatomy_idle_ms"]
+    print(f"idle {plain['anatomy_idle_ms']:.3f} -> {slept['anatomy_idle_ms']:.3f} ms with a 5 ms host sleep")
+    assert 5 * 0.8 < rise < 5 * 1.3
+    for row in (plain, slept):
+        assert row["anatomy_basis"] == "gpu kernels"
+        assert abs(row["anatomy_vs_timed_pct"]) <= anatomy.TOLERANCE_PCT or row["anatomy_note"]
