@@ -135,14 +135,76 @@ def kernel_class(event: dict) -> str | None:
     return None
 
 
-def analyse(trace: dict) -> list[dict]:
-    """Per device of the process that wrote `trace`: milliseconds per step of each part."""
+def analyse(trace: dict, labelled: dict | None = None) -> list[dict]:
+    """Per device of the process that wrote `trace`: milliseconds per step of each part.
+
+    `trace` is either a labelled trace (CPU and GPU activity, ProfilerStep annotations) or a
+    GPU timeline (GPU activity only, taken to keep the profiler off the host's critical
+    path); a timeline takes its optimiser kernels from the `labelled` trace of the same
+    rank, matched by position in each stream's kernel sequence."""
     events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "ts" in e]
-    n_steps, window, main_tid = _step_window(events)
     gpu = [e for e in events if kernel_class(e)]
+    if "parabench_steps" in trace:
+        if labelled is None:
+            raise ValueError("a GPU timeline needs the labelled trace of the same rank")
+        label_events = [e for e in labelled.get("traceEvents", []) if e.get("ph") == "X" and "ts" in e]
+        is_optimizer = optimizer_by_position(label_events, gpu)
+        return _analyse_gpu(gpu, int(trace["parabench_steps"]), _timeline_window(events, gpu), is_optimizer,
+                            "gpu timeline")
+    n_steps, window, main_tid = _step_window(events)
     if gpu:
-        return _analyse_gpu(events, gpu, n_steps, window)
+        correlations = _optimizer_correlations(events)
+        return _analyse_gpu(gpu, n_steps, window, lambda e: e.get("args", {}).get("correlation") in correlations,
+                            "gpu kernels, labelled trace")
     return [_analyse_cpu(events, n_steps, window, main_tid)]
+
+
+def _timeline_window(events, gpu) -> tuple[float, float]:
+    """From the end of the device synchronisation before the steps to the end of the last
+    activity (or of the synchronisation after them)."""
+    first = min(e["ts"] for e in gpu)
+    syncs = [e["ts"] + e.get("dur", 0) for e in events if e.get("name") == "cudaDeviceSynchronize"]
+    before = [t for t in syncs if t <= first]
+    end = max([e["ts"] + e.get("dur", 0) for e in gpu] + syncs)
+    return (max(before) if before else first), end
+
+
+def _streams(gpu: list[dict]) -> dict:
+    """GPU activity per (device, stream), in start order."""
+    out: dict = {}
+    for e in sorted(gpu, key=lambda e: e["ts"]):
+        args = e.get("args", {})
+        out.setdefault((args.get("device", e.get("pid")), args.get("stream", e.get("tid"))), []).append(e)
+    return out
+
+
+def optimizer_by_position(label_events: list[dict], timeline_gpu: list[dict]):
+    """A predicate telling the timeline's optimiser kernels. Each stream's kernel sequence
+    repeats every step, so position i of a step is an optimiser kernel in the timeline
+    where it was one in the labelled trace. Where a sequence does not repeat, a kernel
+    name counts as the optimiser's if most of its labelled launches were."""
+    n_steps = _step_window(label_events)[0]
+    correlations = _optimizer_correlations(label_events)
+    patterns, by_name = {}, {}
+    for key, kernels in _streams([e for e in label_events if kernel_class(e)]).items():
+        flags = [e.get("args", {}).get("correlation") in correlations for e in kernels]
+        for e, flag in zip(kernels, flags):
+            by_name.setdefault(e["name"], []).append(flag)
+        names = [e["name"] for e in kernels]
+        per = len(kernels) // n_steps
+        if per and names == names[:per] * n_steps:
+            patterns[key] = (names[:per], flags[:per])
+    majority = {name: sum(f) * 2 > len(f) for name, f in by_name.items()}
+    marked = set()
+    for key, kernels in _streams(timeline_gpu).items():
+        names = [e["name"] for e in kernels]
+        pattern = patterns.get(key)
+        repeats = len(names) // len(pattern[0]) if pattern else 0
+        if repeats and names == pattern[0] * repeats:
+            marked.update(id(e) for e, flag in zip(kernels, pattern[1] * repeats) if flag)
+        else:
+            marked.update(id(e) for e in kernels if majority.get(e["name"]))
+    return lambda e: id(e) in marked
 
 
 def _optimizer_correlations(events: list[dict]) -> set:
@@ -161,8 +223,7 @@ def _optimizer_correlations(events: list[dict]) -> set:
     return ids
 
 
-def _analyse_gpu(events, gpu, n_steps, window) -> list[dict]:
-    in_optimizer = _optimizer_correlations(events)
+def _analyse_gpu(gpu, n_steps, window, is_optimizer, basis) -> list[dict]:
     out = []
     for device in sorted({e.get("args", {}).get("device", e.get("pid")) for e in gpu}, key=str):
         mine = [e for e in gpu if e.get("args", {}).get("device", e.get("pid")) == device]
@@ -170,16 +231,13 @@ def _analyse_gpu(events, gpu, n_steps, window) -> list[dict]:
         def spans(pred):
             return _spans(mine, pred)
 
-        def is_optimizer(e):
-            return e.get("args", {}).get("correlation") in in_optimizer
-
         layers = [
             ("compute", spans(lambda e: kernel_class(e) == "kernel" and not is_optimizer(e))),
             ("optimizer", spans(lambda e: kernel_class(e) == "kernel" and is_optimizer(e))),
             ("copy", spans(lambda e: kernel_class(e) == "copy")),
             ("exposed_comm", spans(lambda e: kernel_class(e) == "comm")),
         ]
-        out.append(_per_step(f"cuda:{device}", "gpu kernels", n_steps, window, layers, comm=layers[3][1]))
+        out.append(_per_step(f"cuda:{device}", basis, n_steps, window, layers, comm=layers[3][1]))
     return out
 
 
@@ -247,27 +305,66 @@ def case_folder(label: str, variant: str) -> str:
 
 
 def trace_path(folder: str, rank: int) -> str:
+    """The labelled trace: host and GPU activity, the one to open in Perfetto."""
     return os.path.join(folder, f"rank{rank}.pt.trace.json.gz")
 
 
-def capture(run, devices, steps: int, path: str) -> None:
-    """Profile one warm-up step and `steps` steps of `run`, synchronised before and after
-    the window, and write the trace to `path` (gzip)."""
+def timeline_path(folder: str, rank: int) -> str:
+    """The GPU timeline the parts are taken from on GPUs."""
+    return os.path.join(folder, f"rank{rank}.timeline.pt.trace.json.gz")
+
+
+def analyse_rank(folder: str, rank: int) -> list[dict]:
+    """A rank's breakdown from the traces it wrote: its GPU timeline where there is one."""
+    labelled = load(trace_path(folder, rank))
+    timeline = timeline_path(folder, rank)
+    if os.path.exists(timeline):
+        return analyse(load(timeline), labelled)
+    return analyse(labelled)
+
+
+def capture(run, devices, steps: int, folder: str, rank: int) -> None:
+    """Profile `run` and write this rank's traces to `folder`.
+
+    First the labelled trace: host operators, phase labels and GPU activity, one warm-up
+    step then `steps` steps. Recording every operator costs the host microseconds per
+    call, which lengthens a launch-bound step, so on GPUs the parts come from a second
+    window of `steps` steps that records GPU activity only (and the host's CUDA calls):
+    the GPU timeline. Both windows start and end with the devices synchronised."""
+    import warnings
+
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
 
+    warnings.filterwarnings("ignore", message="Profiler clears events")  # one window per profiler: expected
     cuda = sorted({d for d in devices if d.type == "cuda"}, key=lambda d: d.index)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    os.makedirs(folder, exist_ok=True)
 
     def synchronize():
         for d in cuda:
             torch.cuda.synchronize(d)
 
+    def write(path):
+        return lambda prof: prof.export_chrome_trace(path)
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=steps),
-                 on_trace_ready=lambda prof: prof.export_chrome_trace(path)) as prof:
+                 on_trace_ready=write(trace_path(folder, rank))) as prof:
         for i in range(steps + 1):
             run()
             if i in (0, steps):
                 synchronize()  # the window starts and ends with idle queues
             prof.step()
+    if not cuda:
+        return
+    with profile(activities=[ProfilerActivity.CUDA], schedule=schedule(wait=0, warmup=1, active=1),
+                 on_trace_ready=write(timeline_path(folder, rank))) as prof:
+        run()  # the profiler's own warm-up
+        synchronize()
+        prof.step()
+        synchronize()  # marks the start of the window (cudaDeviceSynchronize)
+        for _ in range(steps):
+            run()
+        synchronize()
+        prof.add_metadata("parabench_steps", str(steps))
+        prof.step()

@@ -417,23 +417,26 @@ def cmd_dashboard(args) -> int:
 
 def cmd_anatomy(args) -> int:
     """The breakdown of traces taken by --anatomy, per rank and device (ms per step)."""
+    import re
+
     from bench import anatomy
 
-    traces = []
-    for given in map(Path, args.traces):
-        traces += sorted(given.glob("rank*.pt.trace.json*")) if given.is_dir() else [given]
-    if not traces:
-        raise UsageError(f"no traces in {', '.join(args.traces)}: name rank*.pt.trace.json.gz files or their folder")
-    header = ["trace", "device", *anatomy.VALUES]
-    print("  ".join(f"{h:>12}" for h in header))
-    for trace in traces:
+    ranks = []
+    for folder in map(Path, args.folders):
+        found = sorted(int(m.group(1)) for p in folder.glob("rank*.pt.trace.json.gz")
+                       if (m := re.fullmatch(r"rank(\d+)\.pt\.trace\.json\.gz", p.name)))
+        if not found:
+            raise UsageError(f"no traces in {folder}: name a case folder written by run --anatomy")
+        ranks += [(folder, r) for r in found]
+    print("  ".join(f"{h:>12}" for h in ["rank", "device", *anatomy.VALUES]) + "  basis")
+    for folder, rank in ranks:
         try:
-            breakdown = anatomy.analyse(anatomy.load(str(trace)))
+            breakdown = anatomy.analyse_rank(str(folder), rank)
         except (OSError, ValueError) as exc:
-            raise UsageError(f"cannot analyse {trace}: {exc}") from None
+            raise UsageError(f"cannot analyse rank {rank} in {folder}: {exc}") from None
         for d in breakdown:
-            print("  ".join([f"{trace.name.split('.')[0]:>12}", f"{d['device']:>12}"]
-                            + [f"{d[v]:12.4f}" for v in anatomy.VALUES]))
+            print("  ".join([f"{rank:>12}", f"{d['device']:>12}"] + [f"{d[v]:12.4f}" for v in anatomy.VALUES])
+                  + f"  {d['basis']}")
     return 0
 
 
@@ -486,7 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
     lst.set_defaults(func=cmd_list)
 
     ana = sub.add_parser("anatomy", help="the step breakdown of traces taken by run --anatomy (ms per step)")
-    ana.add_argument("traces", nargs="+", help="trace files, or the case folders holding them")
+    ana.add_argument("folders", nargs="+", help="case folders of traces (results/traces/<run>/<case>/)")
     ana.set_defaults(func=cmd_anatomy)
 
     rep = sub.add_parser("report", help="tables, figures and plots/REPORT.md from results files")

@@ -152,10 +152,10 @@ def measure_case(job: Job, case: dict) -> dict | None:
 
 def profile_anatomy(job: Job, case: dict, run, devices) -> list[dict] | str:
     """This rank's step anatomy (bench/anatomy.py), or why it could not be taken."""
-    path = anatomy.trace_path(case["anatomy"]["folder"], job.rank)
+    folder = case["anatomy"]["folder"]
     try:
-        anatomy.capture(run, devices, case["anatomy"]["steps"], path)
-        return anatomy.analyse(anatomy.load(path))
+        anatomy.capture(run, devices, case["anatomy"]["steps"], folder, job.rank)
+        return anatomy.analyse_rank(folder, job.rank)
     except Exception as exc:  # noqa: BLE001 - the timing stands; the row says why the anatomy is missing
         return f"rank {job.rank}: {type(exc).__name__}: {str(exc).strip()[:300]}"
 

@@ -15,9 +15,9 @@ sweep() {  # sweep NAME EXTRA...: the anatomy grid for one model setting
   local name=$1; shift
   step 150 "$name" $PY -m bench run --gpus 0,1 --strategies single,ddp,allreduce-scratch,dp "$@" $FAST \
     --out $W/$name.json
-  step 100 "$name-best" $PY -m bench run --gpus 0,1 --strategies ddp $BEST "$@" $FAST --out $W/$name.json
+  step 100 "$name-best" $PY -m bench run --gpus 0,1 --strategies ddp $BEST "$@" $FAST --out $W/$name.json --resume
   step 100 "$name-graph" $PY -m bench run --gpus 0,1 --strategies single,ddp --execution cuda-graph --sgd-impl fused \
-    "$@" $FAST --out $W/$name.json
+    "$@" $FAST --out $W/$name.json --resume
 }
 step 60 fixture $PY -m bench run --gpus 0,1 --strategies single,ddp --models resnet18-small --precisions amp-bf16 \
   --channels-last --batch-sizes 32 --warmup 3 --steps 5 --trials 1 --anatomy --anatomy-steps 2 --out $W/fixture.json
