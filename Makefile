@@ -28,6 +28,10 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	$(VENV)/bin/python -m pip install -q "$(TORCH_SPEC)"
 	$(VENV)/bin/python -m pip install -q -e ".[test]"
+	# Holistic Trace Analysis cross-checks the step anatomy in the tests. Its package declares
+	# jupyterlab and pytest as needs; it imports only these.
+	$(VENV)/bin/python -m pip install -q --no-deps HolisticTraceAnalysis==0.5.0 plotly==6.3.0 narwhals==2.29.0 \
+		pydot==4.0.1 pyparsing==3.3.3 networkx==3.4.2 PyYAML==6.0.3
 	touch $@
 
 # MXNet 1.9.1 needs numpy < 1.24, hence Python <= 3.11 and an environment of its own.
