@@ -1,5 +1,6 @@
 """The reporter on a small fixture of results, including oom, skipped and error rows."""
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -117,3 +118,17 @@ def test_achieved_tflops_are_set_against_the_measured_peak(fixture_file, tmp_pat
              if line.startswith("| ") and "strategy" not in line}
     assert cells["single"] == "25" and cells["ddp"] == "12.5"
     assert "NVIDIA A100 against" not in text  # no probe for that GPU
+
+
+def test_the_report_shows_the_step_anatomy_of_the_committed_h200_rows(tmp_path):
+    """Rows with a breakdown get a stacked-bar figure per precision and batch and findings
+    computed from it, even where a later run of the same cases had no --anatomy."""
+    from bench import report
+
+    folder = Path(__file__).resolve().parent.parent / "results" / "gpu" / "campaign4"
+    out = report.write_report(sorted(folder.glob("*.json")), tmp_path)
+    text = out.read_text()
+    assert text.count("### Step anatomy") == 2
+    assert (tmp_path / "nvidia-h200-resnet18-anatomy-amp-fp16-b256.svg").exists()
+    assert "ddp (2 GPU, channels_last) takes +1.83 ms per profiled step against single (1 GPU, channels_last): idle +1.20" in text
+    assert "dp (2 GPU, channels_last) is host-bound" in text
