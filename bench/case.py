@@ -24,10 +24,10 @@ from strategies.base import Placement
 EXECUTIONS = ("eager", "compile", "cuda-graph")
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead")
 
-AXES = ("strategy", "precision", "model", "device", "gpus", "n_gpus", "n_replicas", "batch_per_gpu")
+AXES = ("strategy", "precision", "model", "device", "gpus", "n_gpus", "n_replicas", "nnodes", "batch_per_gpu")
 KNOBS = ("execution", "compile_mode", "data", "channels_last", "cudnn_benchmark", "tf32", "sgd_impl", "options")
 MEASUREMENT = ("warmup", "steps", "trials", "seed")
-COLUMNS = AXES + KNOBS + MEASUREMENT + ("global_batch",)
+COLUMNS = AXES + ("gpus_per_node", "world_size") + KNOBS + MEASUREMENT + ("global_batch",)
 
 # What a row written before a knob existed had measured (the behaviour of that time).
 LEGACY = {"execution": "eager", "compile_mode": "default", "data": "device", "channels_last": False, "tf32": "default",
@@ -71,8 +71,9 @@ class Case:
     precision: str
     model: str
     gpus: tuple[int, ...]
-    n_replicas: int
+    n_replicas: int  # in all, every node's
     batch_per_gpu: int
+    nnodes: int = 1
     execution: str = "eager"
     compile_mode: str = "default"
     data: str = "device"
@@ -99,7 +100,7 @@ class Case:
             cudnn = settings.cudnn_benchmark == "on"
         return cls(
             strategy=strategy, precision=precision, model=model, gpus=tuple(placement.gpus),
-            n_replicas=placement.n_replicas, batch_per_gpu=batch_per_gpu, execution=execution,
+            n_replicas=placement.n_replicas, batch_per_gpu=batch_per_gpu, nnodes=placement.nnodes, execution=execution,
             compile_mode=settings.compile_mode if execution == "compile" else "default",
             data=settings.data, channels_last=settings.channels_last, cudnn_benchmark=cudnn if on_gpu else None,
             tf32=settings.tf32, sgd_impl=declared.sgd_impl(settings.sgd_impl, on_gpu),
@@ -129,7 +130,8 @@ class Case:
             strategy=str(row["strategy"]), precision=str(row["precision"]), model=str(row["model"]),
             gpus=tuple(int(g) for g in gpus.split(",") if g.strip()),
             n_replicas=int(row.get("n_replicas") or max(1, int(row.get("n_gpus") or 1))),
-            batch_per_gpu=int(row["batch_per_gpu"]), execution=execution, compile_mode=get("compile_mode"),
+            batch_per_gpu=int(row["batch_per_gpu"]), nnodes=int(row.get("nnodes") or 1), execution=execution,
+            compile_mode=get("compile_mode"),
             data=get("data"), channels_last=_bool(get("channels_last")),
             cudnn_benchmark=None if cudnn in (None, "") or (isinstance(cudnn, float) and math.isnan(cudnn)) else _bool(cudnn),
             tf32=get("tf32"), sgd_impl=get("sgd_impl"),
@@ -144,11 +146,12 @@ class Case:
 
     @property
     def n_gpus(self) -> int:
-        return len(self.gpus)
+        """GPUs in all, every node's."""
+        return len(self.gpus) * self.nnodes
 
     @property
     def placement(self) -> Placement:
-        return Placement(self.gpus, self.n_replicas)
+        return Placement(self.gpus, self.n_replicas, self.nnodes)
 
     @property
     def global_batch(self) -> int:
@@ -184,6 +187,7 @@ class Case:
         return {
             "strategy": self.strategy, "precision": self.precision, "model": self.model, "device": self.device,
             "gpus": ",".join(map(str, self.gpus)), "n_gpus": self.n_gpus, "n_replicas": self.n_replicas,
+            "nnodes": self.nnodes, "gpus_per_node": len(self.gpus), "world_size": self.n_replicas,
             "batch_per_gpu": self.batch_per_gpu, "execution": self.execution, "compile_mode": self.compile_mode,
             "data": self.data, "channels_last": self.channels_last, "cudnn_benchmark": self.cudnn_benchmark,
             "tf32": self.tf32, "sgd_impl": self.sgd_impl, "options": json.dumps(self.options_dict, sort_keys=True),
@@ -220,6 +224,8 @@ class Case:
         return ", ".join(k if v is True else f"{k}={v}" for k, v in self.knobs().items())
 
     def where(self) -> str:
+        if self.nnodes > 1:
+            return self.placement.label()
         return f"{self.n_gpus} GPU" if self.gpus else f"CPU x{self.n_replicas}"
 
     def label(self) -> str:

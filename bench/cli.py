@@ -123,7 +123,8 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
     )
 
 
-def build_cases(strategy_names, precisions, models, executions, gpus, gpu_counts, cpu_replicas, batch_sizes, settings):
+def build_cases(strategy_names, precisions, models, executions, gpus, gpu_counts, cpu_replicas, batch_sizes, settings,
+                nnodes: int = 1):
     """The grid, in the order it is reported: model, precision, execution, strategy, devices, batch."""
     import strategies
     from bench.case import Case
@@ -135,21 +136,27 @@ def build_cases(strategy_names, precisions, models, executions, gpus, gpu_counts
             for execution in executions:
                 for name in strategy_names:
                     strategy = strategies.get(name)
-                    for placement in placements(strategy, gpus, gpu_counts, cpu_replicas):
+                    for placement in placements(strategy, gpus, gpu_counts, cpu_replicas, nnodes, settings.options):
                         for batch in sorted(set(batch_sizes)):
                             cases.append(Case.make(name, precision, model, placement, batch, execution, settings))
     return cases
 
 
-def placements(strategy, gpus: list[int], gpu_counts: list[int], cpu_replicas: int):
-    """The device sets a strategy runs on: one-device strategies on the first GPU, the others on each count."""
+def placements(strategy, gpus: list[int], gpu_counts: list[int], cpu_replicas: int, nnodes: int = 1,
+               options: tuple = ()):
+    """The device sets a strategy runs on: one-device strategies on the first GPU, the others on
+    each count; across every node where its launcher spans nodes, else on node 0 alone."""
+    from bench.case import strategy_options
     from strategies.base import Placement
 
+    if nnodes > 1 and not strategy.launcher(strategy_options(strategy.name, dict(options))).spans_nodes:
+        nnodes = 1
     if not gpus:
-        return [Placement((), 1 if strategy.max_replicas == 1 else cpu_replicas)]
+        per_node = 1 if strategy.max_replicas == 1 else cpu_replicas
+        return [Placement((), per_node * nnodes, nnodes)]
     if strategy.max_replicas == 1:
         return [Placement((gpus[0],), 1)]
-    return [Placement(tuple(gpus[:k]), k) for k in gpu_counts]
+    return [Placement(tuple(gpus[:k]), k * nnodes, nnodes) for k in gpu_counts]
 
 
 def cmd_run(args) -> int:
@@ -159,7 +166,8 @@ def cmd_run(args) -> int:
     from bench.models import WORKLOADS
     from bench.precision import PRECISIONS
     from bench.progress import ConsoleReporter
-    from bench.sweep import Sweep, Terminated, WriteFailed
+    from bench import nodes as nodes_mod
+    from bench.sweep import NodeGone, Sweep, Terminated, WriteFailed
 
     names = _check_names(_csv(args.strategies) or strategies.names(), strategies.names(), "strategy", "--strategies")
     precisions = _check_names(_csv(args.precisions), list(PRECISIONS), "precision", "--precisions")
@@ -193,9 +201,27 @@ def cmd_run(args) -> int:
         batch_sizes = _ints(args.batch_sizes or ("32,64,128,256" if on_gpu else "2,4"), "--batch-sizes")
 
     settings = _settings(args, on_gpu, names)
-    cases = build_cases(names, precisions, models, executions, gpus, counts, args.cpu_replicas, batch_sizes, settings)
+    try:
+        nodes = nodes_mod.from_args(args.nnodes, args.node_rank, args.rdzv_endpoint, args.rdzv_id)
+    except nodes_mod.NodesError as exc:
+        raise UsageError(str(exc)) from None
+    cases = build_cases(names, precisions, models, executions, gpus, counts, args.cpu_replicas, batch_sizes, settings,
+                        nodes.nnodes)
     if not cases:
         raise UsageError("nothing to run: the grid of strategies, precisions, models and batch sizes is empty")
+    leader = None
+    if nodes.nnodes > 1:
+        try:
+            store = nodes_mod.Store(nodes, settings.startup_timeout_s)
+            nodes_mod.agree(store, nodes_mod.sweep_hash(cases), settings.startup_timeout_s)
+        except nodes_mod.NodesError as exc:
+            raise UsageError(str(exc)) from None
+        if not nodes.leader:  # node 0 writes every row; this node lends its devices
+            from bench import envinfo
+            from bench.sweep import worker_env
+
+            return nodes_mod.follow(nodes, store, worker_env(nodes.node_rank), str(envinfo.REPO))
+        leader = nodes_mod.Leader(store)
 
     out = _output_path(args)
     lock = results.Lock(out)
@@ -207,7 +233,7 @@ def cmd_run(args) -> int:
     try:
         existing = _existing_rows(args, out, cases)
         reporter = ConsoleReporter()
-        sweep = Sweep(cases, settings, str(out), reporter, existing)
+        sweep = Sweep(cases, settings, str(out), reporter, existing, leader)
         if args.resume:
             todo = sum(not sweep.measured(c) for c in cases)
             print(f"resuming {out}: {len(cases) - todo} case(s) measured already, {todo} to run", file=sys.stderr)
@@ -223,10 +249,14 @@ def cmd_run(args) -> int:
             print(f"terminated: {len(sweep.rows)} finished case(s) are in {out}; resume with --resume --out {out}",
                   file=sys.stderr)
             return 143
-        except WriteFailed as exc:
+        except (WriteFailed, NodeGone) as exc:
             reporter.close()
-            print(f"parabench: error: {exc}", file=sys.stderr)
+            print(f"parabench: error: {exc}" + (f"; finished cases are in {out}" if isinstance(exc, NodeGone) else ""),
+                  file=sys.stderr)
             return 1
+        finally:
+            if leader is not None:
+                leader.finish()  # the other nodes leave
         reporter.close()
     except results.ResultsError as exc:
         raise UsageError(str(exc)) from None
@@ -479,6 +509,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", help="results file (.json; a .csv is written beside it)")
     run.add_argument("--results-dir", default=str(RESULTS_DIR), help="folder for a new results file (default results/)")
     run.add_argument("--resume", action="store_true", help="continue --out (or the newest run), skipping measured cases")
+    run.add_argument("--nnodes", type=int, help="hosts the sweep spans: run the same command on each (default 1; under "
+                     "Slurm's srun, the task count)")
+    run.add_argument("--node-rank", type=int, help="this host's number, 0 to nnodes-1; node 0 writes the results")
+    run.add_argument("--rdzv-endpoint", help="HOST:PORT of node 0, where it hosts the rendezvous store (default port 29400)")
+    run.add_argument("--rdzv-id", help="a name for this multi-node run, the same on every node (default parabench)")
     run.add_argument("--case-timeout", type=float, default=600.0, help="seconds a case may take before it is killed")
     run.add_argument("--startup-timeout", type=float, default=300.0, help="seconds a worker may take to start")
     run.set_defaults(func=cmd_run)

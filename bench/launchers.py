@@ -25,6 +25,7 @@ class Launcher:
 
     name = "local"
     multi_process = False
+    spans_nodes = False  # can one worker's processes run on several hosts (bench/nodes.py)
     # Options of the strategy that configure the launcher, not the step.
     options: tuple[str, ...] = ()
 
@@ -32,7 +33,10 @@ class Launcher:
         """Cases with the same key can share one worker: one process drives any device set."""
         return (self.name, tuple((k, str(options.get(k))) for k in self.options))
 
-    def command(self, spec_path: str, placement: Placement, options: dict) -> list[str]:
+    def command(self, spec_path: str, placement: Placement, options: dict, rendezvous: list[str] | None = None
+                ) -> list[str]:
+        """The worker's command line; `rendezvous` (launchers that span nodes) joins the
+        processes of every node into one job."""
         return [sys.executable, "-m", "bench.worker", spec_path]
 
     # --- in the worker -------------------------------------------------------------
@@ -121,10 +125,14 @@ class Torchrun(ProcessGroupLauncher):
 
     name = "torchrun"
     options = ProcessGroupLauncher.options + ("torchrun_args",)
+    spans_nodes = True
 
-    def command(self, spec_path, placement, options):
-        return [sys.executable, "-m", "torch.distributed.run", *shlex.split(str(options.get("torchrun_args", ""))),
-                f"--nproc-per-node={placement.n_replicas}", "-m", "bench.worker", spec_path]
+    def command(self, spec_path, placement, options, rendezvous=None):
+        extra = shlex.split(str(options.get("torchrun_args", "")))
+        if rendezvous:
+            extra = [a for a in extra if a != "--standalone"]  # one host's default; the rendezvous replaces it
+        return [sys.executable, "-m", "torch.distributed.run", *extra, *(rendezvous or []),
+                f"--nproc-per-node={placement.per_node}", "-m", "bench.worker", spec_path]
 
     def run(self, spec, body):
         # torchrun's error files: a rank that dies of an exception leaves its traceback for
@@ -163,7 +171,7 @@ class Interpreter(Launcher):
         self.python = python
         self.module = module
 
-    def command(self, spec_path, placement, options):
+    def command(self, spec_path, placement, options, rendezvous=None):
         return [str(self.python()), "-m", self.module, spec_path]
 
 
@@ -182,7 +190,7 @@ def worker_spec(cases: list, workdir: str, mode: str | None = None) -> tuple[dic
 
     first = cases[0]
     launcher = launcher_of(first)
-    spec = {"launcher": launcher.name, "gpus": list(first.gpus), "n_replicas": first.n_replicas,
+    spec = {"launcher": launcher.name, "gpus": list(first.gpus), "n_replicas": first.n_replicas, "nnodes": first.nnodes,
             "launcher_options": {k: first.options_dict.get(k) for k in launcher.options}, "cases": []}
     if mode:
         spec["mode"] = mode

@@ -36,10 +36,11 @@ FIGURES = [
 ENVIRONMENT = [
     "gpu_name", "gpu_count_host", "gpu_memory_mib", "driver", "cuda", "cudnn", "nccl", "torch", "mxnet", "numpy",
     "python", "host", "cpu", "platform", "git_commit", "date", "command", "run_id",
+    "hosts", "node_gpu_names",  # every node's host name and GPU model (or CPU), in node order
 ]
 COLUMNS = list(case_mod.COLUMNS) + FIGURES + ENVIRONMENT
 STATUSES = ("ok", "oom", "error", "timeout", "skipped")
-INTEGER = {*COUNTERS[:-1], "n_gpus", "n_replicas", "batch_per_gpu", "warmup", "steps", "trials", "seed", "global_batch", "n_timed_steps",
+INTEGER = {*COUNTERS[:-1], "n_gpus", "n_replicas", "nnodes", "gpus_per_node", "world_size", "batch_per_gpu", "warmup", "steps", "trials", "seed", "global_batch", "n_timed_steps",
            "gpu_count_host", "anatomy_steps"}
 FLOAT = {
     "img_per_s", "img_per_s_p10", "img_per_s_p90", "wall_img_per_s", "trial_img_per_s_min", "trial_img_per_s_max",

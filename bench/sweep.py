@@ -29,6 +29,10 @@ class Terminated(Exception):
     """SIGTERM arrived: the sweep stops as on Ctrl-C."""
 
 
+class NodeGone(Exception):
+    """A node of a multi-node sweep stopped answering: the sweep cannot go on."""
+
+
 class WriteFailed(Exception):
     """The results file could not be written (disk full, folder gone): the message says
     where the measured rows were saved instead."""
@@ -49,6 +53,16 @@ def signals_held():
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+def worker_env(node_rank: int = 0) -> dict:
+    """The environment every worker starts with."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(envinfo.REPO), env.get("PYTHONPATH")]))
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off unless asked for
+    env["PARABENCH_NODE_RANK"] = str(node_rank)
+    return env
+
+
 def unavailable_reason(case: Case) -> str | None:
     strategy = strategies.get(case.strategy)
     return (strategy.unavailable_reason(case.placement, get_precision(case.precision), case.execution, case.options_dict)
@@ -60,8 +74,10 @@ def worker_key(case: Case) -> tuple:
 
 
 class Sweep:
-    def __init__(self, cases: list[Case], settings: Settings, out: str, reporter, existing: list[dict] | None = None):
+    def __init__(self, cases: list[Case], settings: Settings, out: str, reporter, existing: list[dict] | None = None,
+                 leader=None):
         self.cases = cases
+        self.leader = leader  # bench.nodes.Leader of a multi-node sweep (node 0), else None
         self.settings = settings
         self.out = out
         self.reporter = reporter  # object with begin(total), preparing(label), case_started(label), case_done(row)
@@ -140,16 +156,13 @@ class Sweep:
 
     def _run_worker(self, cases: list[Case]) -> None:
         s = self.settings
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(envinfo.REPO), env.get("PYTHONPATH")]))
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        env.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off unless asked for
+        env = worker_env()
         pending = list(cases)
         launcher = launcher_of(cases[0])
         while pending:
             before = len(pending)
             workdir = tempfile.mkdtemp(prefix="parabench-worker-")
-            worker = None
+            worker, rendezvous, launch = None, None, None
             inflight, timed_out, worker_error = None, False, None
             try:
                 self.reporter.preparing(f"{launcher.name} worker, {pending[0].where()}: {len(pending)} case(s)")
@@ -168,8 +181,13 @@ class Sweep:
                     json.dump(spec, fh)
                 env[protocol.ENV] = os.path.join(workdir, "events.jsonl")
                 reader = protocol.EventReader(env[protocol.ENV])
-                worker = Worker(launcher.command(spec_path, pending[0].placement, pending[0].options_dict), env,
-                                str(envinfo.REPO))
+                if self.leader is not None and pending[0].nnodes > 1:
+                    p = pending[0].placement
+                    launch = self.leader.begin(spec, {"gpus": list(p.gpus), "n_replicas": p.n_replicas,
+                                                      "nnodes": p.nnodes}, pending[0].options_dict)
+                    rendezvous = self.leader.store.nodes.rendezvous(launch)
+                worker = Worker(launcher.command(spec_path, pending[0].placement, pending[0].options_dict, rendezvous),
+                                env, str(envinfo.REPO))
                 deadline = time.monotonic() + s.startup_timeout_s
                 while True:
                     exited = not worker.alive()
@@ -185,6 +203,8 @@ class Sweep:
                             figures = {k: v for k, v in event.items() if k in results.COLUMNS and k not in Case.__dataclass_fields__}
                             if event["status"] != "ok":
                                 figures["output_tail"] = event.get("traceback", "")
+                                if rendezvous is not None and (elsewhere := self.leader.follower_reasons(launch)):
+                                    figures["reason"] = f"{figures.get('reason', '')}; {elsewhere}"
                             self._record(case, **figures)
                             pending.remove(case)
                             inflight = None if inflight == case else inflight
@@ -203,12 +223,16 @@ class Sweep:
                 with signals_held():
                     if worker is not None:
                         worker.kill(grace_s=10.0 if not pending else 0.0)
+                    if rendezvous is not None:
+                        self.leader.end(launch)  # the followers end their part of the worker
                     shutil.rmtree(workdir, ignore_errors=True)
 
             tail = worker.output_tail()
             cause = ""
+            if rendezvous is not None and (elsewhere := self.leader.follower_reasons(launch)):
+                cause = f"; {elsewhere}"
             if worker_error:
-                cause = f"; {worker_error['reason']}"
+                cause = f"; {worker_error['reason']}{cause}"
                 tail = worker_error.get("traceback", "") + "\n--- worker output ---\n" + tail
             if timed_out:
                 victims = [inflight] if inflight is not None else list(pending)
@@ -221,6 +245,9 @@ class Sweep:
                 self._record(inflight, status="error", output_tail=tail,
                              reason=f"worker died during the case ({worker.exit_description()}){cause}")
                 pending.remove(inflight)
+            if pending and rendezvous is not None and (gone := self.leader.gone()):
+                raise NodeGone(f"node(s) {', '.join(map(str, gone))} stopped answering; {len(pending)} case(s) of this "
+                               f"worker and the ones after it did not run")
             if pending and len(pending) == before:
                 # The worker ended without finishing a case (import error, bad launcher...):
                 # record it rather than start the same failure again.

@@ -27,6 +27,8 @@ from bench.stats import summarize
 from bench.timing import StepClock, peak_memory_mib, reset_peak_memory
 from strategies.base import Placement, WorkerContext
 
+NODE_RANK_ENV = "PARABENCH_NODE_RANK"  # set by the parent of each node (bench/nodes.py)
+
 
 def configure_backends(case: dict, parity: bool = False) -> None:
     torch.backends.cudnn.benchmark = bool(case["cudnn_benchmark"])
@@ -47,7 +49,8 @@ def is_oom(exc: BaseException) -> bool:
 
 
 def make_context(case: dict, rank: int = 0, world_size: int = 1, local_rank: int = 0) -> WorkerContext:
-    return WorkerContext(case, Placement(tuple(case["gpus"]), case["n_replicas"]), get_precision(case["precision"]),
+    return WorkerContext(case, Placement(tuple(case["gpus"]), case["n_replicas"], case.get("nnodes", 1)),
+                         get_precision(case["precision"]),
                          case["options"], rank, world_size, local_rank)
 
 
@@ -61,7 +64,16 @@ class Job:
 
     @property
     def reporting(self) -> bool:
-        return self.rank == 0
+        """The process that reports: local rank 0 of node 0 (the node whose parent writes the
+        rows). torchrun's c10d rendezvous may give global rank 0 to any node."""
+        return self.local_rank == 0 and int(os.environ.get(NODE_RANK_ENV, "0")) == 0
+
+    def whereabouts(self) -> dict:
+        """This process's node, host and device model, for the row's hosts and GPU names."""
+        import socket
+
+        gpu = torch.cuda.get_device_name() if self.spec["gpus"] and torch.cuda.is_available() else "CPU"
+        return {"node": int(os.environ.get(NODE_RANK_ENV, "0")), "host": socket.gethostname(), "gpu": gpu}
 
     def data(self, case: dict):
         """This process's rows of the case's global batch, built here and nowhere else; a
@@ -124,14 +136,18 @@ def measure_case(job: Job, case: dict) -> dict | None:
 
     # Several processes: a step takes as long as its slowest rank.
     per_rank = job.launcher.gather({"step_ms": step_ms, "wall": trial_wall, "memory": memory, "work": work,
-                                    "anatomy": breakdown})
+                                    "anatomy": breakdown, "where": job.whereabouts()})
     if not job.reporting:
         return None
     step_ms = [max(col) for col in zip(*[sum(r["step_ms"], []) for r in per_rank])]
     trial_wall = [max(col) for col in zip(*[r["wall"] for r in per_rank])]
-    memory = {k: v for r in per_rank for k, v in r["memory"].items()}
+    memory = {(r["where"]["node"], k): v for r in per_rank for k, v in r["memory"].items()}
 
     figures = summarize(step_ms, trial_wall, case["steps"], case["global_batch"])
+    if case.get("nnodes", 1) > 1:
+        nodes = {r["where"]["node"]: r["where"] for r in per_rank}
+        figures.update(hosts=";".join(nodes[n]["host"] for n in sorted(nodes)),
+                       node_gpu_names=";".join(nodes[n]["gpu"] for n in sorted(nodes)))
     # Counters of the busiest rank (ranks of a data-parallel step do the same work).
     figures.update({k: max(r["work"][k] for r in per_rank) for k in counters.COUNTERS})
     flops = training_flops_per_image(case["model"])
