@@ -163,13 +163,18 @@ def agree(store: Store, digest: str, timeout_s: float) -> None:
             verdict = (f"node(s) {', '.join(map(str, differ))} were started with other sweep arguments than node 0: "
                        "run the same command on every node (only --node-rank may differ)") if differ else "ok"
         store.set(verdict, "verdict")
+        if verdict != "ok":  # the store lives in this process: keep it until the others have read why
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not all(store.has("seen", n) for n in range(1, nodes.nnodes)):
+                time.sleep(0.2)
     else:
         deadline = time.monotonic() + timeout_s + 30
-        while not store.has("verdict"):
+        while not _has(store, ("verdict",)):
             if time.monotonic() > deadline:
                 raise NodesError(f"node 0 did not confirm the sweep within {timeout_s:g} s")
             time.sleep(0.2)
         verdict = store.get("verdict")
+        store.set(True, "seen", nodes.node_rank)
     if verdict != "ok":
         raise NodesError(verdict)
 

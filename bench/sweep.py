@@ -229,8 +229,12 @@ class Sweep:
 
             tail = worker.output_tail()
             cause = ""
+            failed = timed_out or inflight is not None or (pending and len(pending) == before)
+            gone = self.leader.gone() if rendezvous is not None and failed else []
+            if gone:
+                cause = f"; node(s) {', '.join(map(str, gone))} stopped answering"
             if rendezvous is not None and (elsewhere := self.leader.follower_reasons(launch)):
-                cause = f"; {elsewhere}"
+                cause += f"; {elsewhere}"
             if worker_error:
                 cause = f"; {worker_error['reason']}{cause}"
                 tail = worker_error.get("traceback", "") + "\n--- worker output ---\n" + tail
@@ -245,7 +249,7 @@ class Sweep:
                 self._record(inflight, status="error", output_tail=tail,
                              reason=f"worker died during the case ({worker.exit_description()}){cause}")
                 pending.remove(inflight)
-            if pending and rendezvous is not None and (gone := self.leader.gone()):
+            if pending and gone:
                 raise NodeGone(f"node(s) {', '.join(map(str, gone))} stopped answering; {len(pending)} case(s) of this "
                                f"worker and the ones after it did not run")
             if pending and len(pending) == before:
