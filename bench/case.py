@@ -130,7 +130,7 @@ class Case:
             strategy=str(row["strategy"]), precision=str(row["precision"]), model=str(row["model"]),
             gpus=tuple(int(g) for g in gpus.split(",") if g.strip()),
             n_replicas=int(row.get("n_replicas") or max(1, int(row.get("n_gpus") or 1))),
-            batch_per_gpu=int(row["batch_per_gpu"]), nnodes=int(row.get("nnodes") or 1), execution=execution,
+            batch_per_gpu=int(row["batch_per_gpu"]), nnodes=int(get("nnodes") or 1), execution=execution,
             compile_mode=get("compile_mode"),
             data=get("data"), channels_last=_bool(get("channels_last")),
             cudnn_benchmark=None if cudnn in (None, "") or (isinstance(cudnn, float) and math.isnan(cudnn)) else _bool(cudnn),

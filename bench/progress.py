@@ -4,9 +4,11 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from bench.case import Case
+
 
 def describe(row: dict) -> str:
-    where = f"{row['n_gpus']} GPU" if row["n_gpus"] else f"CPU x{row['n_replicas']}"
+    where = Case.from_row(row).where()
     execution = "" if row.get("execution") in (None, "eager") else f" {row['execution']}"
     head = (f"{row['strategy'] + execution:<22} {row['precision']:<8} {row['model']:<14} {where:<8} "
             f"batch {row['batch_per_gpu']:>4}")

@@ -75,7 +75,11 @@ def variant(row: dict) -> str:
 
 
 def label(row) -> str:
-    where = f"{int(row['n_gpus'])} GPU" if row["n_gpus"] else f"CPU x{int(row['n_replicas'])}"
+    nnodes = row.get("nnodes")
+    if nnodes is not None and nnodes == nnodes and nnodes > 1:  # not NaN: rows from before multi-node have none
+        where = Case.from_row(row).where()
+    else:
+        where = f"{int(row['n_gpus'])} GPU" if row["n_gpus"] else f"CPU x{int(row['n_replicas'])}"
     return f"{row['strategy']} ({where}{', ' + row['variant'] if row['variant'] else ''})"
 
 
@@ -334,7 +338,8 @@ def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
         # A curve needs two device counts of its own or a count beyond 2: plain 2-GPU cases
         # are in the efficiency figure already.
         if line["n_gpus"].nunique() > 1 or line["n_gpus"].max() > 2:
-            curves.append((strategy, key, line.sort_values("date").drop_duplicates("n_gpus", keep="last"), base))
+            curves.append((strategy, key, line.sort_values("date").drop_duplicates(["n_gpus", "nnodes"], keep="last"),
+                           base))
     if not curves:
         return []
     fig, ax = plt.subplots(figsize=(7.5, 5))
@@ -342,8 +347,14 @@ def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
     for strategy, (precision, var, batch, *_), line, base in curves:
         line = line.sort_values("n_gpus")
         color = COLORS.get(strategy, "grey")
-        ax.plot(line["n_gpus"], line["img_per_s"], marker="o", color=color, ls="-" if precision == "fp32" else "--",
-                label=_wrap(f"{strategy} {precision}{' ' + var if var else ''}, {batch}/GPU"))
+        hosts = line["nnodes"].fillna(1)
+        one, many = line[hosts <= 1], line[hosts > 1]
+        series = f"{strategy} {precision}{' ' + var if var else ''}, {batch}/GPU"
+        ax.plot(one["n_gpus"], one["img_per_s"], marker="o", color=color, ls="-" if precision == "fp32" else "--",
+                label=_wrap(series))
+        for nnodes, across in many.groupby("nnodes"):  # across hosts: squares, a curve of their own
+            ax.plot(across["n_gpus"], across["img_per_s"], marker="s", mfc="white", color=color, ls=":",
+                    label=_wrap(f"{series}, across {int(nnodes)} hosts"))
         counts |= set(line["n_gpus"])
         if base is not None:
             ax.plot([1], [base], marker="o", mfc="none", color=color, ls="none")
