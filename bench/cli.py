@@ -220,7 +220,7 @@ def cmd_run(args) -> int:
             from bench import envinfo
             from bench.sweep import worker_env
 
-            return nodes_mod.follow(nodes, store, worker_env(nodes.node_rank), str(envinfo.REPO))
+            return nodes_mod.follow(nodes, store, worker_env(nodes.node_rank), str(envinfo.REPO), gpus)
         leader = nodes_mod.Leader(store)
 
     out = _output_path(args)

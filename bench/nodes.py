@@ -220,8 +220,9 @@ class Leader:
             pass
 
 
-def follow(nodes: Nodes, store: Store, env: dict, cwd: str) -> int:
-    """A follower's whole sweep: start what node 0 publishes, end it when node 0 says so."""
+def follow(nodes: Nodes, store: Store, env: dict, cwd: str, gpus: list[int]) -> int:
+    """A follower's whole sweep: start what node 0 publishes, on this node's own `gpus` (its
+    --gpus), and end it when node 0 says so."""
     from bench import launchers, protocol
     from bench.procs import Worker
     from strategies.base import Placement
@@ -246,13 +247,14 @@ def follow(nodes: Nodes, store: Store, env: dict, cwd: str) -> int:
             workdir = tempfile.mkdtemp(prefix="parabench-node-")
             worker = None
             try:
+                spec = on_these_gpus(published["spec"], gpus)
                 spec_path = os.path.join(workdir, "spec.json")
                 with open(spec_path, "w") as fh:
-                    json.dump(published["spec"], fh)
+                    json.dump(spec, fh)
                 p = published["placement"]
-                placement = Placement(tuple(p["gpus"]), p["n_replicas"], p["nnodes"])
-                launcher = launchers.by_name(published["spec"]["launcher"])
-                cases = ", ".join(c["strategy"] + " batch " + str(c["batch_per_gpu"]) for c in published["spec"]["cases"])
+                placement = Placement(tuple(spec["gpus"]), p["n_replicas"], p["nnodes"])
+                launcher = launchers.by_name(spec["launcher"])
+                cases = ", ".join(c["strategy"] + " batch " + str(c["batch_per_gpu"]) for c in spec["cases"])
                 print(f"node {nodes.node_rank}: worker {launch} ({placement.label()}): {cases}", flush=True)
                 run_env = {**env, protocol.ENV: os.path.join(workdir, "events.jsonl")}
                 reader = protocol.EventReader(run_env[protocol.ENV])
@@ -283,6 +285,17 @@ def follow(nodes: Nodes, store: Store, env: dict, cwd: str) -> int:
         return 1
     print(f"node {nodes.node_rank}: node 0 finished the sweep after {launch} worker(s)", flush=True)
     return 0
+
+
+def on_these_gpus(spec: dict, gpus: list[int]) -> dict:
+    """Node 0's worker spec with this node's GPU ordinals (the first as many as node 0 uses)."""
+    if not spec["gpus"]:
+        return spec
+    if len(gpus) < len(spec["gpus"]):
+        raise NodesError(f"node 0 runs a worker on {len(spec['gpus'])} GPUs per node; this node has {len(gpus)} "
+                         f"(--gpus {','.join(map(str, gpus))})")
+    mine = gpus[:len(spec["gpus"])]
+    return {**spec, "gpus": mine, "cases": [{**c, "gpus": mine} for c in spec["cases"]]}
 
 
 def _has(store: Store, parts: tuple) -> bool:

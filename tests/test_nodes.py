@@ -112,3 +112,12 @@ def test_slurm_tasks_are_the_nodes(monkeypatch):
 def test_bad_node_flags_get_one_line(args, message):
     with pytest.raises(nodes.NodesError, match=message.replace("(", r"\(")):
         nodes.from_args(*args, environ={})
+
+
+def test_a_follower_runs_node_0s_worker_on_its_own_gpus():
+    spec = {"launcher": "torchrun", "gpus": [0, 1], "cases": [{"strategy": "ddp", "gpus": [0, 1]}]}
+    mine = nodes.on_these_gpus(spec, [2, 3, 4])
+    assert mine["gpus"] == [2, 3] and mine["cases"][0]["gpus"] == [2, 3]
+    assert nodes.on_these_gpus({"gpus": [], "cases": []}, []) == {"gpus": [], "cases": []}
+    with pytest.raises(nodes.NodesError, match="this node has 1"):
+        nodes.on_these_gpus(spec, [5])
