@@ -19,7 +19,7 @@ ARGS ?=
 # Setup only when PY is the project's own environment.
 NEEDS_SETUP := $(if $(filter $(VENV)/bin/python,$(PY)),setup)
 
-.PHONY: setup setup-mxnet bench list plot test pytest-bench baseline-ci regress-ci regress clean
+.PHONY: setup setup-mxnet bench list plot test slurm-test pytest-bench baseline-ci regress-ci regress clean
 
 setup: $(VENV)/.installed
 
@@ -65,6 +65,11 @@ MXNET_FITS := $(shell $(MXNET_PYTHON) -c 'import sys; print("yes" if sys.version
 
 test: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),$(if $(MXNET_FITS),setup-mxnet))
 	$(PY) -m pytest -q tests
+
+# A one-host Slurm cluster (slurm-wlm and munge, installed if missing; root) runs the batch
+# script with 2 tasks acting as 2 nodes.
+slurm-test: $(NEEDS_SETUP)
+	PY=$(PY) bash scripts/slurm/local_cluster_test.sh
 
 pytest-bench: $(NEEDS_SETUP)
 	$(PY) -m pytest benchmarks -q --benchmark-autosave $(ARGS)

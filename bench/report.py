@@ -353,7 +353,7 @@ def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
         ax.plot(one["n_gpus"], one["img_per_s"], marker="o", color=color, ls="-" if precision == "fp32" else "--",
                 label=_wrap(series))
         for nnodes, across in many.groupby("nnodes"):  # across hosts: squares, a curve of their own
-            ax.plot(across["n_gpus"], across["img_per_s"], marker="s", mfc="white", color=color, ls=":",
+            ax.plot(across["n_gpus"], across["img_per_s"], marker="s", ms=10, mfc="none", mew=1.5, zorder=4, color=color, ls=":",
                     label=_wrap(f"{series}, across {int(nnodes)} hosts"))
         counts |= set(line["n_gpus"])
         if base is not None:

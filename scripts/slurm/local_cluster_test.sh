@@ -7,7 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null
+  install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    slurmctld slurmd slurm-client munge >/dev/null; }
+  install || { apt-get update -q >/dev/null && install; }
 fi
 D=$(mktemp -d /tmp/parabench-slurm.XXXXXX)
 HOST=$(hostname -s)
