@@ -100,13 +100,19 @@ def add_speedups(frame: pd.DataFrame) -> pd.DataFrame:
     layout knobs, measured in the same run; scaling efficiency = speed-up / devices."""
     match = same_run(["hardware", "model", "precision", "batch_per_gpu", "channels_last", "execution", "compile_mode",
                       "data", "tf32", "sgd_impl"], frame)
-    frame = frame.drop(columns=["single_img_per_s", "speedup", "efficiency"], errors="ignore")  # idempotent
+    added = ["single_img_per_s", "single_img_per_s_p10", "single_img_per_s_p90", "speedup", "efficiency",
+             "efficiency_lo", "efficiency_hi"]
+    frame = frame.drop(columns=added, errors="ignore")  # idempotent
     base = frame[(frame["strategy"] == BASELINE) & (frame["status"] == "ok")]
-    base = base.sort_values("date").drop_duplicates(match, keep="last")[match + ["img_per_s"]]
-    merged = frame.merge(base.rename(columns={"img_per_s": "single_img_per_s"}), on=match, how="left")
+    rates = ["img_per_s", "img_per_s_p10", "img_per_s_p90"]
+    base = base.sort_values("date").drop_duplicates(match, keep="last")[match + rates]
+    merged = frame.merge(base.rename(columns={r: f"single_{r}" for r in rates}), on=match, how="left")
     merged["speedup"] = merged["img_per_s"] / merged["single_img_per_s"]
     devices = merged["n_gpus"].where(merged["n_gpus"] > 0, merged["n_replicas"])
     merged["efficiency"] = merged["speedup"] / devices
+    # The efficiency's range from both spreads: slow end over the baseline's fast end, and back.
+    merged["efficiency_lo"] = merged["img_per_s_p10"] / merged["single_img_per_s_p90"] / devices
+    merged["efficiency_hi"] = merged["img_per_s_p90"] / merged["single_img_per_s_p10"] / devices
     return merged
 
 
@@ -144,13 +150,24 @@ def tables(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return out
 
 
+def cudnn_version(value) -> str:
+    """cuDNN's version number in its usual form: 91900 -> 9.19, 8902 -> 8.9 (torch gives the integer)."""
+    try:
+        number = int(float(value))
+    except (TypeError, ValueError):
+        return str(value)
+    if number >= 9000 * 10:  # cuDNN 9: major * 10000 + minor * 100 + patch
+        return f"{number // 10000}.{number % 10000 // 100}"
+    return f"{number // 1000}.{number % 1000 // 100}"  # cuDNN 8 and before: major * 1000 + minor * 100 + patch
+
+
 def caption(frame: pd.DataFrame) -> str:
     first = frame.iloc[0]
     gpus = first["hardware"]
     counts = sorted({int(n) for n in frame["n_gpus"] if n})
     where = f"{gpus}, {'/'.join(map(str, counts))} GPU(s)" if counts else gpus
-    soft = f"torch {first['torch']}" + (f", CUDA {first['cuda']}, cuDNN {first['cudnn']}, NCCL {first['nccl']}"
-                                        if first["device"] == "cuda" else "")
+    soft = f"torch {first['torch']}" + (f", CUDA {first['cuda']}, cuDNN {cudnn_version(first['cudnn'])}, "
+                                        f"NCCL {first['nccl']}" if first["device"] == "cuda" else "")
     return f"{first['model']} on {where}; {soft}"
 
 
@@ -186,7 +203,8 @@ def style(row) -> dict:
 def _hatch_repeats(ax, columns) -> None:
     """Bars of one strategy share its colour; hatching tells its GPU counts and knobs apart."""
     seen: dict[str, int] = {}
-    for container, column in zip(ax.containers, columns):
+    bars = [c for c in ax.containers if hasattr(c, "patches")]  # error bars are containers too
+    for container, column in zip(bars, columns):
         strategy = column.split(" ")[0]
         hatch = ["", "///", "...", "xxx", "\\\\"][seen.get(strategy, 0) % 5]
         seen[strategy] = seen.get(strategy, 0) + 1
@@ -257,12 +275,14 @@ def figure_memory(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
                          "peak allocated GiB per GPU", draw, folder, name)
 
 
-def _bar_panel(ax, table: pd.DataFrame, title: str, ylabel: str, reference: float) -> None:
+def _bar_panel(ax, table: pd.DataFrame, title: str, ylabel: str, reference: float, yerr=None) -> None:
     """Bars per batch (rows of `table`), one per column, named '<strategy> ...': the
-    strategy's colour, hatching for its other GPU counts and knobs; a dashed reference line."""
+    strategy's colour, hatching for its other GPU counts and knobs; a dashed reference line;
+    `yerr` (columns x 2 x rows), asymmetric error bars."""
     table = table.set_axis([_wrap(c) for c in table.columns], axis=1)
     colors = [COLORS.get(c.split(" ")[0], "grey") for c in table.columns]
-    table.plot.bar(ax=ax, rot=0, width=0.8, color=colors, edgecolor="white")
+    table.plot.bar(ax=ax, rot=0, width=0.8, color=colors, edgecolor="white", yerr=yerr, capsize=2,
+                   error_kw={"elinewidth": 0.8, "ecolor": "black"})
     _hatch_repeats(ax, table.columns)
     ax.axhline(reference, color="black", lw=0.8, ls="--")
     ax.set_title(title)
@@ -273,15 +293,27 @@ def _bar_panel(ax, table: pd.DataFrame, title: str, ylabel: str, reference: floa
 
 
 def _bar_figure(frame: pd.DataFrame, title: str, names, value: str, panel_title, ylabel: str, reference: float,
-                folder: Path, name: str) -> list[Path]:
-    """One bar panel per precision: `value` per batch, one bar per `names(rows)`."""
+                folder: Path, name: str, bounds: tuple[str, str] | None = None) -> list[Path]:
+    """One bar panel per precision: `value` per batch, one bar per `names(rows)`; `bounds`,
+    the columns of the value's low and high ends (error bars)."""
+    import numpy as np
+
     precisions = [p for p in PRECISION_ORDER if p in set(frame["precision"])]
     fig, axes = _panels(precisions, title)
     for ax, precision in zip(axes, precisions):
-        p = frame[frame["precision"] == precision]
-        table = p.assign(name=names(p)).pivot_table(index="batch_per_gpu", columns="name", values=value,
-                                                    aggfunc="first", sort=False).sort_index()
-        _bar_panel(ax, table, panel_title(precision), ylabel, reference)
+        p = frame[frame["precision"] == precision].assign(name=lambda f: names(f))
+
+        def pivot(column):
+            return p.pivot_table(index="batch_per_gpu", columns="name", values=column, aggfunc="first",
+                                 sort=False).sort_index()
+
+        table = pivot(value)
+        yerr = None
+        if bounds:
+            low, high = (pivot(c).reindex(index=table.index, columns=table.columns) for c in bounds)
+            yerr = np.stack([(table - low).clip(lower=0).to_numpy().T,
+                             (high - table).clip(lower=0).to_numpy().T], axis=1)
+        _bar_panel(ax, table, panel_title(precision), ylabel, reference, yerr)
     return _save(fig, folder, name)
 
 
@@ -290,10 +322,12 @@ def figure_efficiency(group: pd.DataFrame, folder: Path, name: str) -> list[Path
                 & (group["n_gpus"] > 1)]
     if sub.empty:
         return []
-    return _bar_figure(sub.assign(efficiency_pct=sub["efficiency"] * 100),
-                       f"Scaling efficiency (speed-up over single / GPUs) - {caption(group)}",
+    return _bar_figure(sub.assign(efficiency_pct=sub["efficiency"] * 100, efficiency_lo_pct=sub["efficiency_lo"] * 100,
+                                  efficiency_hi_pct=sub["efficiency_hi"] * 100),
+                       f"Scaling efficiency (speed-up over single / GPUs; bars: both p10-p90 spreads) - {caption(group)}",
                        lambda p: p.apply(label, axis=1), "efficiency_pct", lambda precision: precision,
-                       "scaling efficiency, % (100% = perfect)", 100, folder, name)
+                       "scaling efficiency, % (100% = perfect)", 100, folder, name,
+                       bounds=("efficiency_lo_pct", "efficiency_hi_pct"))
 
 
 def amp_speedups(group: pd.DataFrame) -> pd.DataFrame:
@@ -467,16 +501,64 @@ def achieved_vs_peak(frame: pd.DataFrame, peaks: dict[str, dict]) -> list[str]:
     return lines
 
 
+READING_GUIDE = (
+    "images/s is the global batch over the median step time, with the p10-p90 spread over every timed step of "
+    "every trial. Speed-up and efficiency compare with `single` at the same per-GPU batch (weak scaling), "
+    "measured in the same results file; efficiency is speed-up over the GPU count, all hosts together. Memory is "
+    "the largest `torch.cuda.max_memory_allocated` of the GPUs. A tie: the two spreads overlap. Rows measured on "
+    "different hardware are never compared.")
+
+
+def model_page(group: pd.DataFrame, anatomy: pd.DataFrame, out: Path, name: str) -> list[str]:
+    """The details of one hardware/model: figures, findings, the step anatomy and every table."""
+    hardware, model = group["hardware"].iloc[0], group["model"].iloc[0]
+    lines = [f"# {model} on {hardware}", "", f"_{caption(group)}_", "", "[Back to the answer](../REPORT.md)", "",
+             READING_GUIDE, ""]
+    figs = []
+    figs += figure_throughput(group, out, f"{name}-throughput")
+    figs += figure_memory(group, out, f"{name}-memory")
+    figs += figure_efficiency(group, out, f"{name}-efficiency")
+    figs += figure_amp(group, out, f"{name}-amp-speedup")
+    figs += figure_scaling(group, out, f"{name}-scaling")
+    lines += [f"![{p.stem}]({p.name})" for p in figs if p.suffix == ".png"] + [""]
+    lines += ["## Findings", ""] + [f"- {s}" for s in findings(group)] + [""]
+    if not anatomy.empty:
+        lines += anatomy_section(anatomy[(anatomy["hardware"] == hardware) & (anatomy["model"] == model)], out, name)
+    for precision in [p for p in PRECISION_ORDER if p in set(group["precision"])]:
+        sub = group[group["precision"] == precision]
+        for title, table in tables(sub).items():
+            lines += [f"## {precision}: {title}", "", table.to_markdown(), ""]
+            results.atomic_write_bytes(out / f"{slug(name, precision, title.split(' (')[0].split(',')[0])}.csv",
+                                       table.to_csv().encode())
+    # The page lives one folder down from the figures.
+    return [re.sub(r"^(!\[[^]]*\]\()", r"\1../", line) if line.startswith("![") else line
+            for line in (line.replace("\n### ", "\n## ") for line in lines)]
+
+
 def write_report(paths: list[Path], out: Path) -> Path:
+    """plots/REPORT.md, the answer on its first screen, and one details page per hardware and
+    model (plots/<hardware>/<model>.md) with the figures and every table."""
+    from bench import answer
+
     frame = load_frame(paths)
     anatomy = load_anatomy(paths)
     out.mkdir(parents=True, exist_ok=True)
-    lines = ["# parabench report", "",
-             f"From {len(paths)} results file(s), {len(frame)} cases. Generated by `python -m bench report`.", "",
-             "Reading guide: images/s is the global batch over the median step time; p10-p90 is the spread over "
-             "every timed step of every trial. Speed-up compares with `single` at the same per-GPU batch "
-             "(weak scaling), measured in the same results file. Memory is `torch.cuda.max_memory_allocated` per GPU after warm-up. Rows measured on "
-             "different hardware are never compared.", ""]
+    lines = ["# parabench report: which strategy, at which batch size, at what cost", "",
+             f"From {len(paths)} results file(s), {len(frame)} cases (`python -m bench report`). For each hardware, "
+             "model, precision and device count: the fastest case at each per-GPU batch, what it gives and costs, "
+             "and the fastest other strategy. " + READING_GUIDE, ""]
+    for (hardware, model), group in frame.groupby(["hardware", "model"], sort=False):
+        group = _order(group)
+        name = slug(hardware, model)
+        page = out / slug(hardware) / f"{slug(model)}.md"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        results.atomic_write_bytes(page, ("\n".join(model_page(group, anatomy, out, name)) + "\n").encode())
+        lines += [f"## {model} on {hardware}", ""]
+        for precision, where, sub in answer.answer_groups(group):
+            lines += [f"**{precision}, {where}**", "", answer.answer_table(sub).to_markdown(index=False), ""]
+        lines += [f"- {s}" for s in answer.sentences(group)]
+        lines += ["", f"Details, figures and every table: [{model} on {hardware}]({page.parent.name}/{page.name})"
+                  f" (_{caption(group)}_)", ""]
     lines += achieved_vs_peak(frame, peak_rates(paths))
     effect = cudnn_effect(frame)
     if effect:
@@ -485,28 +567,11 @@ def write_report(paths: list[Path], out: Path) -> Path:
                   "thread-local, so with `cudnn.benchmark` on every step autotunes every convolution again. "
                   "parabench's default (`--cudnn-benchmark auto`) turns it off for dp, dp-fn and dp-manual and on "
                   "for the rest; every row records the setting.", ""] + [f"- {s}" for s in effect] + [""]
-    for (hardware, model), group in frame.groupby(["hardware", "model"], sort=False):
-        group = _order(group)
-        name = slug(hardware, model)
-        lines += [f"## {model} on {hardware}", "", f"_{caption(group)}_", ""]
-        figs = []
-        figs += figure_throughput(group, out, f"{name}-throughput")
-        figs += figure_memory(group, out, f"{name}-memory")
-        figs += figure_efficiency(group, out, f"{name}-efficiency")
-        figs += figure_amp(group, out, f"{name}-amp-speedup")
-        figs += figure_scaling(group, out, f"{name}-scaling")
-        lines += [f"![{p.stem}]({p.name})" for p in figs if p.suffix == ".png"] + [""]
-        lines += ["### Findings", ""] + [f"- {s}" for s in findings(group)] + [""]
-        if not anatomy.empty:
-            lines += anatomy_section(anatomy[(anatomy["hardware"] == hardware) & (anatomy["model"] == model)], out, name)
-        for precision in [p for p in PRECISION_ORDER if p in set(group["precision"])]:
-            sub = group[group["precision"] == precision]
-            for title, table in tables(sub).items():
-                lines += [f"### {precision}: {title}", "", table.to_markdown(), ""]
-                results.atomic_write_bytes(out / f"{slug(name, precision, title.split(' (')[0].split(',')[0])}.csv",
-                                           table.to_csv().encode())
     report = out / "REPORT.md"
     results.atomic_write_bytes(report, ("\n".join(lines) + "\n").encode())
+    from bench import html
+
+    html.write_html(out)
     return report
 
 

@@ -26,6 +26,11 @@ def row(strategy, n, batch, precision="fp32", status="ok", ips=None, reason="", 
     return r
 
 
+def everything(out: Path) -> str:
+    """REPORT.md and every details page."""
+    return "\n".join(p.read_text() for p in [out / "REPORT.md", *sorted(out.glob("*/*.md"))])
+
+
 @pytest.fixture
 def fixture_file(tmp_path):
     rows = [
@@ -45,12 +50,13 @@ def test_report_produces_every_figure_and_table(fixture_file, tmp_path):
     out = tmp_path / "plots"
     proc = run_cli("report", str(fixture_file), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
-    text = (out / "REPORT.md").read_text()
+    text = everything(out)
     for kind in ("throughput", "memory", "efficiency", "amp-speedup"):
         assert (out / f"nvidia-h200-resnet18-small-{kind}.png").stat().st_size > 10_000
         assert (out / f"nvidia-h200-resnet18-small-{kind}.svg").exists()
-        assert f"nvidia-h200-resnet18-small-{kind}.png" in text
+        assert f"](../nvidia-h200-resnet18-small-{kind}.png)" in text  # from the details page, one folder down
     assert "## resnet18-small on NVIDIA H200" in text and "## resnet18-small on NVIDIA A100" in text
+    assert (out / "nvidia-h200" / "resnet18-small.md").exists()
     # Status cells, never blanks or zeros.
     assert "oom" in text and "skipped: not attempted" in text and "error: worker died" in text
     assert "x1.90 (95%)" in text  # ddp 19000 / single 10000 over 2 GPUs
@@ -90,7 +96,7 @@ def test_a_run_where_every_case_failed_still_reports(tmp_path):
                          row("ddp", 2, 64, status="oom", reason="CUDA out of memory")])
     proc = run_cli("report", str(path), "--out", str(tmp_path / "plots"))
     assert proc.returncode == 0, proc.stderr
-    text = (tmp_path / "plots" / "REPORT.md").read_text()
+    text = everything(tmp_path / "plots")
     assert "error: worker died" in text and "oom" in text
 
 
@@ -126,9 +132,88 @@ def test_the_report_shows_the_step_anatomy_of_the_committed_h200_rows(tmp_path):
     from bench import report
 
     folder = Path(__file__).resolve().parent.parent / "results" / "gpu" / "campaign4"
-    out = report.write_report(sorted(folder.glob("*.json")), tmp_path)
-    text = out.read_text()
+    report.write_report(sorted(folder.glob("*.json")), tmp_path)
+    text = everything(tmp_path)
     assert text.count("### Step anatomy") == 2
     assert (tmp_path / "nvidia-h200-resnet18-anatomy-amp-fp16-b256.svg").exists()
     assert "ddp (2 GPU, channels_last) takes +1.83 ms per profiled step against single (1 GPU, channels_last): idle +1.20" in text
     assert "dp (2 GPU, channels_last) is host-bound" in text
+
+
+# --- the answer, first ------------------------------------------------------------------
+def answer_frame(rows):
+    frame = pd.DataFrame(rows).assign(hardware="NVIDIA H200", variant=lambda f: f.apply(report.variant, axis=1))
+    return report.add_speedups(frame.assign(source="run.json"))
+
+
+def test_the_answer_names_the_fastest_and_the_runner_up_with_the_gap():
+    from bench import answer
+
+    frame = answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000), row("dp", 2, 64, ips=6000),
+                          row("zero1", 2, 64, ips=18500)])
+    ((precision, where, group),) = list(answer.answer_groups(frame))
+    assert (precision, where) == ("fp32", "2 GPUs")
+    (line,) = answer.answer_table(group).to_dict("records")
+    assert line["fastest"] == "ddp" and line["speed-up (efficiency)"] == "x1.90 (95%)"
+    assert line["images/s"] == "19.0k (18.1k-19.9k)" and line["memory/GPU MiB"] == "6400"
+    # 19000 vs 18500: 2.7% apart, and the spreads (+-5%) overlap: a tie, said so.
+    assert line["runner-up"] == "zero1" and line["gap"] == "2.7% (tie)"
+
+
+def test_a_clear_gap_is_not_a_tie_and_knobs_name_the_configuration():
+    from bench import answer
+
+    frame = answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000, channels_last=True),
+                          row("ddp", 2, 64, ips=17000), row("dp", 2, 64, ips=6000)])
+    ((_, _, group),) = list(answer.answer_groups(frame))
+    (line,) = answer.answer_table(group).to_dict("records")
+    # The runner-up is another strategy, not the same one with other knobs.
+    assert line["fastest"] == "ddp (channels_last)" and line["runner-up"] == "dp" and line["gap"] == "216.7%"
+
+
+def test_missing_and_out_of_memory_cells_say_so():
+    from bench import answer
+
+    frame = answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000),
+                          row("ddp", 2, 128, status="oom", reason="CUDA out of memory"),
+                          row("dp", 2, 128, status="oom", reason="CUDA out of memory"),
+                          row("ddp", 2, 256, ips=40000), row("dp", 2, 256, status="oom", reason="CUDA out of memory")])
+    ((_, _, group),) = list(answer.answer_groups(frame))
+    lines = {line["batch/GPU"]: line for line in answer.answer_table(group).to_dict("records")}
+    assert lines[64]["runner-up"] == "only one strategy ran" and lines[64]["gap"] == ""
+    assert lines[128]["fastest"] == "none ran (out of memory: ddp, dp)"
+    assert lines[256]["runner-up"] == "only one strategy ran; out of memory: dp"
+    # No single at 256 in this run: no speed-up invented.
+    assert lines[256]["speed-up (efficiency)"] == ""
+
+
+def test_efficiency_above_100_percent_is_flagged():
+    from bench import answer
+
+    noisy = answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=20400)])
+    tight = answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=24000)])
+    for frame, expected in ((noisy, "x2.04 (102%, noise)"), (tight, "x2.40 (120%, above linear)")):
+        ((_, _, group),) = list(answer.answer_groups(frame))
+        assert answer.answer_table(group).to_dict("records")[0]["speed-up (efficiency)"] == expected
+
+
+def test_small_rates_keep_their_digits():
+    from bench import answer
+
+    assert answer.rate(0.7) == "0.7" and answer.rate(3.14) == "3.1" and answer.rate(47.2) == "47"
+    assert answer.rate(19000) == "19.0k"
+
+
+def test_the_first_screen_is_the_answer(fixture_file, tmp_path):
+    out = tmp_path / "plots"
+    assert run_cli("report", str(fixture_file), "--out", str(out)).returncode == 0
+    lines = (out / "REPORT.md").read_text().splitlines()
+    # Title, one paragraph, then the first answer table within the first screen (40 lines).
+    assert lines[0].startswith("# parabench report")
+    first_table = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    assert first_table < 12 and "fastest" in lines[first_table] and "runner-up" in lines[first_table]
+    text = "\n".join(lines)
+    assert ("Details, figures and every table: [resnet18-small on NVIDIA H200](nvidia-h200/resnet18-small.md)"
+            in text)
+    assert "DataParallel-style strategies (dp, dp-fn, dp-manual) reach 32-32% of ddp's throughput" in text
+    assert "cuDNN 9.19" in text and "91900" not in text

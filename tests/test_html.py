@@ -1,0 +1,62 @@
+"""The report's HTML pages, opened in a real headless browser (Chromium): the answer table is
+there, every figure loads, and the page renders (a screenshot that is not blank)."""
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.test_report import fixture_file  # noqa: F401 - the fixture
+
+BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+if BROWSER is None and not os.environ.get("PARABENCH_REQUIRE_BROWSER"):
+    pytest.skip("no Chromium here (CI installs Debian's chromium): apt install chromium", allow_module_level=True)
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--allow-file-access-from-files"]
+
+
+def browse(*args, timeout=120):
+    assert BROWSER, "PARABENCH_REQUIRE_BROWSER is set but no Chromium is installed"
+    proc = subprocess.run([BROWSER, *FLAGS, *args], capture_output=True, text=True, timeout=timeout)
+    return proc.stdout
+
+
+@pytest.fixture
+def site(fixture_file, tmp_path):  # noqa: F811
+    out = tmp_path / "plots"
+    proc = run_cli("report", str(fixture_file), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def loaded(dom: str) -> tuple[int, int]:
+    body = re.search(r"<body[^>]*>", dom).group(0)
+    return (int(re.search(r'data-images-loaded="(\d+)"', body).group(1)),
+            int(re.search(r'data-images-total="(\d+)"', body).group(1)))
+
+
+def test_the_answer_page_shows_the_answer_table(site):
+    dom = browse("--virtual-time-budget=10000", "--dump-dom", (site / "index.html").as_uri())
+    assert re.search(r"<th[^>]*>fastest</th>", dom) and re.search(r"<th[^>]*>runner-up</th>", dom)
+    assert 'href="nvidia-h200/resnet18-small.html"' in dom
+    assert loaded(dom)[0] == loaded(dom)[1]
+
+
+def test_every_figure_of_a_details_page_loads(site):
+    page = site / "nvidia-h200" / "resnet18-small.html"
+    dom = browse("--virtual-time-budget=10000", "--dump-dom", page.as_uri())
+    got, total = loaded(dom)
+    assert total >= 4 and got == total, (got, total)
+    assert 'href="../index.html"' in dom and ".svg" in dom
+
+
+def test_the_page_renders(site, tmp_path):
+    from matplotlib.image import imread
+
+    shot = tmp_path / "shot.png"
+    browse("--window-size=1200,900", f"--screenshot={shot}", (site / "index.html").as_uri())
+    pixels = imread(shot)
+    assert pixels.shape[:2] == (900, 1200)
+    assert pixels[..., :3].std() > 0.05  # text and tables, not a blank page
