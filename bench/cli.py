@@ -8,7 +8,8 @@ import socket
 import sys
 from pathlib import Path
 
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+# In the working directory, also when parabench is installed as a package (never inside it).
+RESULTS_DIR = Path("results")
 
 
 class UsageError(Exception):
@@ -128,7 +129,6 @@ def build_cases(strategy_names, precisions, models, executions, gpus, gpu_counts
     """The grid, in the order it is reported: model, precision, execution, strategy, devices, batch."""
     import strategies
     from bench.case import Case
-    from strategies.base import Placement
 
     cases = []
     for model in models:
@@ -436,12 +436,15 @@ def cmd_dashboard(args) -> int:
     from bench import compare, results
 
     try:
-        rows = results.load_many(args.files)
+        files = [results.load(path) for path in args.files]
     except results.ResultsError as exc:
         raise UsageError(str(exc)) from None
-    entries = compare.dashboard(rows)
-    _write_json(args.out, entries)
-    print(f"{args.out}: {len(entries)} entries")
+    bigger, smaller = compare.dashboard(files)
+    _write_json(args.out, bigger)
+    print(f"{args.out}: {len(bigger)} entries (customBiggerIsBetter: images/s, speed-ups)")
+    if args.memory_out:
+        _write_json(args.memory_out, smaller)
+        print(f"{args.memory_out}: {len(smaller)} entries (customSmallerIsBetter: peak memory per GPU)")
     return 0
 
 
@@ -530,7 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="tables, figures and plots/REPORT.md from results files")
     rep.add_argument("files", nargs="*", help="results files (default: every results file under --results-dir)")
     rep.add_argument("--results-dir", default=str(RESULTS_DIR))
-    rep.add_argument("--out", default=str(RESULTS_DIR.parent / "plots"), help="output folder (default plots/)")
+    rep.add_argument("--out", default="plots", help="output folder (default plots/)")
     rep.set_defaults(func=cmd_report)
 
     cmp_ = sub.add_parser("compare", help="compare results with a baseline; exit 0 pass, 1 regression, 2 unusable")
@@ -548,9 +551,11 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--json", help="write the verdicts here")
     cmp_.set_defaults(func=cmd_compare)
 
-    dash = sub.add_parser("dashboard", help="export images/s as [{name, unit, value, range}] for CI dashboards")
+    dash = sub.add_parser("dashboard", help="export for github-action-benchmark: images/s and in-run speed-ups "
+                          "(customBiggerIsBetter), peak memory (customSmallerIsBetter)")
     dash.add_argument("files", nargs="+")
-    dash.add_argument("--out", required=True)
+    dash.add_argument("--out", required=True, help="images/s and speed-ups: [{name, unit, value, range, extra}]")
+    dash.add_argument("--memory-out", help="peak memory per GPU, smaller is better")
     dash.set_defaults(func=cmd_dashboard)
     return parser
 

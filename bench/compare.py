@@ -215,15 +215,48 @@ def exit_status(verdicts: list[dict]) -> int:
     return 0
 
 
-def dashboard(rows: list[dict]) -> list[dict]:
-    """[{name, unit, value, range}] as CI benchmark dashboards read (customBiggerIsBetter)."""
-    out = []
-    for r in rows:
-        if r["status"] != "ok":
-            continue
-        out.append({"name": f"{describe_case(r)} ({hardware(r)})", "unit": "img/s", "value": round(r["img_per_s"], 2),
-                    "range": f"{r['img_per_s_p10']:.1f}-{r['img_per_s_p90']:.1f}"})
-    return out
+def _environment(row: dict) -> str:
+    from bench.envinfo import cudnn_version
+
+    parts = [f"torch {row.get('torch')}"]
+    if row.get("device") == "cuda":
+        parts += [f"CUDA {row.get('cuda')}", f"cuDNN {cudnn_version(row.get('cudnn'))}", f"NCCL {row.get('nccl')}",
+                  f"driver {row.get('driver')}"]
+    parts += [f"commit {row.get('git_commit')}", f"measured {row.get('date')}"]
+    return ", ".join(parts)
+
+
+def dashboard(files: list[list[dict]]) -> tuple[list[dict], list[dict]]:
+    """Entries for github-action-benchmark: (customBiggerIsBetter, customSmallerIsBetter).
+
+    Bigger is better: images/s of every ok case, and the speed-up over `single` measured in
+    the same results file (the in-run ratio `compare` trusts on shared machines). Smaller is
+    better: peak memory per GPU. Names are unique: the case with its knobs, devices and
+    hardware; where a case is in several files, the latest ok row wins."""
+    bigger, smaller = {}, {}
+    for rows in files:
+        for r in rows:
+            if r["status"] != "ok":
+                continue
+            name, extra = f"{describe_case(r)} ({hardware(r)})", _environment(r)
+            entries = [(bigger, f"{name}: images/s", "img/s", round(r["img_per_s"], 2),
+                        f"{r['img_per_s_p10']:.1f}-{r['img_per_s_p90']:.1f}")]
+            single = _single_of(rows, r) if r["strategy"] != strategies.baseline() else None
+            if single is not None:
+                ratio = r["img_per_s"] / single["img_per_s"]
+                entries.append((bigger, f"{name}: speed-up over single, same run", "x", round(ratio, 4),
+                                f"{r['img_per_s_p10'] / single['img_per_s_p90']:.3f}-"
+                                f"{r['img_per_s_p90'] / single['img_per_s_p10']:.3f}"))
+            if r.get("peak_alloc_mib") is not None:
+                entries.append((smaller, f"{name}: peak memory per GPU", "MiB", round(r["peak_alloc_mib"], 1), ""))
+            for series, key, unit, value, spread in entries:
+                if key in series and str(series[key]["_date"]) > str(r.get("date")):
+                    continue  # an older measurement of the same case
+                series[key] = {"name": key, "unit": unit, "value": value, "range": spread, "extra": extra,
+                               "_date": r.get("date")}
+    clean = [[{k: v for k, v in e.items() if not k.startswith("_")} for e in series.values()]
+             for series in (bigger, smaller)]
+    return clean[0], clean[1]
 
 
 def write_json(path: str, payload) -> None:

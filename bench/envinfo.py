@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import json
 import os
 import platform
 import shlex
@@ -16,6 +17,17 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def cudnn_version(value) -> str:
+    """cuDNN's version number in its usual form: 91900 -> 9.19, 8902 -> 8.9 (torch gives the integer)."""
+    try:
+        number = int(float(value))
+    except (TypeError, ValueError):
+        return str(value)
+    if number >= 9000 * 10:  # cuDNN 9: major * 10000 + minor * 100 + patch
+        return f"{number // 10000}.{number % 10000 // 100}"
+    return f"{number // 1000}.{number % 1000 // 100}"  # cuDNN 8 and before: major * 1000 + minor * 100 + patch
 
 
 def _run(cmd: list[str]) -> str | None:
@@ -109,15 +121,98 @@ def collect() -> dict:
         "platform": platform.platform(),
         "git_commit": commit,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(shlex.quote(a) for a in sys.argv),
+        "command": " ".join(shlex.quote(portable(a)) for a in sys.argv),
+        "torch_git": getattr(torch.version, "git_version", None),
+        "host_memory_gib": round(_host_memory() / 2**30, 1),
+        "environment": json.dumps(variables(), sort_keys=True),
     }
+
+
+def _host_memory() -> int:
+    import psutil
+
+    return psutil.virtual_memory().total
+
+
+# The variables that change what a multi-GPU run measures, recorded as they were in force.
+VARIABLE_PREFIXES = ("NCCL_", "CUDA_VISIBLE_DEVICES", "TORCH_NCCL_", "OMP_NUM_THREADS")
+
+
+def variables() -> dict:
+    found = {k: v for k, v in os.environ.items() if k.startswith(VARIABLE_PREFIXES)}
+    found.setdefault("NCCL_NVLS_ENABLE", "0")  # what parabench sets for its workers unless told otherwise
+    return found
+
+
+def portable(text: str) -> str:
+    """A command-line argument without this machine's folders: paths inside the working
+    directory become relative, others keep their last part."""
+    def one(path: str) -> str:
+        if not os.path.isabs(path):
+            return path
+        rel = os.path.relpath(path)
+        return rel if not rel.startswith("..") else ".../" + os.path.basename(path.rstrip("/"))
+
+    if "=" in text and text.startswith("-"):
+        flag, _, value = text.partition("=")
+        return f"{flag}={one(value)}"
+    return one(text)
+
+
+def portable_output(text: str) -> str:
+    """A worker's output with the checkout's and the interpreter's folders shortened."""
+    if not text:
+        return text
+    for folder, name in ((str(REPO), "<parabench>"), (sys.prefix, "<python>"), (sys.base_prefix, "<python>"),
+                         (str(Path.home()), "~")):
+        if folder and folder not in ("/", ""):
+            text = text.replace(folder, name)
+    return text
+
+
+def topology(gpu_ids: tuple[int, ...]) -> str | None:
+    """How each pair of the case's GPUs is connected, from NVML: "0-1 NV18" where they reach
+    each other over NVLink (directly or through NVSwitch; the number is the first GPU's active
+    links, as `nvidia-smi topo -m` prints it), else the PCIe level that joins them."""
+    if len(gpu_ids) < 2:
+        return None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handles = {i: pynvml.nvmlDeviceGetHandleByIndex(i) for i in gpu_ids}
+
+        def active_links(handle) -> int:
+            count = 0
+            for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
+                try:
+                    count += pynvml.nvmlDeviceGetNvLinkState(handle, link) == pynvml.NVML_FEATURE_ENABLED
+                except pynvml.NVMLError:
+                    break
+            return count
+
+        levels = {0: "same board", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+        pairs = []
+        for n, a in enumerate(gpu_ids):
+            for b in gpu_ids[n + 1:]:
+                nvlink = pynvml.nvmlDeviceGetP2PStatus(handles[a], handles[b], pynvml.NVML_P2P_CAPS_INDEX_NVLINK)
+                if nvlink == pynvml.NVML_P2P_STATUS_OK and active_links(handles[a]):
+                    pairs.append(f"{a}-{b} NV{active_links(handles[a])}")
+                else:
+                    level = pynvml.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b])
+                    pairs.append(f"{a}-{b} {levels.get(level, level)}")
+        return "; ".join(pairs)
+    except Exception:  # noqa: BLE001 - no NVML, or a driver without these calls
+        return None
+
 
 
 def for_gpus(gpu_ids: tuple[int, ...]) -> dict:
     """GPU name and memory of the GPUs a case ran on ('cpu' for the CPU)."""
     if not gpu_ids:
-        return {"gpu_name": "cpu", "gpu_memory_mib": None}
+        return {"gpu_name": "cpu", "gpu_memory_mib": None, "gpu_topology": None}
     by_index = {g["index"]: g for g in gpus_on_host()}
     names = sorted({by_index[i]["name"] if i in by_index else "unknown" for i in gpu_ids})
     mems = [by_index[i]["memory_mib"] for i in gpu_ids if i in by_index and by_index[i]["memory_mib"]]
-    return {"gpu_name": " + ".join(names), "gpu_memory_mib": min(mems) if mems else None}
+    return {"gpu_name": " + ".join(names), "gpu_memory_mib": min(mems) if mems else None,
+            "gpu_topology": topology(tuple(gpu_ids))}

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import strategies  # noqa: E402
-from bench import results  # noqa: E402
+from bench import envinfo, results  # noqa: E402
 from bench.case import Case, hardware  # noqa: E402
 from bench.precision import PRECISIONS  # noqa: E402
 
@@ -150,23 +150,12 @@ def tables(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return out
 
 
-def cudnn_version(value) -> str:
-    """cuDNN's version number in its usual form: 91900 -> 9.19, 8902 -> 8.9 (torch gives the integer)."""
-    try:
-        number = int(float(value))
-    except (TypeError, ValueError):
-        return str(value)
-    if number >= 9000 * 10:  # cuDNN 9: major * 10000 + minor * 100 + patch
-        return f"{number // 10000}.{number % 10000 // 100}"
-    return f"{number // 1000}.{number % 1000 // 100}"  # cuDNN 8 and before: major * 1000 + minor * 100 + patch
-
-
 def caption(frame: pd.DataFrame) -> str:
     first = frame.iloc[0]
     gpus = first["hardware"]
     counts = sorted({int(n) for n in frame["n_gpus"] if n})
     where = f"{gpus}, {'/'.join(map(str, counts))} GPU(s)" if counts else gpus
-    soft = f"torch {first['torch']}" + (f", CUDA {first['cuda']}, cuDNN {cudnn_version(first['cudnn'])}, "
+    soft = f"torch {first['torch']}" + (f", CUDA {first['cuda']}, cuDNN {envinfo.cudnn_version(first['cudnn'])}, "
                                         f"NCCL {first['nccl']}" if first["device"] == "cuda" else "")
     return f"{first['model']} on {where}; {soft}"
 
@@ -547,17 +536,17 @@ def write_report(paths: list[Path], out: Path) -> Path:
              f"From {len(paths)} results file(s), {len(frame)} cases (`python -m bench report`). For each hardware, "
              "model, precision and device count: the fastest case at each per-GPU batch, what it gives and costs, "
              "and the fastest other strategy. " + READING_GUIDE, ""]
-    for (hardware, model), group in frame.groupby(["hardware", "model"], sort=False):
+    for (hw, model), group in frame.groupby(["hardware", "model"], sort=False):
         group = _order(group)
-        name = slug(hardware, model)
-        page = out / slug(hardware) / f"{slug(model)}.md"
+        name = slug(hw, model)
+        page = out / slug(hw) / f"{slug(model)}.md"
         page.parent.mkdir(parents=True, exist_ok=True)
         results.atomic_write_bytes(page, ("\n".join(model_page(group, anatomy, out, name)) + "\n").encode())
-        lines += [f"## {model} on {hardware}", ""]
+        lines += [f"## {model} on {hw}", ""]
         for precision, where, sub in answer.answer_groups(group):
             lines += [f"**{precision}, {where}**", "", answer.answer_table(sub).to_markdown(index=False), ""]
         lines += [f"- {s}" for s in answer.sentences(group)]
-        lines += ["", f"Details, figures and every table: [{model} on {hardware}]({page.parent.name}/{page.name})"
+        lines += ["", f"Details, figures and every table: [{model} on {hw}]({page.parent.name}/{page.name})"
                   f" (_{caption(group)}_)", ""]
     lines += achieved_vs_peak(frame, peak_rates(paths))
     effect = cudnn_effect(frame)

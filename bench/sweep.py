@@ -98,6 +98,8 @@ class Sweep:
         return row is not None and row["status"] in ("ok", "oom")
 
     def _record(self, case: Case, **figures) -> None:
+        if figures.get("output_tail"):
+            figures["output_tail"] = envinfo.portable_output(figures["output_tail"])
         row = self._row(case, **figures)
         key = identity(row)
         self.rows.pop(key, None)

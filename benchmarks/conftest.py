@@ -1,9 +1,18 @@
-"""pytest-benchmark: record the GPU and software facts in the saved JSON's machine_info."""
+"""pytest-benchmark: the machine's hardware in machine_info (what makes two machines
+different), the software and the commit in each benchmark's extra_info (a commit in
+machine_info would make every comparison across commits warn that the machine differs)."""
+import pytest
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
     from bench import envinfo
 
-    facts = envinfo.collect()
-    machine_info["parabench"] = {k: facts[k] for k in ("torch", "cuda", "cudnn", "nccl", "driver", "cpu", "git_commit")}
     machine_info["gpus"] = envinfo.gpus_on_host()
+
+
+@pytest.fixture(scope="session")
+def software():
+    from bench import envinfo
+
+    facts = envinfo.collect()
+    return {k: facts[k] for k in ("torch", "cuda", "cudnn", "nccl", "driver", "git_commit")}

@@ -26,7 +26,7 @@ if GPUS:
 
 @pytest.mark.parametrize("strategy, gpus, replicas, batch", CASES,
                          ids=[f"{c[0]}-{'gpu' if c[1] else 'cpu'}x{c[2]}-b{c[3]}" for c in CASES])
-def test_training_step(benchmark, strategy, gpus, replicas, batch):
+def test_training_step(benchmark, software, strategy, gpus, replicas, batch):
     spec = Case.make(strategy, "fp32", "resnet18-small", Placement(gpus, replicas), batch, "eager", Settings()).spec()
     configure_backends(spec)
     workload = get_workload("resnet18-small")
@@ -47,5 +47,5 @@ def test_training_step(benchmark, strategy, gpus, replicas, batch):
     benchmark.extra_info.update(
         global_batch=batch * replicas, img_per_s=batch * replicas / median,
         peak_alloc_mib=max((m[0] for m in memory.values()), default=None),
-        gpus=list(gpus), cudnn_benchmark=spec["cudnn_benchmark"],
+        gpus=list(gpus), cudnn_benchmark=spec["cudnn_benchmark"], **software,
     )

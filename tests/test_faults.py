@@ -3,7 +3,6 @@
 The test-only `faulty` strategy (tests/strategies/faulty.py) trains like `single` or
 `ddp` and fails on command at one per-GPU batch size.
 """
-import json
 import os
 import signal
 import subprocess

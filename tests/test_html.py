@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from tests.conftest import run_cli
-from tests.test_report import fixture_file  # noqa: F401 - the fixture
+from tests.test_report import fixture_file  # noqa: F401 - the fixture, shared
 
 BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
 if BROWSER is None and not os.environ.get("PARABENCH_REQUIRE_BROWSER"):

@@ -150,7 +150,24 @@ def test_auto_baseline_follows_the_gpu_model(tmp_path):
 
 def test_dashboard_export(tmp_path):
     results.write(tmp_path / "c.json", _rows()[1])
-    proc = run_cli("dashboard", str(tmp_path / "c.json"), "--out", str(tmp_path / "d.json"))
-    assert proc.returncode == 0
+    proc = run_cli("dashboard", str(tmp_path / "c.json"), "--out", str(tmp_path / "d.json"),
+                   "--memory-out", str(tmp_path / "m.json"))
+    assert proc.returncode == 0, proc.stderr
     entries = json.loads((tmp_path / "d.json").read_text())
-    assert {"name", "unit", "value", "range"} == set(entries[0]) and entries[0]["unit"] == "img/s"
+    assert {"name", "unit", "value", "range", "extra"} == set(entries[0]) and entries[0]["unit"] == "img/s"
+    assert "torch" in entries[0]["extra"] and "commit" in entries[0]["extra"]
+    assert any(e["unit"] == "x" and "speed-up over single, same run" in e["name"] for e in entries)
+    memory = json.loads((tmp_path / "m.json").read_text())
+    assert all(e["unit"] == "MiB" for e in memory)
+
+
+def test_dashboard_names_are_unique_over_the_committed_results(tmp_path):
+    from pathlib import Path
+
+    files = sorted(str(p) for p in (Path(__file__).resolve().parent.parent / "results").rglob("*.json")
+                   if "archive" not in str(p) and not p.name.endswith(".probe.json"))
+    proc = run_cli("dashboard", *files, "--out", str(tmp_path / "d.json"), "--memory-out", str(tmp_path / "m.json"))
+    assert proc.returncode == 0, proc.stderr
+    for out in ("d.json", "m.json"):
+        names = [e["name"] for e in json.loads((tmp_path / out).read_text())]
+        assert len(names) > 50 and len(names) == len(set(names))
