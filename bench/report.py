@@ -490,6 +490,57 @@ def achieved_vs_peak(frame: pd.DataFrame, peaks: dict[str, dict]) -> list[str]:
     return lines
 
 
+# Parameters of each workload (bench/models.py; a test checks these against the built models).
+PARAMETERS = {"resnet18": 11_689_512, "resnet18-small": 11_172_810}
+SHARDED = {name: strategies.get(name).shards for name in STRATEGY_ORDER if strategies.get(name).shards}
+
+
+def memory_section(group: pd.DataFrame) -> list[str]:
+    """Per-GPU peak memory of the sharded strategies against DDP at equal batch, GPUs,
+    precision and layout, with what sharding can save at most: the model state (fp32
+    weights, gradients and SGD momentum) it splits, (N-1)/N of it."""
+    ok = group[group["status"] == "ok"]
+    model = group["model"].iloc[0]
+    if not SHARDED or model not in PARAMETERS or not set(SHARDED) & set(ok["strategy"]):
+        return []
+    tensor_mib = PARAMETERS[model] * 4 / 2**20  # one fp32 copy of the parameters
+    state = {"optimizer": tensor_mib, "all": 3 * tensor_mib}  # momentum; weights + gradients + momentum
+    rows, notes = [], []
+    keys = same_run(["precision", "n_gpus", "batch_per_gpu", "channels_last"], group)
+    for key, at in ok.groupby(keys, sort=True):
+        ddp = at[(at["strategy"] == DDP) & (at["variant"].fillna("").isin(["", "channels_last"]))]
+        sharded = at[at["strategy"].isin(list(SHARDED))]
+        if ddp.empty or sharded.empty:
+            continue
+        base = ddp.iloc[0]
+        n = int(base["n_gpus"])
+        for _, r in sharded.iterrows():
+            bound = state[SHARDED[r["strategy"]]] * (n - 1) / n
+            rows.append({"precision": r["precision"], "GPUs": n, "batch/GPU": int(r["batch_per_gpu"]),
+                         "case": label(r), "peak MiB": f"{r['peak_alloc_mib']:.0f}",
+                         "ddp peak MiB": f"{base['peak_alloc_mib']:.0f}",
+                         "saved MiB": f"{base['peak_alloc_mib'] - r['peak_alloc_mib']:.0f}",
+                         "at most MiB": f"{bound:.0f}",
+                         "images/s vs ddp": f"{100 * r['img_per_s'] / base['img_per_s']:.0f}% "
+                                            f"({100 * r['img_per_s_p10'] / base['img_per_s_p90']:.0f}-"
+                                            f"{100 * r['img_per_s_p90'] / base['img_per_s_p10']:.0f})"})
+        activations = base["peak_alloc_mib"] - 3 * tensor_mib
+        notes.append((activations / base["peak_alloc_mib"], base))
+    if not rows:
+        return []
+    share, at = max(notes, key=lambda t: t[0])
+    lines = ["## Memory, explained: sharding against DDP", "",
+             f"{model} has {PARAMETERS[model] / 1e6:.2f} M parameters: its model state (fp32 weights, gradients and "
+             f"SGD momentum) is {3 * tensor_mib:.0f} MiB per replica. ZeRO-1 shards the momentum ({tensor_mib:.0f} MiB), "
+             f"FSDP2 all three, so on N GPUs they can save at most (N-1)/N of that per GPU ('at most'). The rest of "
+             f"the peak is activations and workspace, which no strategy here shards: up to {100 * share:.0f}% of "
+             f"ddp's peak ({label(at)}, {at['precision']}, batch {int(at['batch_per_gpu'])}/GPU). Where the saving "
+             "exceeds the bound or is negative, the difference is the strategies' own buffers (DDP's gradient "
+             "buckets, FSDP2's gathered parameters).", "",
+             pd.DataFrame(rows).to_markdown(index=False), ""]
+    return lines
+
+
 READING_GUIDE = (
     "images/s is the global batch over the median step time, with the p10-p90 spread over every timed step of "
     "every trial. Speed-up and efficiency compare with `single` at the same per-GPU batch (weak scaling), "
@@ -511,6 +562,7 @@ def model_page(group: pd.DataFrame, anatomy: pd.DataFrame, out: Path, name: str)
     figs += figure_scaling(group, out, f"{name}-scaling")
     lines += [f"![{p.stem}]({p.name})" for p in figs if p.suffix == ".png"] + [""]
     lines += ["## Findings", ""] + [f"- {s}" for s in findings(group)] + [""]
+    lines += memory_section(group)
     if not anatomy.empty:
         lines += anatomy_section(anatomy[(anatomy["hardware"] == hardware) & (anatomy["model"] == model)], out, name)
     for precision in [p for p in PRECISION_ORDER if p in set(group["precision"])]:
@@ -520,8 +572,8 @@ def model_page(group: pd.DataFrame, anatomy: pd.DataFrame, out: Path, name: str)
             results.atomic_write_bytes(out / f"{slug(name, precision, title.split(' (')[0].split(',')[0])}.csv",
                                        table.to_csv().encode())
     # The page lives one folder down from the figures.
-    return [re.sub(r"^(!\[[^]]*\]\()", r"\1../", line) if line.startswith("![") else line
-            for line in (line.replace("\n### ", "\n## ") for line in lines)]
+    return [re.sub(r"^(!\[[^]]*\]\()", r"\1../", line) if line.startswith("![") else
+            line[1:] if line.startswith("###") else line for line in lines]
 
 
 def write_report(paths: list[Path], out: Path) -> Path:

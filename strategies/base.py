@@ -114,6 +114,10 @@ class Strategy:
     # cache is thread-local, so cudnn.benchmark re-autotunes every convolution on every
     # step. The harness's `auto` policy turns benchmark off for them.
     replicas_in_threads: bool = False
+    # What a sharded strategy splits across its ranks (the report's memory section bounds
+    # its saving by it): "" (nothing), "optimizer" (optimiser state) or "all" (parameters,
+    # gradients and optimiser state).
+    shards: str = ""
 
     min_replicas: int = 1
     max_replicas: int | None = None  # 1 for strategies that use one device

@@ -24,6 +24,7 @@ LAUNCHER_OPTIONS = ("launcher", "torchrun_args", "backend", "timeout_s")
 class FSDP2(DDP):
     name = "fsdp2"
     summary = "FSDP2 fully_shard per residual stage and at the root (parameters, grads, state sharded)"
+    shards = "all"
     order, colour, reference = 24, "tab:olive", False
     supports_apex = False
     executions = ("eager", "compile")

@@ -12,6 +12,7 @@ from strategies.ddp import DDP
 class Zero1(DDP):
     name = "zero1"
     summary = "DDP + ZeroRedundancyOptimizer (optimiser state sharded across ranks)"
+    shards = "optimizer"
     order, colour, reference = 22, "tab:brown", False
     supports_apex = False
     executions = ("eager", "compile")  # the step broadcasts parameters between ranks from Python

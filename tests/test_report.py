@@ -217,3 +217,24 @@ def test_the_first_screen_is_the_answer(fixture_file, tmp_path):
             in text)
     assert "DataParallel-style strategies (dp, dp-fn, dp-manual) reach 32-32% of ddp's throughput" in text
     assert "cuDNN 9.19" in text and "91900" not in text
+
+
+def test_the_parameter_counts_are_the_models():
+    from bench.models import WORKLOADS, get_workload
+
+    for name in WORKLOADS:
+        assert report.PARAMETERS[name] == sum(p.numel() for p in get_workload(name).build().parameters())
+
+
+def test_the_memory_section_bounds_what_sharding_can_save():
+    rows = [row("ddp", 2, 64, ips=19000, model="resnet18"), row("zero1", 2, 64, ips=15000, model="resnet18"),
+            row("fsdp2", 2, 64, ips=12000, model="resnet18")]
+    rows[1]["peak_alloc_mib"], rows[2]["peak_alloc_mib"] = 6378.0, 6300.0
+    frame = answer_frame(rows)
+    text = "\n".join(report.memory_section(frame))
+    assert "its model state (fp32 weights, gradients and SGD momentum) is 134 MiB per replica" in text
+    cells = {c[3]: c for c in ([x.strip() for x in line.split("|")[1:-1]] for line in text.splitlines()
+                                if line.startswith("| fp32"))}
+    # ZeRO-1 shards the momentum (44.6 MiB): on 2 GPUs at most 22 MiB; FSDP2 all of it: 67 MiB.
+    assert cells["zero1 (2 GPU)"][4:9] == ["6378", "6400", "22", "22", "79% (71-87)"]
+    assert cells["fsdp2 (2 GPU)"][4:9] == ["6300", "6400", "100", "67", "63% (57-70)"]
