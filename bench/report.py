@@ -240,13 +240,61 @@ def _batch_panels(group: pd.DataFrame, title: str, ylabel: str, draw_line, folde
     return _save(fig, folder, name)
 
 
-def figure_throughput(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
-    def draw(ax, line, lab):
-        yerr = [line["img_per_s"] - line["img_per_s_p10"], line["img_per_s_p90"] - line["img_per_s"]]
-        ax.errorbar(line["batch_per_gpu"], line["img_per_s"], yerr=yerr, capsize=3, label=lab, **style(line.iloc[0]))
+def primary(group: pd.DataFrame) -> pd.DataFrame:
+    """For each strategy, device count and precision, one setting of the knobs: the one with
+    the fewest knobs set (then the most batch sizes). The other settings have figures of
+    their own (figure_knobs), so that no legend lists every variant."""
+    def knobs(variant) -> int:
+        return 0 if not variant else str(variant).count(",") + 1
 
-    return _batch_panels(group, "Training throughput vs per-GPU batch", "images/s (median; bars: p10-p90)", draw,
-                         folder, name)
+    keep = []
+    for _, sub in group.groupby(["strategy", "n_gpus", "precision", group["nnodes"].fillna(1)], sort=False):
+        counts = sub.groupby("variant")["batch_per_gpu"].nunique()
+        best = sorted(counts.index, key=lambda v: (knobs(v), -counts[v], str(v)))[0]
+        keep.append(sub[sub["variant"] == best])
+    return pd.concat(keep) if keep else group
+
+
+def _draw_throughput(ax, line, lab):
+    yerr = [line["img_per_s"] - line["img_per_s_p10"], line["img_per_s_p90"] - line["img_per_s"]]
+    ax.errorbar(line["batch_per_gpu"], line["img_per_s"], yerr=yerr, capsize=3, label=lab, **style(line.iloc[0]))
+
+
+def figure_throughput(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
+    return _batch_panels(primary(group), "Training throughput vs per-GPU batch (fewest knobs; others: knobs figure)",
+                         "images/s (median; bars: p10-p90)", _draw_throughput, folder, name)
+
+
+def figure_knobs(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
+    """Throughput of every knob setting, one panel per strategy and precision that has more
+    than one (line style and marker: the knobs; colour: the strategy)."""
+    ok = group[group["status"] == "ok"]
+    panels = [(s, p, sub) for (s, p), sub in ok.groupby(["strategy", "precision"], sort=False)
+              if sub["variant"].nunique() > 1]
+    if not panels:
+        return []
+    cols = min(3, len(panels))
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 5.2 * rows), squeeze=False)
+    fig.suptitle(f"Knob settings, each strategy and precision - {caption(group)}", fontsize=11)
+    markers, styles = "osD^v<>ph*", ["-", "--", ":", "-."]
+    for ax, (strategy, precision, sub) in zip(axes.flat, panels):
+        for i, ((gpus, variant), line) in enumerate(sub.groupby(["n_gpus", "variant"], sort=True)):
+            line = line.sort_values("batch_per_gpu")
+            yerr = [line["img_per_s"] - line["img_per_s_p10"], line["img_per_s_p90"] - line["img_per_s"]]
+            ax.errorbar(line["batch_per_gpu"], line["img_per_s"], yerr=yerr, capsize=2,
+                        color=COLORS.get(strategy, "grey"), marker=markers[i % len(markers)],
+                        ls=styles[i % len(styles)], label=_wrap(f"{int(gpus)} GPU: {variant or 'defaults'}"))
+        _log2_axis(ax)
+        ax.set_title(f"{strategy}, {precision}")
+        ax.set_xlabel("batch per GPU (log2)")
+        ax.set_ylabel("images/s")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    return _save(fig, folder, name)
 
 
 def figure_memory(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
@@ -260,8 +308,8 @@ def figure_memory(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
             ax.plot(line["batch_per_gpu"], line["peak_alloc_mib_min"] / 1024, ls="-.", lw=0.8, alpha=0.6,
                     color=drawn.get_color())
 
-    return _batch_panels(group, "Peak memory per GPU (busiest GPU; thin dash-dot: least busy GPU where it differs)",
-                         "peak allocated GiB per GPU", draw, folder, name)
+    return _batch_panels(primary(group), "Peak memory per GPU (busiest GPU; thin dash-dot: least busy GPU where it "
+                         "differs; fewest knobs)", "peak allocated GiB per GPU", draw, folder, name)
 
 
 def _bar_panel(ax, table: pd.DataFrame, title: str, ylabel: str, reference: float, yerr=None) -> None:
@@ -556,6 +604,7 @@ def model_page(group: pd.DataFrame, anatomy: pd.DataFrame, out: Path, name: str)
              READING_GUIDE, ""]
     figs = []
     figs += figure_throughput(group, out, f"{name}-throughput")
+    figs += figure_knobs(group, out, f"{name}-knobs")
     figs += figure_memory(group, out, f"{name}-memory")
     figs += figure_efficiency(group, out, f"{name}-efficiency")
     figs += figure_amp(group, out, f"{name}-amp-speedup")
