@@ -726,6 +726,9 @@ def anatomy_table(rows: pd.DataFrame, every: pd.DataFrame) -> pd.DataFrame:
         "CUDA graph ms": [f"{v:.2f}" if (v := _launch_free(r, every)) is not None and r["execution"] == "eager" else ""
                           for _, r in rows.iterrows()],
         "device": rows["anatomy_device"].tolist(),
+        # Every rank and device, not only the busiest: skew between ranks shows here.
+        "idle per device": rows["anatomy_idle_ms_per_device"].fillna("").str.replace(";", "; ").tolist(),
+        "exposed comm per device": rows["anatomy_exposed_comm_ms_per_device"].fillna("").str.replace(";", "; ").tolist(),
     })
     return table
 
