@@ -3,7 +3,9 @@ to use at each batch size, what it gives and what it costs, and how close the ne
 
 Computed from the report's frame (one row per case, speed-ups paired within a run); no
 torch. A "tie" is where the two spreads (p10-p90 of images/s) overlap: the order of the
-two is not a finding.
+two is not a finding. Where the fastest and the runner-up come from different results
+files, the gap says "different runs" (the machine may have been busier in one of them);
+the sentences divide only cases of the same run.
 """
 from __future__ import annotations
 
@@ -81,7 +83,10 @@ def answer_table(group: pd.DataFrame) -> pd.DataFrame:
             second = others.iloc[0]
             gap = 100 * (top["img_per_s"] / second["img_per_s"] - 1)
             tie = top["img_per_s_p10"] <= second["img_per_s_p90"]
-            line.update({"runner-up": _name(second), "gap": f"{gap:.1f}%" + (" (tie)" if tie else "")})
+            # Two runs may have met different machine loads: the gap then says so.
+            other_run = "source" in second and second["source"] != top["source"]
+            notes = [n for n, on in (("tie", tie), ("different runs", other_run)) if on]
+            line.update({"runner-up": _name(second), "gap": f"{gap:.1f}%" + (f" ({', '.join(notes)})" if notes else "")})
         if oom:
             line["runner-up"] += f"; out of memory: {', '.join(oom)}"
         lines.append(line)
@@ -104,76 +109,95 @@ def answer_groups(frame: pd.DataFrame):
             yield precision, where, group.drop(columns=["_devices", "_nnodes"])
 
 
-def sentences(frame: pd.DataFrame) -> list[str]:
-    """Three to six statements computed from one hardware/model frame."""
-    ok = frame[frame["status"] == "ok"]
+def twins(rows: pd.DataFrame, row, same: tuple, **fixed) -> pd.DataFrame:
+    """The rows measured in the same results file as `row` that match it on the `same`
+    columns and have the `fixed` values: what a ratio may divide `row` by (two figures
+    from different runs would compare the machine's moods, not the cases)."""
+    mask = pd.Series(True, index=rows.index)
+    for column in same + (("source",) if "source" in rows else ()):
+        mask &= rows[column] == row[column]
+    for column, value in fixed.items():
+        mask &= rows[column] == value
+    return rows[mask]
+
+
+def reference_pairs(ok: pd.DataFrame) -> list[tuple]:
+    """(row, images/s over the reference strategy's) for every threaded strategy's case with
+    default knobs, against the reference (DDP) with default knobs, same GPUs, batch,
+    precision and run."""
     plain = ok[ok["variant"].fillna("") == ""]
+    threaded = [s for s in strategies.names() if strategies.get(s).replicas_in_threads]
+    pairs = []
+    for _, r in plain[plain["strategy"].isin(threaded)].iterrows():
+        ref = twins(plain, r, ("n_gpus", "batch_per_gpu", "precision"), strategy=strategies.reference())
+        if len(ref):
+            pairs.append((r, r["img_per_s"] / ref["img_per_s"].iloc[0]))
+    return pairs
+
+
+def sharding_pairs(ok: pd.DataFrame) -> list[tuple]:
+    """(sharded row, reference row) at equal GPUs, batch, precision and layout, same run; the
+    reference with its default knobs (channels_last aside)."""
+    sharded = [s for s in strategies.names() if strategies.get(s).shards]
+    reference = ok[(ok["strategy"] == strategies.reference())
+                   & ok["variant"].fillna("").isin(["", "channels_last"])]
+    pairs = []
+    for _, r in ok[ok["strategy"].isin(sharded)].iterrows():
+        ref = twins(reference, r, ("n_gpus", "batch_per_gpu", "precision", "channels_last"))
+        if len(ref) and not pd.isna(r.get("peak_alloc_mib")):
+            pairs.append((r, ref.iloc[0]))
+    return pairs
+
+
+def sentences(frame: pd.DataFrame) -> list[str]:
+    """Three to six statements computed from one hardware/model frame; every ratio divides
+    two cases of the same results file."""
+    from bench.report import amp_speedups
+
+    ok = frame[frame["status"] == "ok"]
     out = []
     threaded = [s for s in strategies.names() if strategies.get(s).replicas_in_threads]
     reference = strategies.reference()
-    # DataParallel against DDP, same GPUs, batch and precision, default knobs.
-    pairs = []
-    for _, r in plain[plain["strategy"].isin(threaded)].iterrows():
-        ddp = plain[(plain["strategy"] == reference) & (plain["n_gpus"] == r["n_gpus"])
-                    & (plain["batch_per_gpu"] == r["batch_per_gpu"]) & (plain["precision"] == r["precision"])]
-        if len(ddp):
-            pairs.append(r["img_per_s"] / ddp["img_per_s"].iloc[0])
+    pairs = [ratio for _, ratio in reference_pairs(ok)]
     if pairs:
         out.append(f"DataParallel-style strategies ({', '.join(threaded)}) reach {100 * min(pairs):.0f}-"
                    f"{100 * max(pairs):.0f}% of {reference}'s throughput on the same GPUs ({len(pairs)} pairs, "
                    "default knobs).")
-    # Mixed precision: the best amp case against the best fp32 case of the same strategy, GPUs and batch.
-    gains = []
-    for (strategy, gpus, batch), g in ok.groupby(["strategy", "n_gpus", "batch_per_gpu"]):
-        fp32, amp = g[g["precision"] == "fp32"], g[g["precision"] != "fp32"]
-        if len(fp32) and len(amp):
-            gains.append(amp["img_per_s"].max() / fp32["img_per_s"].max())
+    gains = amp_speedups(frame)["amp_speedup"].dropna().tolist()
     if gains:
-        out.append(f"Mixed precision (its best knobs against fp32's best) gives a median x{statistics.median(gains):.2f}"
-                   f" images/s (x{min(gains):.2f}-x{max(gains):.2f} over {len(gains)} strategy/GPU/batch combinations).")
-    # channels_last, where both layouts ran with otherwise the same knobs.
+        out.append(f"Mixed precision gives a median x{statistics.median(gains):.2f} images/s over fp32 "
+                   f"(x{min(gains):.2f}-x{max(gains):.2f} over {len(gains)} cases; same strategy, GPUs, batch and run).")
     cl = []
     for _, r in ok[ok["channels_last"].astype(str).str.lower() == "true"].iterrows():
-        twin = ok[(ok["strategy"] == r["strategy"]) & (ok["n_gpus"] == r["n_gpus"])
-                  & (ok["batch_per_gpu"] == r["batch_per_gpu"]) & (ok["precision"] == r["precision"])
-                  & (ok["channels_last"].astype(str).str.lower() != "true")
-                  & (ok["variant"].fillna("") == str(r["variant"]).replace("channels_last", "").strip(", "))]
+        twin = twins(ok, r, ("strategy", "n_gpus", "batch_per_gpu", "precision"))
+        twin = twin[(twin["channels_last"].astype(str).str.lower() != "true")
+                    & (twin["variant"].fillna("") == str(r["variant"]).replace("channels_last", "").strip(", "))]
         if len(twin):
             cl.append(r["img_per_s"] / twin["img_per_s"].iloc[0])
     if cl:
         out.append(f"channels_last gives a median x{statistics.median(cl):.2f} images/s "
-                   f"(x{min(cl):.2f}-x{max(cl):.2f} over {len(cl)} pairs).")
-    # Sharding: memory per GPU against DDP at the same batch, GPUs and precision.
-    saved = []
-    for _, r in ok[ok["strategy"].isin(["zero1", "fsdp2"])].iterrows():
-        ddp = ok[(ok["strategy"] == reference) & (ok["n_gpus"] == r["n_gpus"])
-                 & (ok["batch_per_gpu"] == r["batch_per_gpu"]) & (ok["precision"] == r["precision"])
-                 & (ok["channels_last"] == r["channels_last"])]
-        if len(ddp) and not pd.isna(r.get("peak_alloc_mib")):
-            saved.append((r["strategy"], ddp["peak_alloc_mib"].min() - r["peak_alloc_mib"],
-                          r["img_per_s"] / ddp["img_per_s"].max()))
+                   f"(x{min(cl):.2f}-x{max(cl):.2f} over {len(cl)} pairs, same run).")
+    saved = [(ref["peak_alloc_mib"] - r["peak_alloc_mib"], r["img_per_s"] / ref["img_per_s"])
+             for r, ref in sharding_pairs(ok)]
     if saved:
-        mib = [s for _, s, _ in saved]
-        speed = [v for _, _, v in saved]
-        out.append(f"Sharding (zero1, fsdp2) takes between {max(mib):.0f} MiB less and {max(0, -min(mib)):.0f} MiB more "
+        mib, speed = [m for m, _ in saved], [v for _, v in saved]
+        names = ", ".join(s for s in strategies.names() if strategies.get(s).shards)
+        out.append(f"Sharding ({names}) takes between {max(mib):.0f} MiB less and {max(0, -min(mib)):.0f} MiB more "
                    f"per GPU than {reference} ({sum(m > 0 for m in mib)} of {len(mib)} cases save), at "
-                   f"{100 * min(speed):.0f}-{100 * max(speed):.0f}% of its best throughput.")
-    # Host-bound cases: a whole-step CUDA graph runs the same step much faster.
-    graph = ok[ok["execution"] == "cuda-graph"]
+                   f"{100 * min(speed):.0f}-{100 * max(speed):.0f}% of its throughput (same run).")
     bound = []
-    for _, g in graph.iterrows():
-        eager = ok[(ok["execution"] == "eager") & (ok["strategy"] == g["strategy"]) & (ok["n_gpus"] == g["n_gpus"])
-                   & (ok["batch_per_gpu"] == g["batch_per_gpu"]) & (ok["precision"] == g["precision"])]
+    for _, g in ok[ok["execution"] == "cuda-graph"].iterrows():
+        eager = twins(ok, g, ("strategy", "n_gpus", "batch_per_gpu", "precision"), execution="eager")
         if len(eager):
             bound.append((g["img_per_s"] / eager["img_per_s"].max(), g))
     if bound:
         ratio, g = max(bound, key=lambda t: t[0])
         if ratio > 1.5:
             out.append(f"Small batches are host-bound: captured in a CUDA graph, {g['strategy']} at "
-                       f"{int(g['batch_per_gpu'])}/GPU runs x{ratio:.1f} faster than its best eager case (the "
-                       f"launch-free ceiling; {sum(r > 1.5 for r, _ in bound)} of {len(bound)} graph cases gain more "
-                       "than x1.5).")
+                       f"{int(g['batch_per_gpu'])}/GPU runs x{ratio:.1f} faster than its best eager case of the same "
+                       f"run (the launch-free ceiling; {sum(r > 1.5 for r, _ in bound)} of {len(bound)} graph cases "
+                       "gain more than x1.5).")
         else:
-            out.append(f"A whole-step CUDA graph gains at most x{ratio:.2f} over the best eager case here "
+            out.append(f"A whole-step CUDA graph gains at most x{ratio:.2f} over the best eager case of its run "
                        f"({len(bound)} cases): these steps are not host-bound.")
     return out

@@ -107,6 +107,8 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
             raise UsageError(f"{flag} must be at least {minimum}, got {value}")
         return value
 
+    if args.anatomy_steps is not None and not args.anatomy:
+        raise UsageError("--anatomy-steps sets the profiled window of --anatomy: add --anatomy")
     for flag, value in (("--case-timeout", args.case_timeout), ("--startup-timeout", args.startup_timeout)):
         if not (math.isfinite(value) and value > 0):
             raise UsageError(f"--case-timeout and --startup-timeout must be positive (seconds); {flag} is {value}")
@@ -249,9 +251,9 @@ def cmd_run(args) -> int:
             print(f"terminated: {len(sweep.rows)} finished case(s) are in {out}; resume with --resume --out {out}",
                   file=sys.stderr)
             return 143
-        except (WriteFailed, NodeGone) as exc:
+        except (WriteFailed, NodeGone, nodes_mod.NodesError) as exc:
             reporter.close()
-            print(f"parabench: error: {exc}" + (f"; finished cases are in {out}" if isinstance(exc, NodeGone) else ""),
+            print(f"parabench: error: {exc}" + ("" if isinstance(exc, WriteFailed) else f"; finished cases are in {out}"),
                   file=sys.stderr)
             return 1
         finally:
@@ -465,7 +467,7 @@ def cmd_anatomy(args) -> int:
     for folder, rank in ranks:
         try:
             breakdown = anatomy.analyse_rank(str(folder), rank)
-        except (OSError, ValueError) as exc:
+        except (OSError, EOFError, ValueError) as exc:  # unreadable, truncated or not a trace
             raise UsageError(f"cannot analyse rank {rank} in {folder}: {exc}") from None
         for d in breakdown:
             print("  ".join([f"{rank:>12}", f"{d['device']:>12}"] + [f"{d[v]:12.4f}" for v in anatomy.VALUES])

@@ -130,20 +130,29 @@ class Store:
     def key(self, *parts) -> str:
         return "/".join([PREFIX, self.nodes.run_id, *map(str, parts)])
 
+    def _call(self, method: str, *args):
+        """One store operation; a lost connection (node 0 gone) becomes a NodesError that
+        says so, whichever of the store's error types it came as."""
+        try:
+            return getattr(self.store, method)(*args)
+        except Exception as exc:  # noqa: BLE001 - DistStoreError, DistNetworkError, RuntimeError...
+            raise NodesError(f"lost node 0's rendezvous store at {self.nodes.endpoint} ({exc}): node 0 is gone; "
+                             "its results file holds what finished") from None
+
     def set(self, value, *parts) -> None:
-        self.store.set(self.key(*parts), json.dumps(value))
+        self._call("set", self.key(*parts), json.dumps(value))
 
     def has(self, *parts) -> bool:
-        return self.store.check([self.key(*parts)])
+        return self._call("check", [self.key(*parts)])
 
     def get(self, *parts):
-        return json.loads(self.store.get(self.key(*parts)))
+        return json.loads(self._call("get", self.key(*parts)))
 
     def beat(self) -> int:
-        return self.store.add(self.key("beat", self.nodes.node_rank), 1)
+        return self._call("add", self.key("beat", self.nodes.node_rank), 1)
 
     def beats(self, node: int) -> int:
-        return self.store.add(self.key("beat", node), 0)
+        return self._call("add", self.key("beat", node), 0)
 
 
 def agree(store: Store, digest: str, timeout_s: float) -> None:
@@ -169,7 +178,7 @@ def agree(store: Store, digest: str, timeout_s: float) -> None:
                 time.sleep(0.2)
     else:
         deadline = time.monotonic() + timeout_s + 30
-        while not _has(store, ("verdict",)):
+        while not store.has("verdict"):
             if time.monotonic() > deadline:
                 raise NodesError(f"node 0 did not confirm the sweep within {timeout_s:g} s")
             time.sleep(0.2)
@@ -261,7 +270,7 @@ def follow(nodes: Nodes, store: Store, env: dict, cwd: str, gpus: list[int]) -> 
                 worker = Worker(launcher.command(spec_path, placement, published["options"], nodes.rendezvous(launch)),
                                 run_env, cwd)
                 reported = False
-                while not _has(store, ("launch", launch, "end")):
+                while not store.has("launch", launch, "end"):
                     for event in reader.poll():
                         if event.get("status") in ("error", "oom") or event["event"] == "worker_error":
                             if not reported:
@@ -298,16 +307,8 @@ def on_these_gpus(spec: dict, gpus: list[int]) -> dict:
     return {**spec, "gpus": mine, "cases": [{**c, "gpus": mine} for c in spec["cases"]]}
 
 
-def _has(store: Store, parts: tuple) -> bool:
-    try:
-        return store.has(*parts)
-    except Exception as exc:  # noqa: BLE001 - the store's errors name no common type
-        raise NodesError(f"lost node 0's rendezvous store at {store.nodes.endpoint} ({exc}): "
-                         "node 0 is gone; its results file holds what finished") from None
-
-
 def _wait(store: Store, parts: tuple):
     """A key's value, polling so that a lost connection to node 0 is noticed."""
-    while not _has(store, parts):
+    while not store.has(*parts):
         time.sleep(0.2)
     return store.get(*parts)

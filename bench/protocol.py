@@ -12,6 +12,7 @@ import json
 import os
 
 ENV = "PARABENCH_EVENTS"
+NODE_RANK_ENV = "PARABENCH_NODE_RANK"  # the worker's node in a multi-node sweep (bench/nodes.py)
 
 # Exit codes a worker uses after it reported a failed case.
 EXIT_AFTER_OOM = 75

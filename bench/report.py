@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import strategies  # noqa: E402
-from bench import envinfo, results  # noqa: E402
+from bench import answer, envinfo, results  # noqa: E402
 from bench.case import Case, hardware  # noqa: E402
 from bench.precision import PRECISIONS  # noqa: E402
 
@@ -116,11 +116,7 @@ def add_speedups(frame: pd.DataFrame) -> pd.DataFrame:
     return merged
 
 
-def _k(x: float) -> str:
-    """Images/s with their significant digits: 19.0k, 47, 0.7."""
-    from bench.answer import rate
-
-    return rate(x)
+_k = answer.rate  # images/s with their significant digits: 19.0k, 47, 0.7
 
 
 def _status_cell(row) -> str:
@@ -457,14 +453,10 @@ def findings(group: pd.DataFrame) -> list[str]:
                 overlap = top["img_per_s_p10"] <= second["img_per_s_p90"]
                 out.append(f"{precision}, batch {batch}/GPU: fastest is {label(top)} at {_k(top['img_per_s'])} img/s"
                            f"{' (within the spread of the next, ' + label(second) + ')' if overlap else ''}.")
-        for threaded in sorted(THREADED & set(p["strategy"])):
-            ratios = []
-            for _, r in p[(p["strategy"] == threaded) & (p["variant"] == "")].iterrows():
-                ddp = p[(p["strategy"] == DDP) & (p["n_gpus"] == r["n_gpus"]) & (p["variant"] == "")
-                        & (p["batch_per_gpu"] == r["batch_per_gpu"])]
-                if not ddp.empty:
-                    ratios.append((r["batch_per_gpu"], r["img_per_s"] / ddp["img_per_s"].iloc[0]))
-            if ratios and min(x for _, x in ratios) < 0.9:
+        pairs = answer.reference_pairs(p)
+        for threaded in sorted({r["strategy"] for r, _ in pairs}):
+            ratios = [(r["batch_per_gpu"], x) for r, x in pairs if r["strategy"] == threaded]
+            if min(x for _, x in ratios) < 0.9:
                 worst = min(ratios, key=lambda t: t[1])
                 out.append(f"{precision}: {threaded} reaches {100 * min(x for _, x in ratios):.0f}-"
                            f"{100 * max(x for _, x in ratios):.0f}% of DDP's throughput on the same GPUs "
@@ -548,48 +540,37 @@ SHARDED = {name: strategies.get(name).shards for name in STRATEGY_ORDER if strat
 
 def memory_section(group: pd.DataFrame) -> list[str]:
     """Per-GPU peak memory of the sharded strategies against DDP at equal batch, GPUs,
-    precision and layout, with what sharding can save at most: the model state (fp32
-    weights, gradients and SGD momentum) it splits, (N-1)/N of it."""
-    ok = group[group["status"] == "ok"]
+    precision and layout (same run), with what sharding can save at most: the part of the
+    model state (fp32 weights, gradients and SGD momentum) it splits, (N-1)/N of it."""
     model = group["model"].iloc[0]
-    if not SHARDED or model not in PARAMETERS or not set(SHARDED) & set(ok["strategy"]):
+    pairs = answer.sharding_pairs(group[group["status"] == "ok"])
+    if model not in PARAMETERS or not pairs:
         return []
     tensor_mib = PARAMETERS[model] * 4 / 2**20  # one fp32 copy of the parameters
     state = {"optimizer": tensor_mib, "all": 3 * tensor_mib}  # momentum; weights + gradients + momentum
-    rows, notes = [], []
-    keys = same_run(["precision", "n_gpus", "batch_per_gpu", "channels_last"], group)
-    for key, at in ok.groupby(keys, sort=True):
-        ddp = at[(at["strategy"] == DDP) & (at["variant"].fillna("").isin(["", "channels_last"]))]
-        sharded = at[at["strategy"].isin(list(SHARDED))]
-        if ddp.empty or sharded.empty:
-            continue
-        base = ddp.iloc[0]
+    rows = []
+    for r, base in pairs:
         n = int(base["n_gpus"])
-        for _, r in sharded.iterrows():
-            bound = state[SHARDED[r["strategy"]]] * (n - 1) / n
-            rows.append({"precision": r["precision"], "GPUs": n, "batch/GPU": int(r["batch_per_gpu"]),
-                         "case": label(r), "peak MiB": f"{r['peak_alloc_mib']:.0f}",
-                         "ddp peak MiB": f"{base['peak_alloc_mib']:.0f}",
-                         "saved MiB": f"{base['peak_alloc_mib'] - r['peak_alloc_mib']:.0f}",
-                         "at most MiB": f"{bound:.0f}",
-                         "images/s vs ddp": f"{100 * r['img_per_s'] / base['img_per_s']:.0f}% "
-                                            f"({100 * r['img_per_s_p10'] / base['img_per_s_p90']:.0f}-"
-                                            f"{100 * r['img_per_s_p90'] / base['img_per_s_p10']:.0f})"})
-        activations = base["peak_alloc_mib"] - 3 * tensor_mib
-        notes.append((activations / base["peak_alloc_mib"], base))
-    if not rows:
-        return []
-    share, at = max(notes, key=lambda t: t[0])
-    lines = ["## Memory, explained: sharding against DDP", "",
-             f"{model} has {PARAMETERS[model] / 1e6:.2f} M parameters: its model state (fp32 weights, gradients and "
-             f"SGD momentum) is {3 * tensor_mib:.0f} MiB per replica. ZeRO-1 shards the momentum ({tensor_mib:.0f} MiB), "
-             f"FSDP2 all three, so on N GPUs they can save at most (N-1)/N of that per GPU ('at most'). The rest of "
-             f"the peak is activations and workspace, which no strategy here shards: up to {100 * share:.0f}% of "
-             f"ddp's peak ({label(at)}, {at['precision']}, batch {int(at['batch_per_gpu'])}/GPU). Where the saving "
-             "exceeds the bound or is negative, the difference is the strategies' own buffers (DDP's gradient "
-             "buckets, FSDP2's gathered parameters).", "",
-             pd.DataFrame(rows).to_markdown(index=False), ""]
-    return lines
+        rows.append({"precision": r["precision"], "GPUs": n, "batch/GPU": int(r["batch_per_gpu"]),
+                     "case": label(r), "peak MiB": f"{r['peak_alloc_mib']:.0f}",
+                     "ddp peak MiB": f"{base['peak_alloc_mib']:.0f}",
+                     "saved MiB": f"{base['peak_alloc_mib'] - r['peak_alloc_mib']:.0f}",
+                     "at most MiB": f"{state[SHARDED[r['strategy']]] * (n - 1) / n:.0f}",
+                     "images/s vs ddp": f"{100 * r['img_per_s'] / base['img_per_s']:.0f}% "
+                                        f"({100 * r['img_per_s_p10'] / base['img_per_s_p90']:.0f}-"
+                                        f"{100 * r['img_per_s_p90'] / base['img_per_s_p10']:.0f})"})
+    share, at = max((((b["peak_alloc_mib"] - 3 * tensor_mib) / b["peak_alloc_mib"], b) for _, b in pairs),
+                    key=lambda t: t[0])
+    what = {"optimizer": f"the momentum ({tensor_mib:.0f} MiB)", "all": "all three"}
+    who = "; ".join(f"{name} shards {what[kind]}" for name, kind in SHARDED.items())
+    return ["## Memory, explained: sharding against DDP", "",
+            f"{model} has {PARAMETERS[model] / 1e6:.2f} M parameters: its model state (fp32 weights, gradients and "
+            f"SGD momentum) is {3 * tensor_mib:.0f} MiB per replica. {who}; on N GPUs a strategy can save at most "
+            "(N-1)/N of what it shards, per GPU ('at most'). The rest of the peak is activations and workspace, "
+            f"which no strategy here shards: up to {100 * share:.0f}% of ddp's peak ({label(at)}, {at['precision']}, "
+            f"batch {int(at['batch_per_gpu'])}/GPU). Where the saving exceeds the bound or is negative, the "
+            "difference is the strategies' own buffers (DDP's gradient buckets, gathered parameters).", "",
+            pd.DataFrame(rows).to_markdown(index=False), ""]
 
 
 READING_GUIDE = (
@@ -631,8 +612,6 @@ def model_page(group: pd.DataFrame, anatomy: pd.DataFrame, out: Path, name: str)
 def write_report(paths: list[Path], out: Path) -> Path:
     """plots/REPORT.md, the answer on its first screen, and one details page per hardware and
     model (plots/<hardware>/<model>.md) with the figures and every table."""
-    from bench import answer
-
     frame = load_frame(paths)
     anatomy = load_anatomy(paths)
     out.mkdir(parents=True, exist_ok=True)
@@ -681,10 +660,9 @@ def _anatomy_rows(group: pd.DataFrame) -> pd.DataFrame:
 
 
 def _launch_free(row, rows: pd.DataFrame):
-    """The measured CUDA-graph step of the same strategy, devices, precision and batch."""
-    graph = rows[(rows["execution"] == "cuda-graph") & (rows["strategy"] == row["strategy"])
-                 & (rows["n_gpus"] == row["n_gpus"]) & (rows["batch_per_gpu"] == row["batch_per_gpu"])
-                 & (rows["precision"] == row["precision"]) & (rows["channels_last"] == row["channels_last"])]
+    """The timed CUDA-graph step of the same strategy, devices, precision, batch and run."""
+    graph = answer.twins(rows, row, ("strategy", "n_gpus", "batch_per_gpu", "precision", "channels_last"),
+                         execution="cuda-graph")
     return graph["step_ms_p50"].iloc[0] if len(graph) else None
 
 
@@ -741,9 +719,8 @@ def anatomy_findings(rows: pd.DataFrame, every: pd.DataFrame) -> list[str]:
         return {p: r[f"anatomy_{p}_ms"] for p in ANATOMY_PARTS}
 
     eager = rows[rows["execution"] == "eager"]
-    singles = eager[eager["strategy"] == BASELINE]
     for _, r in eager[(eager["strategy"] == DDP)].iterrows():
-        same = singles[singles["channels_last"] == r["channels_last"]]
+        same = answer.twins(eager, r, ("channels_last",), strategy=BASELINE)  # profiled in the same run
         if same.empty:
             continue
         # The baseline with the same optimiser kernels where there is one.
@@ -753,7 +730,7 @@ def anatomy_findings(rows: pd.DataFrame, every: pd.DataFrame) -> list[str]:
         ranked = sorted(delta.items(), key=lambda kv: -kv[1])
         out.append(f"{label(r)} takes {extra:+.2f} ms per profiled step against {label(b)}: "
                    + ", ".join(f"{p.replace('_', ' ')} {v:+.2f}" for p, v in ranked) + " ms.")
-    for _, r in eager[eager["strategy"].isin(THREADED | {"allreduce-scratch"})].iterrows():
+    for _, r in eager[~eager["strategy"].isin([BASELINE, DDP])].iterrows():
         share = {p: 100 * parts(r)[p] / r["anatomy_step_ms"] for p in ANATOMY_PARTS}
         out.append(f"{label(r)}: idle {share['idle']:.0f}% of its step, copies {share['copy']:.0f}%, "
                    f"exposed communication {share['exposed_comm']:.0f}%, compute {share['compute']:.0f}%.")

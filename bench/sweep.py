@@ -59,7 +59,7 @@ def worker_env(node_rank: int = 0) -> dict:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(envinfo.REPO), env.get("PYTHONPATH")]))
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off unless asked for
-    env["PARABENCH_NODE_RANK"] = str(node_rank)
+    env[protocol.NODE_RANK_ENV] = str(node_rank)
     return env
 
 
@@ -231,8 +231,8 @@ class Sweep:
 
             tail = worker.output_tail()
             cause = ""
-            failed = timed_out or inflight is not None or (pending and len(pending) == before)
-            gone = self.leader.gone() if rendezvous is not None and failed else []
+            broke = timed_out or inflight is not None or (pending and len(pending) == before)
+            gone = self.leader.gone() if rendezvous is not None and broke else []
             if gone:
                 cause = f"; node(s) {', '.join(map(str, gone))} stopped answering"
             if rendezvous is not None and (elsewhere := self.leader.follower_reasons(launch)):

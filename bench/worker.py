@@ -27,8 +27,6 @@ from bench.stats import summarize
 from bench.timing import StepClock, peak_memory_mib, reset_peak_memory
 from strategies.base import Placement, WorkerContext
 
-NODE_RANK_ENV = "PARABENCH_NODE_RANK"  # set by the parent of each node (bench/nodes.py)
-
 
 def configure_backends(case: dict, parity: bool = False) -> None:
     torch.backends.cudnn.benchmark = bool(case["cudnn_benchmark"])
@@ -66,14 +64,18 @@ class Job:
     def reporting(self) -> bool:
         """The process that reports: local rank 0 of node 0 (the node whose parent writes the
         rows). torchrun's c10d rendezvous may give global rank 0 to any node."""
-        return self.local_rank == 0 and int(os.environ.get(NODE_RANK_ENV, "0")) == 0
+        return self.local_rank == 0 and self.node == 0
+
+    @property
+    def node(self) -> int:
+        return int(os.environ.get(protocol.NODE_RANK_ENV, "0"))
 
     def whereabouts(self) -> dict:
         """This process's node, host and device model, for the row's hosts and GPU names."""
         import socket
 
         gpu = torch.cuda.get_device_name() if self.spec["gpus"] and torch.cuda.is_available() else "CPU"
-        return {"node": int(os.environ.get(NODE_RANK_ENV, "0")), "host": socket.gethostname(), "gpu": gpu}
+        return {"node": self.node, "host": socket.gethostname(), "gpu": gpu}
 
     def data(self, case: dict):
         """This process's rows of the case's global batch, built here and nowhere else; a

@@ -238,3 +238,15 @@ def test_the_memory_section_bounds_what_sharding_can_save():
     # ZeRO-1 shards the momentum (44.6 MiB): on 2 GPUs at most 22 MiB; FSDP2 all of it: 67 MiB.
     assert cells["zero1 (2 GPU)"][4:9] == ["6378", "6400", "22", "22", "79% (71-87)"]
     assert cells["fsdp2 (2 GPU)"][4:9] == ["6300", "6400", "100", "67", "63% (57-70)"]
+
+
+def test_a_gap_between_two_runs_says_so():
+    from bench import answer
+
+    frame = pd.concat([answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000)]),
+                       answer_frame([row("dp", 2, 64, ips=6000)]).assign(source="other.json")])
+    ((_, _, group),) = list(answer.answer_groups(frame))
+    (line,) = answer.answer_table(group).to_dict("records")
+    assert line["runner-up"] == "dp" and line["gap"] == "216.7% (different runs)"
+    # Sentences divide cases of one run only: dp and ddp ran in different files here.
+    assert not any("DataParallel" in s for s in answer.sentences(frame))

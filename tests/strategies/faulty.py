@@ -5,6 +5,7 @@ injects `fault` on rank `fault_rank` at per-GPU batch `at_batch` (0: every batch
 raise, oom, hostoom (a real host allocation that cannot succeed), sigkill, segfault,
 exit, hang, orphan (start a detached child, then hang), print (a line without a newline
 on stdout, as user code may), or slow (sleep `slow_ms` in every step).
+PARABENCH_FAULTY_MARK=PATH creates that file as a fault fires (a test can wait for it).
 PARABENCH_FAULTY_SLOW_MS=N adds an N ms sleep to every step with no change of settings:
 a real code slowdown, for regression tests. PARABENCH_FAULTY_EXTRA=WORK adds real work to
 every step, also with no change of settings (the work counters must catch it): item (one
@@ -41,6 +42,8 @@ def extra_work(kind: str, model, batch) -> None:
 def inject(fault: str, slow_ms: float) -> None:
     import torch
 
+    if os.environ.get("PARABENCH_FAULTY_MARK"):
+        open(os.environ["PARABENCH_FAULTY_MARK"], "a").close()  # tells a test that the fault is under way
     if fault == "raise":
         raise RuntimeError("injected failure")
     if fault == "oom":
