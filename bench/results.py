@@ -24,6 +24,11 @@ from bench.anatomy import COLUMNS as ANATOMY, FLOAT_COLUMNS as ANATOMY_FLOAT
 from bench.counters import COUNTERS
 
 SCHEMA = "parabench-results/1"
+# Where a case's wall time went (seconds): the worker's start-up (first case of each
+# worker only), building model, data and step, the warm-up (cuDNN autotuning and lazy
+# kernel loading land here), the timed trials, and the counting step. `elapsed_s` is the
+# whole case inside the worker.
+PHASES = ["worker_start_s", "build_s", "warmup_s", "timed_s", "counters_s"]
 
 FIGURES = [
     "status", "reason",
@@ -31,7 +36,7 @@ FIGURES = [
     "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "n_timed_steps",
     "peak_alloc_mib", "peak_alloc_mib_min", "peak_reserved_mib",
     "peak_alloc_mib_per_device", "peak_reserved_mib_per_device",
-    "flops_per_image", "tflops", *COUNTERS, *ANATOMY, "elapsed_s", "output_tail",
+    "flops_per_image", "tflops", *COUNTERS, *ANATOMY, "elapsed_s", *PHASES, "output_tail",
 ]
 ENVIRONMENT = [
     "gpu_name", "gpu_count_host", "gpu_memory_mib", "driver", "cuda", "cudnn", "nccl", "torch", "mxnet", "numpy",
@@ -47,6 +52,7 @@ FLOAT = {
     "img_per_s", "img_per_s_p10", "img_per_s_p90", "wall_img_per_s", "trial_img_per_s_min", "trial_img_per_s_max",
     "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "peak_alloc_mib", "peak_alloc_mib_min",
     "peak_reserved_mib", "flops_per_image", "tflops", "elapsed_s", "gpu_memory_mib", "alloc_mib_per_step",
+    *PHASES,
 } | ANATOMY_FLOAT | {"host_memory_gib"}
 # Figures an `ok` row must have, finite and above zero.
 REQUIRED_POSITIVE = ("img_per_s", "img_per_s_p10", "img_per_s_p90", "step_ms_p10", "step_ms_p50", "step_ms_p90")

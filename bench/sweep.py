@@ -190,7 +190,9 @@ class Sweep:
                     rendezvous = self.leader.store.nodes.rendezvous(launch)
                 worker = Worker(launcher.command(spec_path, pending[0].placement, pending[0].options_dict, rendezvous),
                                 env, str(envinfo.REPO))
-                deadline = time.monotonic() + s.startup_timeout_s
+                spawned = deadline = time.monotonic()
+                deadline += s.startup_timeout_s
+                worker_start_s = None  # spawn to the first case's start: recorded in that case's row
                 while True:
                     exited = not worker.alive()
                     for event in reader.poll():
@@ -198,11 +200,15 @@ class Sweep:
                         if event["event"] == "worker_error":
                             worker_error = worker_error or event
                         elif event["event"] == "start" and case in pending:
+                            if worker_start_s is None:
+                                worker_start_s = {case: round(time.monotonic() - spawned, 3)}
                             inflight = case
                             deadline = time.monotonic() + s.case_timeout_s
                             self.reporter.case_started(case.label())
                         elif event["event"] == "result" and case in pending:
                             figures = {k: v for k, v in event.items() if k in results.COLUMNS and k not in Case.__dataclass_fields__}
+                            if worker_start_s and case in worker_start_s:
+                                figures["worker_start_s"] = worker_start_s[case]
                             if event["status"] != "ok":
                                 figures["output_tail"] = event.get("traceback", "")
                                 if rendezvous is not None and (elsewhere := self.leader.follower_reasons(launch)):

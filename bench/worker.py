@@ -116,11 +116,21 @@ def build_step(job: Job, case: dict, parity: bool = False):
 
 
 def measure_case(job: Job, case: dict) -> dict | None:
+    phases, mark = {}, time.perf_counter()
+
+    def phase(name: str) -> None:
+        nonlocal mark
+        now = time.perf_counter()
+        phases[name], mark = now - mark, now
+
     step, run = build_step(job, case)
     clock = StepClock(step.devices)
+    clock.synchronize()
+    phase("build_s")
     for _ in range(case["warmup"]):
         run()
     clock.synchronize()
+    phase("warmup_s")
     if case["execution"] != "cuda-graph":  # a captured step's peak was reset before its capture
         reset_peak_memory(step.devices)
     job.launcher.barrier()
@@ -130,15 +140,17 @@ def measure_case(job: Job, case: dict) -> dict | None:
         times, wall = clock.time_trial(run, case["steps"])
         step_ms.append(times)
         trial_wall.append(wall)
+    phase("timed_s")
     memory = peak_memory_mib(step.devices)
     work = counters.count_step(run, step.devices)  # after the timing: the profiler never touches it
     clock.synchronize()
+    phase("counters_s")
     anatomy_started = time.perf_counter()
     breakdown = profile_anatomy(job, case, run, step.devices) if case.get("anatomy") else None
 
     # Several processes: a step takes as long as its slowest rank.
     per_rank = job.launcher.gather({"step_ms": step_ms, "wall": trial_wall, "memory": memory, "work": work,
-                                    "anatomy": breakdown, "where": job.whereabouts()})
+                                    "anatomy": breakdown, "where": job.whereabouts(), "phases": phases})
     if not job.reporting:
         return None
     step_ms = [max(col) for col in zip(*[sum(r["step_ms"], []) for r in per_rank])]
@@ -146,6 +158,7 @@ def measure_case(job: Job, case: dict) -> dict | None:
     memory = {(r["where"]["node"], k): v for r in per_rank for k, v in r["memory"].items()}
 
     figures = summarize(step_ms, trial_wall, case["steps"], case["global_batch"])
+    figures.update({name: round(max(r["phases"][name] for r in per_rank), 3) for name in phases})
     if case.get("nnodes", 1) > 1:
         nodes = {r["where"]["node"]: r["where"] for r in per_rank}
         figures.update(hosts=";".join(nodes[n]["host"] for n in sorted(nodes)),
