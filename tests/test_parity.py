@@ -2,14 +2,15 @@
 
 Reference: one device, the global batch in the same shards as the strategy's devices
 (BatchNorm normalises per shard), gradients averaged, one SGD step. Tolerances are in
-bench/parity.py: rtol 1e-4, atol 1e-5 on the CPU; rtol 1e-3, atol 5e-5 on GPUs.
+bench/parity.py: rtol 1e-4, atol 1e-5 on the CPU; rtol 1e-3, atol 5e-5 on GPUs; a compiled
+step within 2% of each tensor's own one-step update (Inductor's kernels reorder reductions).
 Compressed communication hooks change the numbers and state their own tolerance below.
 """
 import pytest
 
 import strategies
-from bench.parity import (CPU_TOLERANCE, GPU_TOLERANCE, all_close, max_abs_difference, parity_case, reference_parameters,
-                          run_parity, strategy_parameters)
+from bench.parity import (COMPILE_UPDATE_FRACTION, CPU_TOLERANCE, GPU_TOLERANCE, all_close, max_abs_difference,
+                          parity_case, reference_parameters, run_parity, strategy_parameters, update_share)
 from tests.conftest import needs_two_gpus
 
 MODEL, GLOBAL_BATCH = "resnet18-small", 8
@@ -79,6 +80,28 @@ def test_a_case_does_not_depend_on_what_ran_before_it_in_the_worker():
     assert max_abs_difference(a, b) == 0.0
 
 
+def _compiled_check(label, params, reference, initial):
+    name, share = update_share(params, reference, initial)
+    print(f"{label}: worst tensor {name}, {share:.2%} of its one-step update (max |diff| "
+          f"{max_abs_difference(params, reference):.3g})")
+    assert share <= COMPILE_UPDATE_FRACTION, f"{name} differs by {share:.2%} of its update"
+
+
+def test_cpu_compiled_step_keeps_the_step(reference):
+    params = strategy_parameters("single", MODEL, GLOBAL_BATCH, (), 1, execution="compile")
+    _compiled_check("single compile", params, reference[1], reference_parameters(MODEL, GLOBAL_BATCH, shards=1, steps=0))
+
+
+def test_the_update_share_detects_a_different_step(reference):
+    # What the compiled check would let through must exclude a wrong step: other BatchNorm
+    # shards, gradients summed instead of averaged.
+    initial = reference_parameters(MODEL, GLOBAL_BATCH, shards=2, steps=0)
+    assert update_share(reference[1], reference[2], initial)[1] > 10 * COMPILE_UPDATE_FRACTION
+    summed = {k: initial[k] + 2 * (reference[2][k] - initial[k]) for k in initial}
+    assert update_share(summed, reference[2], initial)[1] > 10 * COMPILE_UPDATE_FRACTION
+    assert update_share(reference[2], reference[2], initial)[1] == 0.0
+
+
 def test_the_comparison_detects_a_different_step(reference):
     # A step over other shards (BatchNorm statistics) or other weights must fail the check.
     assert not all_close(reference[1], reference[2], **CPU_TOLERANCE)
@@ -119,7 +142,12 @@ def test_gpu_executions_keep_the_step(strategy, execution, sgd_impl, gpu_referen
     gpus = (0,) if replicas == 1 else (0, 1)
     params = strategy_parameters(strategy, MODEL, GLOBAL_BATCH // replicas, gpus, replicas, sgd_impl=sgd_impl,
                                  execution=execution)
-    _gpu_check(f"{strategy} {execution} sgd={sgd_impl}", params, gpu_reference, replicas)
+    label = f"{strategy} {execution} sgd={sgd_impl}"
+    if execution == "compile":
+        initial = reference_parameters(MODEL, GLOBAL_BATCH, shards=replicas, steps=0)
+        _compiled_check(label, params, gpu_reference[replicas], initial)
+    else:
+        _gpu_check(label, params, gpu_reference, replicas)
 
 
 @needs_two_gpus
