@@ -135,7 +135,11 @@ def test_gpu_strategies_match_the_reference(strategy, gpu_reference):
 @pytest.mark.gpu
 @pytest.mark.parametrize("strategy, execution, sgd_impl", [
     ("single", "cuda-graph", "foreach"), ("single", "cuda-graph", "fused"), ("ddp", "cuda-graph", "fused"),
-    ("single", "compile", "foreach"), ("ddp", "compile", "foreach"),
+    ("single", "compile", "foreach"),
+    # Measured outside the bound: 6.5% of layer4.0.conv1.weight's update on 2 H200s, 2.8% on
+    # the CPU with gloo (single compiled: 1.0% and 1.1%). Strict: a fix makes this fail.
+    pytest.param("ddp", "compile", "foreach", marks=pytest.mark.xfail(
+        strict=True, reason="compiled DDP moves 3-7% of a tensor's update away from eager (README, campaign 5)")),
 ])
 def test_gpu_executions_keep_the_step(strategy, execution, sgd_impl, gpu_reference):
     replicas = 1 if strategy == "single" else 2
