@@ -77,6 +77,9 @@ pytest-bench: $(NEEDS_SETUP)
 # Regression tracking. The CI sweep: small, CPU, seconds.
 CI_SWEEP = --gpus "" --strategies single,allreduce-scratch,ddp --batch-sizes 2,4 --warmup 3 --steps 6 --trials 3
 CI_BASELINE = results/baselines/cpu-ci.json
+# Instructions per step under Callgrind (bench/instructions.py): exact, but only within the
+# Python and torch builds that recorded them (this one: Debian 12's Python, torch 2.13.0 CPU).
+CI_INSTRUCTIONS = results/baselines/cpu-ci-instructions.json
 CI_CURRENT ?= /tmp/parabench-ci-current.json
 CI_REPEAT ?= /tmp/parabench-ci-repeat.json
 # A shared CI machine's speed drifts between runs: judge the deterministic work counters,
@@ -86,6 +89,7 @@ CI_THRESHOLDS ?= --max-slowdown 0.25 --noise-factor 1.5 --ratios-only --judge co
 baseline-ci: $(NEEDS_SETUP)
 	rm -f $(CI_BASELINE) $(CI_BASELINE:.json=.csv)
 	$(PY) -m bench run $(CI_SWEEP) --out $(CI_BASELINE)
+	$(PY) -m bench instructions --out $(CI_INSTRUCTIONS)
 
 regress-ci: $(NEEDS_SETUP)
 	rm -f $(CI_CURRENT) $(CI_CURRENT:.json=.csv) $(CI_REPEAT) $(CI_REPEAT:.json=.csv)
@@ -94,6 +98,7 @@ regress-ci: $(NEEDS_SETUP)
 		[ $$status -eq 1 ] || exit $$status; echo "regression seen: measuring again to confirm it"; \
 		$(PY) -m bench run $(CI_SWEEP) --out $(CI_REPEAT) && \
 		$(PY) -m bench compare $(CI_BASELINE) $(CI_CURRENT) $(CI_REPEAT) $(CI_THRESHOLDS); }
+	$(PY) -m bench instructions --compare $(CI_INSTRUCTIONS)
 
 # A GPU sweep against the baseline of the same GPU model (results/baselines/<gpu>.json):
 #   make regress CURRENT=results/run-....json

@@ -475,6 +475,32 @@ def cmd_anatomy(args) -> int:
     return 0
 
 
+def cmd_instructions(args) -> int:
+    from bench import instructions
+
+    try:
+        names = _csv(args.strategies) if args.strategies else instructions.countable()
+        unknown = sorted(set(names) - set(instructions.countable()))
+        if unknown:
+            raise UsageError(f"cannot count {', '.join(unknown)} under valgrind: choose from "
+                             f"{', '.join(instructions.countable())} (one process on the CPU)")
+        baseline = instructions.load(args.compare) if args.compare else None
+        record = instructions.measure(names)
+        if args.out:
+            instructions.write(args.out, record)
+            print(f"instruction counts written to {args.out}")
+        if baseline is None:
+            for name, n in record["counts"].items():
+                print(f"{name:<20} {n:>14,} instructions/step")
+            return 0
+        passed, lines = instructions.compare(baseline, record, args.tolerance)
+    except instructions.InstructionsError as exc:
+        raise UsageError(str(exc)) from None
+    print("\n".join(lines))
+    print("instruction counts: " + ("pass" if passed else "REGRESSION"))
+    return 0 if passed else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="parabench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -552,6 +578,14 @@ def build_parser() -> argparse.ArgumentParser:
                            "and status only, timing shown unjudged (shared machines)")
     cmp_.add_argument("--json", help="write the verdicts here")
     cmp_.set_defaults(func=cmd_compare)
+
+    ins = sub.add_parser("instructions", help="instructions per training step under Callgrind (exact on any machine); "
+                         "exit 0 pass, 1 regression, 2 unusable")
+    ins.add_argument("--strategies", help="comma-separated (default: every strategy that runs in one process on the CPU)")
+    ins.add_argument("--out", help="write the counts here (JSON)")
+    ins.add_argument("--compare", metavar="BASELINE", help="judge the counts against this file's")
+    ins.add_argument("--tolerance", type=float, default=0.01, help="allowed rise per strategy (fraction, default 0.01)")
+    ins.set_defaults(func=cmd_instructions)
 
     dash = sub.add_parser("dashboard", help="export for github-action-benchmark: images/s and in-run speed-ups "
                           "(customBiggerIsBetter), peak memory (customSmallerIsBetter)")

@@ -170,6 +170,7 @@ def portable_output(text: str) -> str:
     return text
 
 
+@functools.lru_cache(maxsize=None)
 def topology(gpu_ids: tuple[int, ...]) -> str | None:
     """How each pair of the case's GPUs is connected, from NVML: "0-1 NV18" where they reach
     each other over NVLink (directly or through NVSwitch; the number is the first GPU's active

@@ -35,23 +35,23 @@ class BasicBlock(nn.Module):
 
 
 class ResNet18(nn.Module):
-    def __init__(self, in_channels: int, num_classes: int, small_input: bool):
+    def __init__(self, in_channels: int, num_classes: int, small_input: bool, width: int = 64):
         super().__init__()
         if small_input:
-            self.conv1 = nn.Conv2d(in_channels, 64, 3, 1, 1, bias=False)
+            self.conv1 = nn.Conv2d(in_channels, width, 3, 1, 1, bias=False)
             self.maxpool = nn.Identity()
         else:
-            self.conv1 = nn.Conv2d(in_channels, 64, 7, 2, 3, bias=False)
+            self.conv1 = nn.Conv2d(in_channels, width, 7, 2, 3, bias=False)
             self.maxpool = nn.MaxPool2d(3, 2, 1)
-        self.bn1 = nn.BatchNorm2d(64)
+        self.bn1 = nn.BatchNorm2d(width)
         self.relu = nn.ReLU(inplace=True)
-        stages, in_planes = [], 64
-        for planes, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        stages, in_planes = [], width
+        for planes, stride in ((width, 1), (2 * width, 2), (4 * width, 2), (8 * width, 2)):
             stages.append(nn.Sequential(BasicBlock(in_planes, planes, stride), BasicBlock(planes, planes)))
             in_planes = planes
         self.layer1, self.layer2, self.layer3, self.layer4 = stages
         self.avgpool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(512, num_classes)
+        self.fc = nn.Linear(8 * width, num_classes)
         # torchvision's initialisation, so that training behaves like the reference model.
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
@@ -74,12 +74,13 @@ class Workload:
     input_shape: tuple[int, int, int]
     num_classes: int
     small_input: bool
+    width: int = 64  # channels of the first stage; 64 is ResNet-18
 
     def build(self, seed: int = 0) -> nn.Module:
         """The model with weights that depend on `seed` alone (identical in every strategy)."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            return ResNet18(self.input_shape[0], self.num_classes, self.small_input)
+            return ResNet18(self.input_shape[0], self.num_classes, self.small_input, self.width)
 
     def synthetic_batch(self, batch: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """A fixed random batch on the CPU; the first rows are the same for any `batch`."""

@@ -33,11 +33,21 @@ THREADED = {name for name in STRATEGY_ORDER if strategies.get(name).replicas_in_
 
 
 def default_inputs(folder: Path) -> list[Path]:
-    """Results files under `folder`, leaving out the CI baselines, probe files and superseded
-    runs kept in `archive-*` folders (report those by naming the files)."""
+    """Results files under `folder`, leaving out the CI baselines, probe files, superseded
+    runs kept in `archive-*` folders (report those by naming the files) and other tools'
+    JSON kept beside the results (pytest-benchmark's saves). A file that does not parse is
+    kept, so that loading it says what is wrong with it."""
     return sorted(p for p in folder.rglob("*.json")
                   if "baselines" not in p.parts and not any(part.startswith("archive") for part in p.parts)
-                  and not p.name.endswith(".probe.json"))
+                  and not p.name.endswith(".probe.json") and not _another_tools_json(p))
+
+
+def _another_tools_json(path: Path) -> bool:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return not (isinstance(doc, dict) and str(doc.get("schema", "")).startswith("parabench-results"))
 
 
 def load_frame(paths: list[Path]) -> pd.DataFrame:

@@ -230,7 +230,9 @@ class Sweep:
                 # Ctrl-C waits until this is done.
                 with signals_held():
                     if worker is not None:
-                        worker.kill(grace_s=10.0 if not pending else 0.0)
+                        # Every case has its result, or a failure is handled below: the
+                        # worker's own teardown (process groups, CUDA contexts) is not waited for.
+                        worker.kill()
                     if rendezvous is not None:
                         self.leader.end(launch)  # the followers end their part of the worker
                     shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,157 @@
+"""Instructions per training step, counted by Callgrind: the one regression signal that is
+exact on any machine (PyTorch's own CI tracks its operators this way, benchmarks/instruction_counts).
+
+`torch.utils.benchmark.Timer.collect_callgrind` runs the step under valgrind in a fresh
+interpreter and counts the instructions of the timed statement only. Valgrind runs code
+about 50x slower, so the step is the ResNet-18 of the suite at 1/8 width on 8x8 inputs,
+batch 2: every layer, operator and optimiser call of the real step, with little
+arithmetic, so that a count takes seconds after torch's import (~50 s under valgrind).
+Only strategies that run in one process on the CPU can be counted this way.
+
+Counts depend on the exact Python, torch and compiler builds: a baseline holds only for
+the environment that recorded it, and `compare` refuses any other with one line.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import shutil
+import sys
+
+from bench.models import Workload
+
+SCHEMA = "parabench-instructions/1"
+TINY = Workload("resnet18-tiny", (1, 8, 8), 10, small_input=True, width=8)
+BATCH, REPLICAS, WARMUP, NUMBER = 2, 2, 3, 3
+# Counts repeat exactly in one environment; the checkout's path and the machine's variables
+# move them by a few tenths of a percent, hence 1%.
+TOLERANCE = 0.01
+
+
+class InstructionsError(Exception):
+    """Counting or comparing cannot be done; the message says why and what to do."""
+
+
+def countable() -> list[str]:
+    """The strategies that run in one process on the CPU (asked of the registry)."""
+    import strategies
+    from bench.precision import get_precision
+    from strategies.base import Placement
+
+    found = []
+    for name in strategies.names():
+        strategy = strategies.get(name)
+        replicas = 1 if strategy.max_replicas == 1 else REPLICAS
+        if strategy.launcher(dict(strategy.options)).multi_process or strategy.launcher(dict(strategy.options)).name != "local":
+            continue
+        if strategy.unavailable_reason(Placement((), replicas), get_precision("fp32")) is None:
+            found.append(name)
+    return found
+
+
+def tiny_step(strategy: str):
+    """One training step of `strategy` on the tiny network, warmed up; runs inside valgrind."""
+    import torch
+
+    import strategies
+    from bench.case import Case, Settings
+    from bench.worker import configure_backends, make_context
+    from strategies.base import Placement
+
+    torch.set_num_threads(1)  # one thread: the count is the step's, not a thread pool's
+    declared = strategies.get(strategy)
+    replicas = 1 if declared.max_replicas == 1 else REPLICAS
+    spec = Case.make(strategy, "fp32", "resnet18-small", Placement((), replicas), BATCH, "eager", Settings()).spec()
+    configure_backends(spec)
+    step = declared.build(TINY.build(seed=0), make_context(spec))
+    placed = step.place(*TINY.synthetic_batch(BATCH * replicas))
+    for _ in range(WARMUP):  # allocator and lazy initialisation out of the count
+        step.run(placed)
+    return lambda: step.run(placed)
+
+
+def environment() -> dict:
+    import torch
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "torch_git": getattr(torch.version, "git_version", None),
+            "machine": platform.machine()}
+
+
+def count(strategy: str) -> int:
+    """Instructions of one step of `strategy` (mean of NUMBER steps)."""
+    from torch.utils.benchmark import Timer
+
+    from bench import envinfo
+
+    if shutil.which("valgrind") is None:
+        raise InstructionsError("valgrind is not installed: apt-get install valgrind")
+    setup = (f"import sys; sys.path.insert(0, {str(envinfo.REPO)!r})\n"
+             f"from bench.instructions import tiny_step\nrun = tiny_step({strategy!r})")
+    with clean_environment():
+        stats = Timer("run()", setup=setup).collect_callgrind(number=NUMBER, collect_baseline=False)
+    return int(stats.counts(denoise=True) // NUMBER)
+
+
+@contextlib.contextmanager
+def clean_environment():
+    """The interpreter under valgrind inherits this process's environment. Its size alone
+    moves the count (a 3 kB variable: -0.12%), so it gets a fixed, small one: this Python
+    first on PATH (Timer runs `python`), a fixed hash seed, and parabench's own variables."""
+    saved = dict(os.environ)
+    keep = {k: v for k, v in saved.items() if k.startswith("PARABENCH_")}
+    os.environ.clear()
+    os.environ.update(PATH=os.pathsep.join([os.path.dirname(sys.executable), "/usr/bin", "/bin"]),
+                      PYTHONHASHSEED="0", OMP_NUM_THREADS="1", LC_ALL="C.UTF-8", **keep)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def measure(names: list[str]) -> dict:
+    return {"schema": SCHEMA, "environment": environment(), "model": TINY.name, "batch_per_replica": BATCH,
+            "counts": {name: count(name) for name in names}}
+
+
+def write(path: str, record: dict) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump(record, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def load(path: str) -> dict:
+    try:
+        with open(path) as fh:
+            record = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise InstructionsError(f"cannot read {path} ({exc}): record it with `python -m bench instructions --out {path}`")
+    if record.get("schema") != SCHEMA:
+        raise InstructionsError(f"{path} is not an instruction-count file ({SCHEMA})")
+    return record
+
+
+def compare(baseline: dict, current: dict, tolerance: float = TOLERANCE) -> tuple[bool, list[str]]:
+    """(passed, one line per strategy). Counts from another environment are not compared."""
+    differs = {k: (baseline["environment"].get(k), v) for k, v in current["environment"].items()
+               if baseline["environment"].get(k) != v}
+    if differs:
+        what = ", ".join(f"{k} {a} vs {b}" for k, (a, b) in differs.items())
+        raise InstructionsError(f"the baseline was counted in another environment ({what}): counts are comparable "
+                                f"only within one build; refresh it there with `make baseline-ci`")
+    lines, passed = [], True
+    for name, now in current["counts"].items():
+        before = baseline["counts"].get(name)
+        if before is None:
+            lines.append(f"{name:<20} {now:>14,} instructions/step  NEW: not in the baseline")
+            continue
+        change = now / before - 1
+        bad = change > tolerance
+        passed &= not bad
+        verdict = f"REGRESSION: rose {change:+.2%} (allowed {tolerance:.0%})" if bad else f"pass ({change:+.3%})"
+        lines.append(f"{name:<20} {before:>14,} -> {now:>14,} instructions/step  {verdict}")
+    return passed, lines
