@@ -368,9 +368,11 @@ def figure_efficiency(group: pd.DataFrame, folder: Path, name: str) -> list[Path
                 & (group["n_gpus"] > 1)]
     if sub.empty:
         return []
+    sub = primary(sub)  # knob variants: the knobs figure and the tables
     return _bar_figure(sub.assign(efficiency_pct=sub["efficiency"] * 100, efficiency_lo_pct=sub["efficiency_lo"] * 100,
                                   efficiency_hi_pct=sub["efficiency_hi"] * 100),
-                       f"Scaling efficiency (speed-up over single / GPUs; bars: both p10-p90 spreads) - {caption(group)}",
+                       f"Scaling efficiency (speed-up over single / GPUs; bars: both p10-p90 spreads; fewest knobs) - "
+                       f"{caption(group)}",
                        lambda p: p.apply(label, axis=1), "efficiency_pct", lambda precision: precision,
                        "scaling efficiency, % (100% = perfect)", 100, folder, name,
                        bounds=("efficiency_lo_pct", "efficiency_hi_pct"))
@@ -397,12 +399,13 @@ def figure_amp(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
     merged = amp_speedups(group)
     if merged.empty:
         return []
+    merged = primary(merged)  # knob variants: the knobs figure and the tables
 
     def names(p):
         return p.apply(lambda r: f"{r['strategy']} ({int(r['n_gpus'])} GPU) "
                                  f"[{r['variant'] or 'default'} vs fp32 {r['variant_fp32'] or 'default'}]", axis=1)
 
-    return _bar_figure(merged, f"Mixed-precision speed-up over fp32 - {caption(group)}", names, "amp_speedup",
+    return _bar_figure(merged, f"Mixed-precision speed-up over fp32 (fewest knobs) - {caption(group)}", names, "amp_speedup",
                        lambda precision: f"{precision} / fp32", "throughput ratio", 1, folder, name)
 
 
