@@ -44,7 +44,8 @@ def countable() -> list[str]:
     for name in strategies.names():
         strategy = strategies.get(name)
         replicas = 1 if strategy.max_replicas == 1 else REPLICAS
-        if strategy.launcher(dict(strategy.options)).multi_process or strategy.launcher(dict(strategy.options)).name != "local":
+        launcher = strategy.launcher(dict(strategy.options))
+        if launcher.multi_process or launcher.name != "local":  # torchrun, spawn, another interpreter
             continue
         if strategy.unavailable_reason(Placement((), replicas), get_precision("fp32")) is None:
             found.append(name)

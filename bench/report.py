@@ -274,20 +274,30 @@ def figure_throughput(group: pd.DataFrame, folder: Path, name: str) -> list[Path
                          "images/s (median; bars: p10-p90)", _draw_throughput, folder, name)
 
 
+KNOB_LINES = 8  # lines a knobs panel holds before it is split by GPU count
+
+
 def figure_knobs(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
     """Throughput of every knob setting, one panel per strategy and precision that has more
     than one (line style and marker: the knobs; colour: the strategy)."""
     ok = group[group["status"] == "ok"]
-    panels = [(s, p, sub) for (s, p), sub in ok.groupby(["strategy", "precision"], sort=False)
-              if sub["variant"].nunique() > 1]
+    panels = []
+    for (strategy, precision), sub in ok.groupby(["strategy", "precision"], sort=False):
+        if sub["variant"].nunique() < 2:
+            continue
+        if sub.groupby(["n_gpus", "variant"]).ngroups <= KNOB_LINES:
+            panels.append((f"{strategy}, {precision}", strategy, sub))
+            continue
+        for gpus, per_count in sub.groupby("n_gpus"):  # too many lines for one legend: a panel per GPU count
+            panels.append((f"{strategy}, {precision}, {int(gpus)} GPU", strategy, per_count))
     if not panels:
         return []
     cols = min(3, len(panels))
     rows = (len(panels) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 5.2 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 6.0 * rows), squeeze=False)
     fig.suptitle(f"Knob settings, each strategy and precision - {caption(group)}", fontsize=11)
     markers, styles = "osD^v<>ph*", ["-", "--", ":", "-."]
-    for ax, (strategy, precision, sub) in zip(axes.flat, panels):
+    for ax, (title, strategy, sub) in zip(axes.flat, panels):
         for i, ((gpus, variant), line) in enumerate(sub.groupby(["n_gpus", "variant"], sort=True)):
             line = line.sort_values("batch_per_gpu")
             yerr = [line["img_per_s"] - line["img_per_s_p10"], line["img_per_s_p90"] - line["img_per_s"]]
@@ -295,7 +305,7 @@ def figure_knobs(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
                         color=COLORS.get(strategy, "grey"), marker=markers[i % len(markers)],
                         ls=styles[i % len(styles)], label=_wrap(f"{int(gpus)} GPU: {variant or 'defaults'}"))
         _log2_axis(ax)
-        ax.set_title(f"{strategy}, {precision}")
+        ax.set_title(title)
         ax.set_xlabel("batch per GPU (log2)")
         ax.set_ylabel("images/s")
         ax.grid(alpha=0.3)
@@ -410,14 +420,15 @@ def figure_amp(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
 
 
 def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
-    """images/s against GPU count for each multi-device strategy and setting, anchored at
-    `single` with the same settings (hollow marker at 1 GPU); dotted: linear from it."""
-    ok = group[(group["status"] == "ok") & (group["n_gpus"] > 0)]
+    """images/s against GPU count for each multi-device strategy and setting, one panel per
+    precision, anchored at `single` of the same run and settings (hollow marker at 1 GPU, the
+    row's own same-run baseline); dotted: linear from it."""
+    ok = group[(group["status"] == "ok") & (group["n_gpus"] > 0) & (group["strategy"] != BASELINE)]
     keys = same_run(["precision", "variant", "batch_per_gpu"], group)
-    singles = ok[ok["strategy"] == BASELINE].sort_values("date").drop_duplicates(keys, keep="last").set_index(keys)
     curves = []
-    for (strategy, *key), line in ok[ok["strategy"] != BASELINE].groupby(["strategy"] + keys):
-        base = singles["img_per_s"].get(tuple(key))
+    for (strategy, *key), line in ok.groupby(["strategy"] + keys):
+        bases = line["single_img_per_s"].dropna() if "single_img_per_s" in line else pd.Series(dtype=float)
+        base = bases.iloc[0] if len(bases) else None
         # A curve needs two device counts of its own or a count beyond 2: plain 2-GPU cases
         # are in the efficiency figure already.
         if line["n_gpus"].nunique() > 1 or line["n_gpus"].max() > 2:
@@ -425,31 +436,36 @@ def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
                            base))
     if not curves:
         return []
-    fig, ax = plt.subplots(figsize=(7.5, 5))
-    counts = set()
-    for strategy, (precision, var, batch, *_), line, base in curves:
-        line = line.sort_values("n_gpus")
-        color = COLORS.get(strategy, "grey")
-        hosts = line["nnodes"].fillna(1)
-        one, many = line[hosts <= 1], line[hosts > 1]
-        series = f"{strategy} {precision}{' ' + var if var else ''}, {batch}/GPU"
-        ax.plot(one["n_gpus"], one["img_per_s"], marker="o", color=color, ls="-" if precision == "fp32" else "--",
-                label=_wrap(series))
-        for nnodes, across in many.groupby("nnodes"):  # across hosts: squares, a curve of their own
-            ax.plot(across["n_gpus"], across["img_per_s"], marker="s", ms=10, mfc="none", mew=1.5, zorder=4, color=color, ls=":",
-                    label=_wrap(f"{series}, across {int(nnodes)} hosts"))
-        counts |= set(line["n_gpus"])
-        if base is not None:
-            ax.plot([1], [base], marker="o", mfc="none", color=color, ls="none")
-            xs = sorted({1, *line["n_gpus"]})
-            ax.plot(xs, [base * x for x in xs], ls=":", color="grey", lw=0.8)
-            counts.add(1)
-    ax.set_xticks(sorted(counts))
-    ax.set_xlabel("GPUs")
-    ax.set_ylabel("images/s (hollow: single; dotted: linear from single)")
-    ax.set_title(f"Scaling 1 -> N GPUs - {caption(group)}", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    precisions = [p for p in PRECISION_ORDER if any(c[1][0] == p for c in curves)]
+    fig, axes = plt.subplots(1, len(precisions), figsize=(6.5 * len(precisions), 5), squeeze=False)
+    for ax, precision in zip(axes[0], precisions):
+        counts = set()
+        for strategy, (_, var, batch, *_), line, base in [c for c in curves if c[1][0] == precision]:
+            line = line.sort_values("n_gpus")
+            color = COLORS.get(strategy, "grey")
+            hosts = line["nnodes"].fillna(1)
+            one, many = line[hosts <= 1], line[hosts > 1]
+            series = f"{strategy}{' ' + var if var else ''}, {batch}/GPU"
+            xs, ys = list(one["n_gpus"]), list(one["img_per_s"])
+            if base is not None:
+                xs, ys = [1] + xs, [base] + ys  # the curve starts at its own single
+                ax.plot([1], [base], marker="o", mfc="none", color=color, ls="none")
+                ax.plot(sorted({1, *line["n_gpus"]}), [base * x for x in sorted({1, *line["n_gpus"]})], ls=":",
+                        color="grey", lw=0.8)
+                counts.add(1)
+            ax.plot(xs, ys, marker="o", color=color, ls="-" if not var else "--", label=_wrap(series), markevery=
+                    list(range(1 if base is not None else 0, len(xs))))
+            for nnodes, across in many.groupby("nnodes"):  # across hosts: squares, a curve of their own
+                ax.plot(across["n_gpus"], across["img_per_s"], marker="s", ms=10, mfc="none", mew=1.5, zorder=4,
+                        color=color, ls=":", label=_wrap(f"{series}, across {int(nnodes)} hosts"))
+            counts |= set(line["n_gpus"])
+        ax.set_xticks(sorted(counts))
+        ax.set_xlabel("GPUs")
+        ax.set_ylabel("images/s (hollow: single; dotted: linear from single)")
+        ax.set_title(precision)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    fig.suptitle(f"Scaling 1 -> N GPUs - {caption(group)}", fontsize=10)
     return _save(fig, folder, name)
 
 

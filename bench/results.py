@@ -251,9 +251,11 @@ def load_many(paths: list[str | os.PathLike]) -> list[dict]:
 
 def latest(rows: list[dict]) -> list[dict]:
     """One row per measurement (case and hardware), by the documented rule: the latest `ok`
-    row wins; a case never measured ok keeps its latest row. Order is kept."""
+    row wins; a case never measured ok keeps its latest row. Latest by the row's date (rows
+    of several files come in file-name order, which says nothing of when they ran); rows of
+    one date keep their order. Returned in date order."""
     chosen: dict[tuple, dict] = {}
-    for row in rows:
+    for row in sorted(rows, key=lambda r: str(r.get("date") or "")):
         key = case_mod.identity(row)
         kept = chosen.get(key)
         if kept is None or row["status"] == "ok" or kept["status"] != "ok":

@@ -216,6 +216,9 @@ def test_duplicates_keep_the_latest_ok_measurement(tmp_path):
     assert results.latest([ok, err]) == [ok]
     newer = dict(ok, img_per_s=12.0)
     assert results.latest([ok, err, newer]) == [newer]
+    # Files come in name order: a newer measurement read first still wins over an older one.
+    older, later = dict(ok, date="2026-01-01T00:00:00+00:00"), dict(ok, date="2026-02-01T00:00:00+00:00", img_per_s=9.0)
+    assert results.latest([later, older]) == [later]
     verdicts = compare.compare([ok], [ok, err], compare.Thresholds())
     assert [v["verdict"] for v in verdicts] == ["pass"]
 
