@@ -485,6 +485,14 @@ def cmd_instructions(args) -> int:
             raise UsageError(f"cannot count {', '.join(unknown)} under valgrind: choose from "
                              f"{', '.join(instructions.countable())} (one process on the CPU)")
         baseline = instructions.load(args.compare) if args.compare else None
+        if baseline is not None:
+            try:  # before counting: a count takes minutes
+                instructions.check_environment(baseline, instructions.environment())
+            except instructions.OtherEnvironment as exc:
+                if args.other_environment == "fail":
+                    raise
+                print(f"instruction counts NOT JUDGED: {exc}")
+                return 0
         record = instructions.measure(names)
         if args.out:
             instructions.write(args.out, record)
@@ -585,6 +593,8 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("--out", help="write the counts here (JSON)")
     ins.add_argument("--compare", metavar="BASELINE", help="judge the counts against this file's")
     ins.add_argument("--tolerance", type=float, default=0.01, help="allowed rise per strategy (fraction, default 0.01)")
+    ins.add_argument("--other-environment", choices=["fail", "skip"], default="fail",
+                     help="a baseline from another Python/torch build: fail (exit 2), or skip (say so, exit 0)")
     ins.set_defaults(func=cmd_instructions)
 
     dash = sub.add_parser("dashboard", help="export for github-action-benchmark: images/s and in-run speed-ups "

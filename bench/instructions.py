@@ -34,6 +34,10 @@ class InstructionsError(Exception):
     """Counting or comparing cannot be done; the message says why and what to do."""
 
 
+class OtherEnvironment(InstructionsError):
+    """The baseline was counted with another Python or torch build: not comparable."""
+
+
 def countable() -> list[str]:
     """The strategies that run in one process on the CPU (asked of the registry)."""
     import strategies
@@ -136,14 +140,18 @@ def load(path: str) -> dict:
     return record
 
 
-def compare(baseline: dict, current: dict, tolerance: float = TOLERANCE) -> tuple[bool, list[str]]:
-    """(passed, one line per strategy). Counts from another environment are not compared."""
-    differs = {k: (baseline["environment"].get(k), v) for k, v in current["environment"].items()
-               if baseline["environment"].get(k) != v}
+def check_environment(baseline: dict, here: dict) -> None:
+    """Raise OtherEnvironment where the baseline's Python or torch build is not `here`'s."""
+    differs = {k: (baseline["environment"].get(k), v) for k, v in here.items() if baseline["environment"].get(k) != v}
     if differs:
         what = ", ".join(f"{k} {a} vs {b}" for k, (a, b) in differs.items())
-        raise InstructionsError(f"the baseline was counted in another environment ({what}): counts are comparable "
-                                f"only within one build; refresh it there with `make baseline-ci`")
+        raise OtherEnvironment(f"the baseline was counted in another environment ({what}): counts are comparable "
+                               f"only within one build; refresh it there with `make baseline-ci`")
+
+
+def compare(baseline: dict, current: dict, tolerance: float = TOLERANCE) -> tuple[bool, list[str]]:
+    """(passed, one line per strategy). Counts from another environment are not compared."""
+    check_environment(baseline, current["environment"])
     lines, passed = [], True
     for name, now in current["counts"].items():
         before = baseline["counts"].get(name)

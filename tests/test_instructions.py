@@ -70,6 +70,19 @@ def test_counts_from_another_environment_are_refused(counted, tmp_path):
         judge(other, counted["base"])
 
 
+def test_another_environment_is_refused_or_skipped_before_counting(counted, tmp_path):
+    record = json.loads(counted["base"].read_text())
+    record["environment"]["python"] = "2.7.0"
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(record))
+    proc = cli("instructions", "--strategies", "faulty", "--compare", str(other))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "another environment" in err and "python 2.7.0" in err and err.count("\n") == 1, err
+    proc = cli("instructions", "--strategies", "faulty", "--compare", str(other), "--other-environment", "skip")
+    out, err = proc.communicate(timeout=120)  # no valgrind run: seconds, not minutes
+    assert proc.returncode == 0 and "NOT JUDGED" in out, out + err
+
+
 def test_the_command_says_what_is_missing(tmp_path):
     # No valgrind on PATH: one line naming the fix, exit 2 (no count is attempted).
     proc = cli("instructions", "--strategies", "single", env={"PATH": str(tmp_path)})
