@@ -39,15 +39,7 @@ def default_inputs(folder: Path) -> list[Path]:
     kept, so that loading it says what is wrong with it."""
     return sorted(p for p in folder.rglob("*.json")
                   if "baselines" not in p.parts and not any(part.startswith("archive") for part in p.parts)
-                  and not p.name.endswith(".probe.json") and not _another_tools_json(p))
-
-
-def _another_tools_json(path: Path) -> bool:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return False
-    return not (isinstance(doc, dict) and str(doc.get("schema", "")).startswith("parabench-results"))
+                  and not p.name.endswith(".probe.json") and results.may_be_results(p))
 
 
 def load_frame(paths: list[Path]) -> pd.DataFrame:

@@ -249,6 +249,17 @@ def load_many(paths: list[str | os.PathLike]) -> list[dict]:
     return rows
 
 
+def may_be_results(path) -> bool:
+    """False for JSON that parses and is not a results file (another tool's, such as
+    pytest-benchmark's saves, or parabench's instruction counts); a file that does not parse
+    may be a damaged results file, and loading it says so."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return True
+    return isinstance(doc, dict) and str(doc.get("schema", "")).startswith("parabench-results")
+
+
 def latest(rows: list[dict]) -> list[dict]:
     """One row per measurement (case and hardware), by the documented rule: the latest `ok`
     row wins; a case never measured ok keeps its latest row. Latest by the row's date (rows
