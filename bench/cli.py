@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import math
+import os
 import socket
 import sys
 from pathlib import Path
@@ -478,12 +479,17 @@ def cmd_anatomy(args) -> int:
 def cmd_instructions(args) -> int:
     from bench import instructions
 
+    if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
+        raise UsageError(f"--tolerance is a fraction of the baseline count, 0 or more (0.01 = 1%); got {args.tolerance}")
+    if args.out and not os.access(Path(args.out).resolve().parent, os.W_OK):
+        raise UsageError(f"cannot write {args.out}: its folder is missing or read-only; choose another --out")
     try:
-        names = _csv(args.strategies) if args.strategies else instructions.countable()
-        unknown = sorted(set(names) - set(instructions.countable()))
+        countable = instructions.countable()
+        names = _csv(args.strategies) or countable
+        unknown = sorted(set(names) - set(countable))
         if unknown:
             raise UsageError(f"cannot count {', '.join(unknown)} under valgrind: choose from "
-                             f"{', '.join(instructions.countable())} (one process on the CPU)")
+                             f"{', '.join(countable)} (one process on the CPU)")
         baseline = instructions.load(args.compare) if args.compare else None
         if baseline is not None:
             try:  # before counting: a count takes minutes
@@ -495,7 +501,11 @@ def cmd_instructions(args) -> int:
                 return 0
         record = instructions.measure(names)
         if args.out:
-            instructions.write(args.out, record)
+            try:
+                instructions.write(args.out, record)
+            except OSError as exc:
+                raise UsageError(f"cannot write {args.out} ({exc.strerror or exc}); the counts were: "
+                                 + ", ".join(f"{k} {v}" for k, v in record["counts"].items())) from None
             print(f"instruction counts written to {args.out}")
         if baseline is None:
             for name, n in record["counts"].items():

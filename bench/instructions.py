@@ -19,6 +19,7 @@ import os
 import platform
 import shutil
 import sys
+from pathlib import Path
 
 from bench.models import Workload
 
@@ -47,13 +48,16 @@ def countable() -> list[str]:
     found = []
     for name in strategies.names():
         strategy = strategies.get(name)
-        replicas = 1 if strategy.max_replicas == 1 else REPLICAS
         launcher = strategy.launcher(dict(strategy.options))
         if launcher.multi_process or launcher.name != "local":  # torchrun, spawn, another interpreter
             continue
-        if strategy.unavailable_reason(Placement((), replicas), get_precision("fp32")) is None:
+        if strategy.unavailable_reason(Placement((), _replicas(strategy)), get_precision("fp32")) is None:
             found.append(name)
     return found
+
+
+def _replicas(strategy) -> int:
+    return 1 if strategy.max_replicas == 1 else REPLICAS
 
 
 def tiny_step(strategy: str):
@@ -67,7 +71,9 @@ def tiny_step(strategy: str):
 
     torch.set_num_threads(1)  # one thread: the count is the step's, not a thread pool's
     declared = strategies.get(strategy)
-    replicas = 1 if declared.max_replicas == 1 else REPLICAS
+    replicas = _replicas(declared)
+    # The case's settings as a sweep gives them (its model name only names a registered
+    # workload; the network built below is the tiny one).
     spec = Case.make(strategy, "fp32", "resnet18-small", Placement((), replicas), BATCH, "eager", Settings()).spec()
     configure_backends(spec)
     step = declared.build(TINY.build(seed=0), make_context(spec))
@@ -94,16 +100,21 @@ def count(strategy: str) -> int:
         raise InstructionsError("valgrind is not installed: apt-get install valgrind")
     setup = (f"import sys; sys.path.insert(0, {str(envinfo.REPO)!r})\n"
              f"from bench.instructions import tiny_step\nrun = tiny_step({strategy!r})")
-    with clean_environment():
-        stats = Timer("run()", setup=setup).collect_callgrind(number=NUMBER, collect_baseline=False)
+    try:
+        with clean_environment():
+            stats = Timer("run()", setup=setup).collect_callgrind(number=NUMBER, collect_baseline=False)
+    except Exception as exc:  # noqa: BLE001 - valgrind or the step under it failed: say which, in one line
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        raise InstructionsError(f"counting {strategy} under valgrind failed: {type(exc).__name__}: {first}") from None
     return int(stats.counts(denoise=True) // NUMBER)
 
 
 @contextlib.contextmanager
 def clean_environment():
-    """The interpreter under valgrind inherits this process's environment. Its size alone
-    moves the count (a 3 kB variable: -0.12%), so it gets a fixed, small one: this Python
-    first on PATH (Timer runs `python`), a fixed hash seed, and parabench's own variables."""
+    """The interpreter under valgrind inherits this process's environment; it gets a fixed,
+    small one instead, so that the machine's variables are not a cause of difference: this
+    Python first on PATH (Timer runs `python`), a fixed hash seed, one thread, and
+    parabench's own variables."""
     saved = dict(os.environ)
     keep = {k: v for k, v in saved.items() if k.startswith("PARABENCH_")}
     os.environ.clear()
@@ -117,16 +128,21 @@ def clean_environment():
 
 
 def measure(names: list[str]) -> dict:
+    counts = {}
+    for name in names:
+        try:
+            counts[name] = count(name)
+        except InstructionsError as exc:
+            done = ", ".join(f"{k} {v:,}" for k, v in counts.items())
+            raise InstructionsError(f"{exc}{'; counted before it: ' + done if done else ''}") from None
     return {"schema": SCHEMA, "environment": environment(), "model": TINY.name, "batch_per_replica": BATCH,
-            "counts": {name: count(name) for name in names}}
+            "counts": counts}
 
 
 def write(path: str, record: dict) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as fh:
-        json.dump(record, fh, indent=1, sort_keys=True)
-        fh.write("\n")
-    os.replace(tmp, path)
+    from bench.results import atomic_write_bytes
+
+    atomic_write_bytes(Path(path), (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
 
 
 def load(path: str) -> dict:

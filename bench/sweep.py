@@ -192,7 +192,7 @@ class Sweep:
                                 env, str(envinfo.REPO))
                 spawned = deadline = time.monotonic()
                 deadline += s.startup_timeout_s
-                worker_start_s = None  # spawn to the first case's start: recorded in that case's row
+                first_case, worker_start_s = None, None  # spawn to the first case's start, in that case's row
                 while True:
                     exited = not worker.alive()
                     for event in reader.poll():
@@ -200,15 +200,15 @@ class Sweep:
                         if event["event"] == "worker_error":
                             worker_error = worker_error or event
                         elif event["event"] == "start" and case in pending:
-                            if worker_start_s is None:
-                                worker_start_s = {case: round(time.monotonic() - spawned, 3)}
+                            if first_case is None:
+                                first_case, worker_start_s = case, round(time.monotonic() - spawned, 3)
                             inflight = case
                             deadline = time.monotonic() + s.case_timeout_s
                             self.reporter.case_started(case.label())
                         elif event["event"] == "result" and case in pending:
                             figures = {k: v for k, v in event.items() if k in results.COLUMNS and k not in Case.__dataclass_fields__}
-                            if worker_start_s and case in worker_start_s:
-                                figures["worker_start_s"] = worker_start_s[case]
+                            if case == first_case:
+                                figures["worker_start_s"] = worker_start_s
                             if event["status"] != "ok":
                                 figures["output_tail"] = event.get("traceback", "")
                                 if rendezvous is not None and (elsewhere := self.leader.follower_reasons(launch)):

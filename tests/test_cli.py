@@ -23,6 +23,12 @@ def test_tiny_sweep_writes_well_formed_rows(tmp_path):
         assert r["global_batch"] == r["batch_per_gpu"] * r["n_replicas"]
         assert r["n_timed_steps"] == 4 and r["tflops"] > 0 and r["torch"] and r["date"] and r["python"]
     assert all(r["status"] == "skipped" and "CUDA" in r["reason"] for r in rows if r["strategy"] == "dp")
+    # Where each case's time went: the parts fit inside the case, the worker's start-up is in
+    # the first case it ran (one local worker serves both strategies).
+    for r in ok:
+        parts = [r[k] for k in ("build_s", "warmup_s", "timed_s", "counters_s")]
+        assert all(p >= 0 for p in parts) and sum(parts) <= r["elapsed_s"] + 1e-3
+    assert [r["worker_start_s"] is not None for r in ok] == [True, False, False, False]
     # The CSV beside it holds the same rows.
     assert len(results.load(out.with_suffix(".csv"))) == 6
     assert str(out) in proc.stdout

@@ -91,3 +91,9 @@ def test_the_command_says_what_is_missing(tmp_path):
     proc = cli("instructions", "--strategies", "ddp")
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 2 and "cannot count ddp" in err, err
+    # Bad input is refused before minutes of counting.
+    for args, message in ((["--tolerance", "-0.1"], "--tolerance is a fraction"),
+                          (["--out", str(tmp_path / "no" / "such" / "c.json")], "its folder is missing")):
+        proc = cli("instructions", "--strategies", "single", *args)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 2 and message in err and err.count("\n") == 1, err

@@ -3,7 +3,7 @@
 Reference: one device, the global batch in the same shards as the strategy's devices
 (BatchNorm normalises per shard), gradients averaged, one SGD step. Tolerances are in
 bench/parity.py: rtol 1e-4, atol 1e-5 on the CPU; rtol 1e-3, atol 5e-5 on GPUs; a compiled
-step within 2% of each tensor's own one-step update (Inductor's kernels reorder reductions).
+step within 2% of each tensor's own one-step update (Inductor's kernels; bench/parity.py says why).
 Compressed communication hooks change the numbers and state their own tolerance below.
 """
 import pytest
