@@ -33,6 +33,14 @@ class Launcher:
         """Cases with the same key can share one worker: one process drives any device set."""
         return (self.name, tuple((k, str(options.get(k))) for k in self.options))
 
+    def variables(self, placement: Placement) -> dict:
+        """Environment variables the worker's processes get unless the user set them (rows
+        record them). On GPUs the host threads only launch kernels: one OpenMP thread, as
+        torchrun gives each of several processes. With the default pool (one thread per
+        core) a local worker's cuDNN autotuning was slow: on an H200, `single`'s first case
+        of each shape and precision spent 2-7 s more in warm-up (README, sweep time)."""
+        return {"OMP_NUM_THREADS": "1"} if placement.gpus else {}
+
     def command(self, spec_path: str, placement: Placement, options: dict, rendezvous: list[str] | None = None
                 ) -> list[str]:
         """The worker's command line; `rendezvous` (launchers that span nodes) joins the
@@ -127,6 +135,10 @@ class Torchrun(ProcessGroupLauncher):
     options = ProcessGroupLauncher.options + ("torchrun_args",)
     spans_nodes = True
 
+    def variables(self, placement):
+        # torchrun sets one OpenMP thread per process itself when it starts several.
+        return {"OMP_NUM_THREADS": "1"} if placement.gpus or placement.per_node > 1 else {}
+
     def command(self, spec_path, placement, options, rendezvous=None):
         extra = shlex.split(str(options.get("torchrun_args", "")))
         if rendezvous:
@@ -173,6 +185,11 @@ class Interpreter(Launcher):
 
     def command(self, spec_path, placement, options, rendezvous=None):
         return [str(self.python()), "-m", self.module, spec_path]
+
+
+def worker_environment(launcher: Launcher, placement: Placement, env: dict) -> dict:
+    """`env` with the launcher's variables added where `env` does not set them."""
+    return {**launcher.variables(placement), **env}
 
 
 def launcher_of(case) -> Launcher:

@@ -265,7 +265,8 @@ def follow(nodes: Nodes, store: Store, env: dict, cwd: str, gpus: list[int]) -> 
                 launcher = launchers.by_name(spec["launcher"])
                 cases = ", ".join(c["strategy"] + " batch " + str(c["batch_per_gpu"]) for c in spec["cases"])
                 print(f"node {nodes.node_rank}: worker {launch} ({placement.label()}): {cases}", flush=True)
-                run_env = {**env, protocol.ENV: os.path.join(workdir, "events.jsonl")}
+                run_env = {**launchers.worker_environment(launcher, placement, env),
+                           protocol.ENV: os.path.join(workdir, "events.jsonl")}
                 reader = protocol.EventReader(run_env[protocol.ENV])
                 worker = Worker(launcher.command(spec_path, placement, published["options"], nodes.rendezvous(launch)),
                                 run_env, cwd)

@@ -19,7 +19,7 @@ import torch
 
 from bench import envinfo, protocol
 from bench.case import Case, Settings
-from bench.launchers import launcher_of, worker_spec
+from bench.launchers import launcher_of, worker_environment, worker_spec
 from bench.models import get_workload
 from bench.training import loss_fn, make_optimizer
 from strategies.base import Placement
@@ -75,7 +75,8 @@ def run_parity(cases: list[Case], timeout_s: float = 300) -> list[dict]:
         with open(spec_path, "w") as fh:
             json.dump(spec, fh)
         cmd = launcher.command(spec_path, first.placement, first.options_dict)
-        env = {**os.environ, "PYTHONPATH": str(envinfo.REPO), "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE", "0"),
+        env = {**worker_environment(launcher, first.placement, dict(os.environ)), "PYTHONPATH": str(envinfo.REPO),
+               "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE", "0"),
                protocol.ENV: os.path.join(tmp, "events.jsonl")}
         proc = subprocess.run(cmd, cwd=envinfo.REPO, env=env, capture_output=True, text=True, timeout=timeout_s)
         found = []

@@ -20,7 +20,7 @@ import time
 import strategies
 from bench import anatomy, envinfo, protocol, results
 from bench.case import Case, Settings, execution_unavailable_reason, identity
-from bench.launchers import launcher_of, worker_spec
+from bench.launchers import launcher_of, worker_environment, worker_spec
 from bench.precision import get_precision
 from bench.procs import Worker
 
@@ -89,6 +89,9 @@ class Sweep:
         row = case.row()
         row.update(envinfo.collect())
         row.update(envinfo.for_gpus(case.gpus))
+        # The variables the worker ran with: this process's, and the launcher's where unset.
+        variables = worker_environment(launcher_of(case), case.placement, json.loads(row["environment"]))
+        row["environment"] = json.dumps(variables, sort_keys=True)
         row.update(figures)
         return row
 
@@ -158,9 +161,9 @@ class Sweep:
 
     def _run_worker(self, cases: list[Case]) -> None:
         s = self.settings
-        env = worker_env()
         pending = list(cases)
         launcher = launcher_of(cases[0])
+        env = worker_environment(launcher, cases[0].placement, worker_env())
         while pending:
             before = len(pending)
             workdir = tempfile.mkdtemp(prefix="parabench-worker-")

@@ -66,3 +66,24 @@ def test_existing_output_is_never_overwritten(tmp_path):
     proc = run_cli("run", "--strategies", "single", *TINY, "--out", str(out))
     assert proc.returncode == 2 and "already exists: pass --resume" in proc.stderr
     assert json.loads(out.read_text())["rows"] == []
+
+
+def test_workers_get_and_rows_record_the_launchers_thread_setting(tmp_path):
+    """One OpenMP thread per worker process on GPUs (any launcher) and for torchrun's several
+    CPU processes (torchrun's own rule); the user's setting wins; rows say what was in force."""
+    import os
+
+    from bench.launchers import LOCAL, TORCHRUN, worker_environment
+    from strategies.base import Placement
+
+    assert LOCAL.variables(Placement((0,), 1)) == {"OMP_NUM_THREADS": "1"}
+    assert LOCAL.variables(Placement((), 2)) == {} and TORCHRUN.variables(Placement((), 1)) == {}
+    assert TORCHRUN.variables(Placement((), 2)) == {"OMP_NUM_THREADS": "1"}
+    assert worker_environment(LOCAL, Placement((0, 1), 2), {"OMP_NUM_THREADS": "8"})["OMP_NUM_THREADS"] == "8"
+
+    out = tmp_path / "r.json"
+    proc = run_cli("run", "--strategies", "single,ddp", *TINY, "--batch-sizes", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    threads = {r["strategy"]: json.loads(r["environment"]).get("OMP_NUM_THREADS") for r in rows_of(out)}
+    users = os.environ.get("OMP_NUM_THREADS")
+    assert threads == {"single": users, "ddp": users or "1"}, threads

@@ -42,3 +42,14 @@ def test_same_seed_same_weights_and_data():
     assert not torch.equal(a.conv1.weight, c.conv1.weight)
     small, large = get_workload("resnet18-small").synthetic_batch(4), get_workload("resnet18-small").synthetic_batch(8)
     assert torch.equal(small[0], large[0][:4]) and torch.equal(small[1], large[1][:4])
+
+
+def test_rows_are_fresh_copies_of_the_cached_blocks():
+    """A worker reuses the blocks of rows across cases: what one case does to its batch
+    (in-place normalisation, pinning) never reaches the next case's."""
+    w = get_workload("resnet18-small")
+    x, y = w.synthetic_rows(0, 64)
+    expected_x, expected_y = x.clone(), y.clone()
+    x.zero_(), y.zero_()
+    again_x, again_y = w.synthetic_rows(0, 64)
+    assert torch.equal(again_x, expected_x) and torch.equal(again_y, expected_y)
