@@ -34,12 +34,9 @@ class Launcher:
         return (self.name, tuple((k, str(options.get(k))) for k in self.options))
 
     def variables(self, placement: Placement) -> dict:
-        """Environment variables the worker's processes get unless the user set them (rows
-        record them). On GPUs the host threads only launch kernels: one OpenMP thread, as
-        torchrun gives each of several processes. With the default pool (one thread per
-        core) a local worker's cuDNN autotuning was slow: on an H200, `single`'s first case
-        of each shape and precision spent 2-7 s more in warm-up (README, sweep time)."""
-        return {"OMP_NUM_THREADS": "1"} if placement.gpus else {}
+        """Environment variables the launcher gives the worker's processes where the user
+        did not set them; rows record them with the user's own."""
+        return {}
 
     def command(self, spec_path: str, placement: Placement, options: dict, rendezvous: list[str] | None = None
                 ) -> list[str]:
@@ -136,8 +133,8 @@ class Torchrun(ProcessGroupLauncher):
     spans_nodes = True
 
     def variables(self, placement):
-        # torchrun sets one OpenMP thread per process itself when it starts several.
-        return {"OMP_NUM_THREADS": "1"} if placement.gpus or placement.per_node > 1 else {}
+        # torchrun's own rule: one OpenMP thread per process when it starts several.
+        return {"OMP_NUM_THREADS": "1"} if placement.per_node > 1 else {}
 
     def command(self, spec_path, placement, options, rendezvous=None):
         extra = shlex.split(str(options.get("torchrun_args", "")))

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # 2 H200s, one call (~8 min under `timeout 590`): whether one OpenMP thread per GPU worker
-# (now the default) moves throughput: `single` resnet18-small at 32 and 256, three
-# alternations of OMP_NUM_THREADS=<cores> against the default, and DDP on one GPU with the
-# full pool; then the full 2-GPU sweep, the grid of campaign 5 (418 s there), with its wall
-# time. Archive after every step.
+# (the local worker's default while this ran, since reverted: the slow first warm-up was the
+# CUDA driver's JIT cache, see README) moves warm-up or throughput: `single` resnet18-small
+# at 32 and 256, three alternations of OMP_NUM_THREADS=<cores> against one thread, and DDP on
+# one GPU with the full pool; then the full 2-GPU sweep, the grid of campaign 5 (418 s
+# there), with its wall time. Archive after every step.
 set -u
 source "$(dirname "$0")/campaign_lib.sh"; campaign campaign6-sweep
 CORES=$(nproc)

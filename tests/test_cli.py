@@ -68,18 +68,18 @@ def test_existing_output_is_never_overwritten(tmp_path):
     assert json.loads(out.read_text())["rows"] == []
 
 
-def test_workers_get_and_rows_record_the_launchers_thread_setting(tmp_path):
-    """One OpenMP thread per worker process on GPUs (any launcher) and for torchrun's several
-    CPU processes (torchrun's own rule); the user's setting wins; rows say what was in force."""
+def test_rows_record_the_thread_setting_the_launcher_gave(tmp_path):
+    """torchrun gives each of several processes one OpenMP thread (its own rule) and the local
+    worker keeps the default pool; the user's setting wins; rows say what was in force."""
     import os
 
     from bench.launchers import LOCAL, TORCHRUN, worker_environment
     from strategies.base import Placement
 
-    assert LOCAL.variables(Placement((0,), 1)) == {"OMP_NUM_THREADS": "1"}
-    assert LOCAL.variables(Placement((), 2)) == {} and TORCHRUN.variables(Placement((), 1)) == {}
-    assert TORCHRUN.variables(Placement((), 2)) == {"OMP_NUM_THREADS": "1"}
-    assert worker_environment(LOCAL, Placement((0, 1), 2), {"OMP_NUM_THREADS": "8"})["OMP_NUM_THREADS"] == "8"
+    assert LOCAL.variables(Placement((0,), 1)) == {} and LOCAL.variables(Placement((), 2)) == {}
+    assert TORCHRUN.variables(Placement((0,), 1)) == {} and TORCHRUN.variables(Placement((), 1)) == {}
+    assert TORCHRUN.variables(Placement((0, 1), 2)) == TORCHRUN.variables(Placement((), 2)) == {"OMP_NUM_THREADS": "1"}
+    assert worker_environment(TORCHRUN, Placement((0, 1), 2), {"OMP_NUM_THREADS": "8"})["OMP_NUM_THREADS"] == "8"
 
     out = tmp_path / "r.json"
     proc = run_cli("run", "--strategies", "single,ddp", *TINY, "--batch-sizes", "1", "--out", str(out))
