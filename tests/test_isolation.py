@@ -4,8 +4,8 @@ another batch size) in the same worker: its counters must be equal, and what ran
 not make it slower than its spread alone.
 
 The other direction does not hold on a 2-core CPU: DDP's case alone in a fresh torchrun worker
-ran slower than after others in 6 of 9 pairs (medians 119-168 ms against 118-134 ms; README),
-so the step-time check is one-sided."""
+ran slower than after others in 9 of 13 pairs (mean of the medians 132 ms against 121 ms;
+README), so the step-time check is one-sided."""
 import pytest
 
 from bench import counters
