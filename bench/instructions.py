@@ -26,8 +26,8 @@ from bench.models import Workload
 SCHEMA = "parabench-instructions/1"
 TINY = Workload("resnet18-tiny", (1, 8, 8), 10, small_input=True, width=8)
 BATCH, REPLICAS, WARMUP, NUMBER = 2, 2, 3, 3
-# Counts repeat exactly in one environment; the checkout's path and the machine's variables
-# move them by a few tenths of a percent, hence 1%.
+# Runs started together agree to within tens of instructions; runs at other times moved by
+# up to 0.29% with unchanged code (cause not found), hence 1%.
 TOLERANCE = 0.01
 
 

@@ -445,8 +445,9 @@ def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
                 ax.plot(sorted({1, *line["n_gpus"]}), [base * x for x in sorted({1, *line["n_gpus"]})], ls=":",
                         color="grey", lw=0.8)
                 counts.add(1)
-            ax.plot(xs, ys, marker="o", color=color, ls="-" if not var else "--", label=_wrap(series), markevery=
-                    list(range(1 if base is not None else 0, len(xs))))
+            first_own = 1 if base is not None else 0  # single's point is drawn hollow above
+            ax.plot(xs, ys, marker="o", color=color, ls="-" if not var else "--", label=_wrap(series),
+                    markevery=list(range(first_own, len(xs))))
             for nnodes, across in many.groupby("nnodes"):  # across hosts: squares, a curve of their own
                 ax.plot(across["n_gpus"], across["img_per_s"], marker="s", ms=10, mfc="none", mew=1.5, zorder=4,
                         color=color, ls=":", label=_wrap(f"{series}, across {int(nnodes)} hosts"))
