@@ -35,11 +35,11 @@ def resolve_gpus(text: str | None) -> list[int]:
     """GPU ids from --gpus ('' or 'cpu': none; 'all' or unset: every visible GPU)."""
     from bench import envinfo
 
+    if text is not None and text.strip().lower() in ("", "cpu", "none"):
+        return []  # without asking torch: a CPU sweep's parent never imports it
     available = envinfo.gpu_count()
     if text is None or text.strip().lower() == "all":
         return list(range(available))
-    if text.strip().lower() in ("", "cpu", "none"):
-        return []
     try:
         ids = [int(x) for x in _csv(text)]
     except ValueError:

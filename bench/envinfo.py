@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import datetime
 import functools
+import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
+import runpy
 import shlex
 import socket
 import subprocess
@@ -56,7 +59,7 @@ def gpus_on_host() -> list[dict]:
                 "memory_mib": pynvml.nvmlDeviceGetMemoryInfo(handle).total / 2**20, "driver": driver,
             })
         return found
-    except Exception:  # noqa: BLE001 - no NVML: fall back to nvidia-smi, then to torch
+    except Exception:  # noqa: BLE001 - no NVML: ask nvidia-smi
         pass
     out = _run(["nvidia-smi", "--query-gpu=index,name,memory.total,driver_version", "--format=csv,noheader,nounits"])
     if out:
@@ -65,14 +68,25 @@ def gpus_on_host() -> list[dict]:
             idx, name, mem, driver = (x.strip() for x in line.split(","))
             found.append({"index": int(idx), "name": name, "memory_mib": float(mem), "driver": driver})
         return found
-    import torch
-
-    return [{"index": i, "name": torch.cuda.get_device_name(i), "memory_mib": None, "driver": None}
-            for i in range(torch.cuda.device_count())]
+    return []  # not torch: asking it would create a CUDA context in the parent
 
 
 def gpu_count() -> int:
-    """CUDA devices usable by torch here (respects CUDA_VISIBLE_DEVICES)."""
+    """CUDA devices usable by torch here (respects CUDA_VISIBLE_DEVICES).
+
+    From NVML where CUDA_VISIBLE_DEVICES is unset or a list of indices, so that the sweep's
+    parent does not import torch; torch answers the rest (UUIDs, MIG, no NVML)."""
+    on_host = len(gpus_on_host())
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if on_host and visible is None:
+        return on_host
+    if on_host and all(x.strip().lstrip("-").isdigit() for x in visible.split(",") if x.strip()):
+        count = 0
+        for x in (x.strip() for x in visible.split(",")):
+            if not x or not 0 <= int(x) < on_host:
+                break  # CUDA ignores an invalid index and everything after it
+            count += 1
+        return count
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -95,34 +109,54 @@ def collect_light() -> dict:
 
 
 @functools.lru_cache(maxsize=1)
-def collect() -> dict:
-    import numpy
+def torch_build() -> dict:
+    """torch's version, CUDA version and commit, read from its installed version.py: the
+    sweep's parent never imports torch (1.4 s on a 2-core machine, and an import while a
+    worker measures would share that worker's CPU)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return {"torch": None, "cuda": None, "torch_git": None}
+    facts = runpy.run_path(os.path.join(spec.submodule_search_locations[0], "version.py"))
+    return {"torch": facts.get("__version__"), "cuda": facts.get("cuda"), "torch_git": facts.get("git_version")}
+
+
+def runtime_libraries() -> dict:
+    """cuDNN and NCCL as the worker's torch loaded them (the worker reports them per case)."""
     import torch
 
+    try:
+        nccl = ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None
+    except Exception:  # noqa: BLE001 - builds without NCCL
+        nccl = None
+    return {"cudnn": str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else None,
+            "nccl": nccl}
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def collect() -> dict:
+    """The facts of this machine and software that need no torch import (see torch_build)."""
     commit = _run(["git", "rev-parse", "--short=12", "HEAD"])
     if commit and _run(["git", "status", "--porcelain", "--untracked-files=no"]):
         commit += "-dirty"
-    cuda_ok = torch.cuda.is_available()
-    try:
-        nccl = ".".join(map(str, torch.cuda.nccl.version())) if cuda_ok else None
-    except Exception:  # noqa: BLE001 - builds without NCCL
-        nccl = None
     gpus = gpus_on_host()
     return {
         "gpu_count_host": len(gpus),
         "driver": gpus[0]["driver"] if gpus else None,
-        "cuda": torch.version.cuda,
-        "cudnn": str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else None,
-        "nccl": nccl,
-        "torch": torch.__version__,
-        "numpy": numpy.__version__,
+        **torch_build(),
+        "numpy": _version("numpy"),
         "python": platform.python_version(),
         **collect_light(),
         "platform": platform.platform(),
         "git_commit": commit,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(shlex.quote(portable(a)) for a in sys.argv),
-        "torch_git": getattr(torch.version, "git_version", None),
         "host_memory_gib": round(_host_memory() / 2**30, 1),
         "environment": json.dumps(variables(), sort_keys=True),
     }

@@ -1,70 +1,22 @@
-"""The two ResNet-18 workloads, defined here so that no torchvision is needed.
+"""The two ResNet-18 workloads: which network, which input, which synthetic data.
 
 `resnet18` is the standard ImageNet network (3x224x224 input, 7x7 stride-2 stem,
 max-pool, 1000 classes, 11,689,512 parameters). `resnet18-small` keeps the same
 four stages of basic blocks but takes 1x28x28 input through a 3x3 stride-1 stem
-with no max-pool and ends in 10 classes.
+with no max-pool and ends in 10 classes. The network itself is in bench/resnet.py.
+
+Importing this module loads no torch, so that the sweep's parent, which only needs the
+names, stays light; building a model or data loads it.
 """
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-from torch import nn
-
-
-class BasicBlock(nn.Module):
-    def __init__(self, in_planes: int, planes: int, stride: int = 1):
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_planes, planes, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(planes)
-        self.relu = nn.ReLU(inplace=True)
-        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(planes)
-        self.downsample = None
-        if stride != 1 or in_planes != planes:
-            self.downsample = nn.Sequential(
-                nn.Conv2d(in_planes, planes, 1, stride, bias=False), nn.BatchNorm2d(planes)
-            )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        identity = x if self.downsample is None else self.downsample(x)
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        return self.relu(out + identity)
-
-
-class ResNet18(nn.Module):
-    def __init__(self, in_channels: int, num_classes: int, small_input: bool, width: int = 64):
-        super().__init__()
-        if small_input:
-            self.conv1 = nn.Conv2d(in_channels, width, 3, 1, 1, bias=False)
-            self.maxpool = nn.Identity()
-        else:
-            self.conv1 = nn.Conv2d(in_channels, width, 7, 2, 3, bias=False)
-            self.maxpool = nn.MaxPool2d(3, 2, 1)
-        self.bn1 = nn.BatchNorm2d(width)
-        self.relu = nn.ReLU(inplace=True)
-        stages, in_planes = [], width
-        for planes, stride in ((width, 1), (2 * width, 2), (4 * width, 2), (8 * width, 2)):
-            stages.append(nn.Sequential(BasicBlock(in_planes, planes, stride), BasicBlock(planes, planes)))
-            in_planes = planes
-        self.layer1, self.layer2, self.layer3, self.layer4 = stages
-        self.avgpool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(8 * width, num_classes)
-        # torchvision's initialisation, so that training behaves like the reference model.
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-            elif isinstance(m, nn.BatchNorm2d):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(torch.flatten(self.avgpool(x), 1))
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 
 @dataclass(frozen=True)
@@ -79,6 +31,10 @@ class Workload:
 
     def build(self, seed: int = 0) -> nn.Module:
         """The model with weights that depend on `seed` alone (identical in every strategy)."""
+        import torch
+
+        from bench.resnet import ResNet18
+
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             return ResNet18(self.input_shape[0], self.num_classes, self.small_input, self.width)
@@ -91,6 +47,8 @@ class Workload:
         """Rows [start, stop) of the fixed random global batch, built without the others:
         each rank of a multi-process job makes only its own shard. Rows come in blocks,
         each from its own seeded stream, so any slice equals that slice of a larger batch."""
+        import torch
+
         first, last = start // _BLOCK, (stop - 1) // _BLOCK if stop > start else start // _BLOCK - 1
         inputs, targets = [], []
         for block in range(first, last + 1):
@@ -111,12 +69,16 @@ _BLOCK = 64
 # (resnet18's is 38.5 MB; 32 of them at most). Callers get copies (torch.cat), never a block.
 @functools.lru_cache(maxsize=32)
 def _block(input_shape: tuple, num_classes: int, seed: int, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+    import torch
+
     return (torch.randn((_BLOCK, *input_shape), generator=_stream(seed, 1, block)),
             torch.randint(0, num_classes, (_BLOCK,), generator=_stream(seed, 2, block)))
 
 
 def _stream(seed: int, which: int, block: int) -> torch.Generator:
     # Inputs and targets come from separate streams per block of rows.
+    import torch
+
     return torch.Generator().manual_seed((seed * 4 + which) * 1_000_003 + block)
 
 
@@ -142,6 +104,7 @@ def training_flops_per_image(name: str) -> float:
     element-wise work such as BatchNorm and ReLU is not counted, as is customary.
     """
     if name not in _FLOPS_CACHE:
+        from torch import nn
         from torch.utils.flop_counter import FlopCounterMode
 
         workload = get_workload(name)

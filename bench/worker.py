@@ -20,7 +20,7 @@ import traceback
 import torch
 
 import strategies
-from bench import anatomy, counters, launchers, procs, protocol, training
+from bench import anatomy, counters, envinfo, launchers, procs, protocol, training
 from bench.models import get_workload, training_flops_per_image
 from bench.precision import get_precision
 from bench.stats import summarize
@@ -215,11 +215,18 @@ def parity_step(job: Job, case: dict) -> None:
 
 
 def reset_between_cases(case: dict) -> None:
+    """Free what the case left behind before the next one: its compiled code, its objects
+    (cycles included) and the blocks the allocator keeps cached."""
+    if case["execution"] == "compile":
+        torch._dynamo.reset()
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-    if case["execution"] == "compile":
-        torch._dynamo.reset()
+    if not gc.get_freeze_count():
+        # What is alive after the first case's collection (torch with the modules its first
+        # step imports, 290 k objects) lives as long as the worker: a full collection
+        # skips it from now on, 0.3 s less per case on the CI machine.
+        gc.freeze()
 
 
 def fail(job: Job, case: dict, exc: BaseException) -> None:
@@ -263,7 +270,8 @@ def serve(spec: dict, spec_path: str, rank: int, world_size: int, local_rank: in
                 fail(job, case, exc)
             if job.reporting:
                 protocol.emit("result", key=case["key"], status="ok", reason="",
-                              elapsed_s=time.perf_counter() - started, **(figures or {}))
+                              elapsed_s=time.perf_counter() - started, **envinfo.runtime_libraries(),
+                              **(figures or {}))
             reset_between_cases(case)
     finally:
         job.launcher.close()

@@ -1,10 +1,13 @@
 """The CLI end to end on the CPU, and its one-line errors for bad input."""
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from bench import results
-from tests.conftest import rows_of, run_cli
+from tests.conftest import REPO, rows_of, run_cli
 
 TINY = ["--gpus", "", "--batch-sizes", "1,2", "--warmup", "0", "--steps", "2", "--trials", "2"]
 
@@ -87,3 +90,31 @@ def test_rows_record_the_thread_setting_the_launcher_gave(tmp_path):
     threads = {r["strategy"]: json.loads(r["environment"]).get("OMP_NUM_THREADS") for r in rows_of(out)}
     users = os.environ.get("OMP_NUM_THREADS")
     assert threads == {"single": users, "ddp": users or "1"}, threads
+
+
+def test_a_cpu_sweeps_parent_never_imports_torch(tmp_path):
+    # Importing torch costs the parent 1.4 s on a 2-core machine, and an import while a worker
+    # measures would share that worker's CPU; the workers report the libraries they loaded.
+    out = tmp_path / "r.json"
+    code = ("import sys; from bench import cli; rc = cli.main(sys.argv[1:]); "
+            "print('TORCH_IN_PARENT', 'torch' in sys.modules); sys.exit(rc)")
+    proc = subprocess.run([sys.executable, "-c", code, "run", "--strategies", "single", "--gpus", "",
+                           "--batch-sizes", "1", "--warmup", "0", "--steps", "1", "--trials", "1", "--out", str(out)],
+                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "TORCH_IN_PARENT False" in proc.stdout
+    [row] = rows_of(out)
+    assert row["status"] == "ok" and row["torch"] and row["torch_git"]
+
+
+@pytest.mark.parametrize("visible, count", [(None, 4), ("", 0), ("1,3", 2), ("2,7,1", 1), ("5", 0)])
+def test_gpu_count_follows_cuda_visible_devices_without_torch(monkeypatch, visible, count):
+    from bench import envinfo
+
+    monkeypatch.setattr(envinfo, "gpus_on_host", lambda: [{"index": i} for i in range(4)])
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert envinfo.gpu_count() == count

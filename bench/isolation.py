@@ -1,0 +1,85 @@
+"""Does a case measure the same alone in a fresh worker and after other cases in the same
+worker? The comparison behind tests/test_isolation.py (CPU) and scripts/isolation_gpu.sh (GPUs).
+
+`python -m bench.isolation FOLDER` reads FOLDER/<strategy>-alone-<n>.json and
+<strategy>-after-<n>.json, finds in each "after" file the case that its "alone" file holds,
+and prints, per strategy, both sides' step times and whether the counters agree.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from bench import counters, results
+
+_NAME = re.compile(r"(?P<strategy>.+)-(?P<side>alone|after)-(?P<attempt>\d+)\.json$")
+_SAME_CASE = ("strategy", "precision", "model", "batch_per_gpu", "n_replicas")
+
+
+def same_case(rows: list[dict], like: dict) -> dict:
+    [row] = [r for r in rows if all(r[k] == like[k] for k in _SAME_CASE)]
+    return row
+
+
+def counter_differences(first: dict, later: dict) -> list[str]:
+    """Counters that differ beyond their stated tolerance (bench/counters.py)."""
+    out = []
+    for name in counters.COUNTERS:
+        tolerance = counters.TOLERANCE.get(name, 0.0) * max(abs(first[name]), 1e-9)
+        if abs(later[name] - first[name]) > tolerance:
+            out.append(f"{name}: {first[name]} alone, {later[name]} after")
+    return out
+
+
+def spread(rows: list[dict]) -> tuple[float, float]:
+    """The union of the rows' p10-p90 step-time ranges (ms)."""
+    return min(r["step_ms_p10"] for r in rows), max(r["step_ms_p90"] for r in rows)
+
+
+def compare(pairs: list[tuple[dict, dict]]) -> dict:
+    """(alone, after) rows of one case, over several interleaved attempts."""
+    alone, after = [a for a, _ in pairs], [b for _, b in pairs]
+    (alone_lo, alone_hi), (after_lo, after_hi) = spread(alone), spread(after)
+    return {
+        "alone_ms": [round(r["step_ms_p50"], 3) for r in alone],
+        "after_ms": [round(r["step_ms_p50"], 3) for r in after],
+        "alone_spread_ms": (round(alone_lo, 3), round(alone_hi, 3)),
+        "after_spread_ms": (round(after_lo, 3), round(after_hi, 3)),
+        "after_not_slower": after_lo <= alone_hi,  # nothing earlier left a slowdown behind
+        "alone_not_slower": alone_lo <= after_hi,  # a fresh worker's first case is not slow
+        "counter_differences": sorted({d for a, b in pairs for d in counter_differences(a, b)}),
+    }
+
+
+def main(argv: list[str]) -> int:
+    folder = Path(argv[0])
+    found: dict[str, dict[int, dict[str, Path]]] = {}
+    for path in sorted(folder.glob("*.json")):
+        if m := _NAME.match(path.name):
+            found.setdefault(m["strategy"], {}).setdefault(int(m["attempt"]), {})[m["side"]] = path
+    if not found:
+        print(f"no <strategy>-alone-<n>.json / -after-<n>.json files in {folder}", file=sys.stderr)
+        return 2
+    for strategy, attempts in sorted(found.items()):
+        pairs = []
+        for n, sides in sorted(attempts.items()):
+            if set(sides) != {"alone", "after"}:
+                continue
+            [alone] = [r for r in results.load(sides["alone"]) if r["status"] == "ok"]
+            pairs.append((alone, same_case(results.load(sides["after"]), alone)))
+        if not pairs:
+            continue
+        got = compare(pairs)
+        a = pairs[0][0]
+        print(f"{strategy} {a['model']} {a['precision']} {a['batch_per_gpu']}/replica x{a['n_replicas']} "
+              f"({len(pairs)} attempts, interleaved)")
+        print(f"  alone in a fresh worker: p50 {got['alone_ms']} ms, p10-p90 {got['alone_spread_ms']}")
+        print(f"  after others:            p50 {got['after_ms']} ms, p10-p90 {got['after_spread_ms']}")
+        print(f"  after not slower: {got['after_not_slower']}; alone not slower: {got['alone_not_slower']}; "
+              f"counters: {'equal' if not got['counter_differences'] else '; '.join(got['counter_differences'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
