@@ -15,7 +15,9 @@ Noise-aware rules (thresholds are per metric):
 - A case that was ok and now is oom/error/timeout is a regression.
 - Work counters (bench/counters.py: operator calls, kernel launches, host synchronisations,
   collectives and their elements, allocated memory per step) are deterministic: any rise
-  is a regression, exactly (allocated memory within 1%). `--judge counters` (shared CPUs)
+  is a regression, exactly (allocated memory within 1%). Kernel launches and allocated
+  memory of a GPU case with cuDNN autotuning on are not (each worker picks its own
+  convolution kernels) and are left unjudged there. `--judge counters` (shared CPUs)
   judges only these, peak memory and status changes, and shows timing unjudged.
 Cases present in only one file, or measured on different hardware, are listed and
 never compared (unless --across-hardware, which then compares in-run ratios alone).
@@ -171,7 +173,7 @@ def _judge_counters(base: dict, cur: dict) -> list[str]:
     why = []
     for name in counters.COUNTERS:
         was, now = base.get(name), cur.get(name)
-        if was is None or now is None:
+        if was is None or now is None or not (counters.judged(name, base) and counters.judged(name, cur)):
             continue
         if now > was * (1 + counters.TOLERANCE.get(name, 0.0)) + 1e-9:
             why.append(f"{name.replace('_', ' ')} rose {was:g} -> {now:g}")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench import counters, results
 
-_NAME = re.compile(r"(?P<strategy>.+)-(?P<side>alone|after)-(?P<attempt>\d+)\.json$")
+_NAME = re.compile(r"(?P<strategy>.+)-(?P<side>alone|after)-(?P<attempt>\d+)(\.probe)?\.json$")
 _SAME_CASE = ("strategy", "precision", "model", "batch_per_gpu", "n_replicas")
 
 
@@ -23,9 +23,12 @@ def same_case(rows: list[dict], like: dict) -> dict:
 
 
 def counter_differences(first: dict, later: dict) -> list[str]:
-    """Counters that differ beyond their stated tolerance (bench/counters.py)."""
+    """Counters that differ beyond their stated tolerance (bench/counters.py), of those that
+    repeat exactly from one worker to the next (not those cuDNN autotuning moves)."""
     out = []
     for name in counters.COUNTERS:
+        if not (counters.judged(name, first) and counters.judged(name, later)):
+            continue
         tolerance = counters.TOLERANCE.get(name, 0.0) * max(abs(first[name]), 1e-9)
         if abs(later[name] - first[name]) > tolerance:
             out.append(f"{name}: {first[name]} alone, {later[name]} after")
@@ -76,8 +79,12 @@ def main(argv: list[str]) -> int:
               f"({len(pairs)} attempts, interleaved)")
         print(f"  alone in a fresh worker: p50 {got['alone_ms']} ms, p10-p90 {got['alone_spread_ms']}")
         print(f"  after others:            p50 {got['after_ms']} ms, p10-p90 {got['after_spread_ms']}")
+        unjudged = [n for n in counters.COUNTERS if not counters.judged(n, a)]
         print(f"  after not slower: {got['after_not_slower']}; alone not slower: {got['alone_not_slower']}; "
-              f"counters: {'equal' if not got['counter_differences'] else '; '.join(got['counter_differences'])}")
+              f"counters: {'equal' if not got['counter_differences'] else '; '.join(got['counter_differences'])}"
+              + (f" ({', '.join(unjudged)} not compared: cuDNN autotuning)" if unjudged else ""))
+        for name in unjudged:
+            print(f"  {name}: alone {[r[name] for r, _ in pairs]}, after {[r[name] for _, r in pairs]}")
     return 0
 
 

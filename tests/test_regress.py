@@ -173,3 +173,18 @@ def test_dashboard_names_are_unique_over_the_committed_results(tmp_path):
     for out in ("d.json", "m.json"):
         names = [e["name"] for e in json.loads((tmp_path / out).read_text())]
         assert len(names) > 50 and len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("autotuning, verdict", [(True, "pass"), (False, "regression")])
+def test_autotuned_gpu_launches_vary_and_are_not_judged(autotuning, verdict):
+    # Counts from campaign 7: the same DDP case in fresh workers launched 448 and 452 kernels.
+    counts = dict(ops_per_step=1273, host_syncs_per_step=1, collectives_per_step=8, cudnn_benchmark=autotuning)
+    base, cur = _rows(kernel_launches_per_step=452, alloc_mib_per_step=2982.4, **counts)
+    for row in base:
+        row.update(kernel_launches_per_step=448, alloc_mib_per_step=2638.0, **counts)
+    [ddp] = [v for v in compare.compare(base, cur, compare.Thresholds()) if v["case"].startswith("ddp")]
+    assert ddp["verdict"] == verdict
+    # Operator calls repeat exactly with autotuning too, and stay judged.
+    cur[0]["ops_per_step"] = 1274
+    [ddp] = [v for v in compare.compare(base, cur, compare.Thresholds()) if v["case"].startswith("ddp")]
+    assert ddp["verdict"] == "regression" and "ops per step rose" in ddp["why"][0]
