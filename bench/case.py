@@ -52,6 +52,13 @@ class Settings:
     case_timeout_s: float = 600.0
     startup_timeout_s: float = 300.0
     anatomy_steps: int = 0  # > 0: profile that many steps after the timing (bench/anatomy.py)
+    worker_scope: str = "group"  # which cases share a worker: group | series | case (WORKER_SCOPES)
+
+
+# group: every case of a launcher and device set in one long-lived worker (the fastest);
+# series: a fresh worker for each series (strategy, precision, model, knobs), its batch
+# ladder inside; case: a fresh worker for every case (the strictest isolation, the slowest).
+WORKER_SCOPES = ("group", "series", "case")
 
 
 def _bool(value) -> bool:

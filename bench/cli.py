@@ -124,6 +124,7 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
         options=tuple(sorted(_parse_options(args.option, strategy_names).items())),
         case_timeout_s=args.case_timeout, startup_timeout_s=args.startup_timeout,
         anatomy_steps=count(args.anatomy_steps, 3, "--anatomy-steps", 1) if args.anatomy else 0,
+        worker_scope=args.worker_scope,
     )
 
 
@@ -520,6 +521,8 @@ def cmd_instructions(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from bench.case import WORKER_SCOPES
+
     parser = argparse.ArgumentParser(prog="parabench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -565,6 +568,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--rdzv-id", help="a name for this multi-node run, the same on every node (default parabench)")
     run.add_argument("--case-timeout", type=float, default=600.0, help="seconds a case may take before it is killed")
     run.add_argument("--startup-timeout", type=float, default=300.0, help="seconds a worker may take to start")
+    run.add_argument("--worker-scope", choices=WORKER_SCOPES, default="group",
+                     help="cases that share a worker: group (default: every case of a launcher and device set, "
+                     "the fastest), series (a fresh worker per series), case (a fresh worker per case, the strictest "
+                     "isolation)")
     run.set_defaults(func=cmd_run)
 
     lst = sub.add_parser("list", help="strategies and precisions, and whether each can run here")

@@ -43,6 +43,7 @@ ENVIRONMENT = [
     "python", "host", "cpu", "platform", "git_commit", "date", "command", "run_id",
     "hosts", "node_gpu_names",  # every node's host name and GPU model (or CPU), in node order
     "gpu_topology", "host_memory_gib", "torch_git", "environment",  # NCCL_* etc. in force, as JSON
+    "worker_scope",  # which cases shared the worker (bench/case.py WORKER_SCOPES)
 ]
 COLUMNS = list(case_mod.COLUMNS) + FIGURES + ENVIRONMENT
 STATUSES = ("ok", "oom", "error", "timeout", "skipped")
@@ -59,7 +60,8 @@ REQUIRED_POSITIVE = ("img_per_s", "img_per_s_p10", "img_per_s_p90", "step_ms_p10
 # Figures that, where present, must be finite and not negative.
 NON_NEGATIVE = FLOAT - set(REQUIRED_POSITIVE) - {"anatomy_vs_timed_pct"}
 # Version fields stay text (CUDA "13.0", not the float 13.0) when a CSV is read back.
-TEXT = {"cuda", "cudnn", "nccl", "torch", "mxnet", "numpy", "python", "driver", "gpus", "git_commit", "torch_git"}
+TEXT = {"cuda", "cudnn", "nccl", "torch", "mxnet", "numpy", "python", "driver", "gpus", "git_commit", "torch_git",
+        "worker_scope"}
 
 
 class ResultsError(Exception):

@@ -3,7 +3,8 @@
 Cases whose strategy names the same launcher on the same devices (with the same launcher
 options) share one worker: one local process per GPU set, one torchrun per GPU count for
 all DDP-style strategies, one MXNet interpreter. Inside a worker the cases of one series
-(one line of a figure) run in ascending batch order. The parent enforces time limits,
+(one line of a figure) run in ascending batch order; `--worker-scope series` or `case`
+gives each series or each case a fresh worker instead. The parent enforces time limits,
 turns crashes, hangs and out-of-memory into that case's status, starts a fresh worker
 for the cases left after any failure, and writes the results file after every case.
 """
@@ -92,6 +93,7 @@ class Sweep:
         # The variables the worker ran with: this process's, and the launcher's where unset.
         variables = worker_environment(launcher_of(case), case.placement, json.loads(row["environment"]))
         row["environment"] = json.dumps(variables, sort_keys=True)
+        row["worker_scope"] = self.settings.worker_scope
         row.update(figures)
         return row
 
@@ -140,11 +142,28 @@ class Sweep:
                 series = {}
                 for case in cases:
                     series.setdefault(case.series_key(), []).append(case)
-                ordered = [c for s in series.values() for c in sorted(s, key=lambda c: c.batch_per_gpu)]
-                self._run_worker(ordered)
+                remaining = [c for s in series.values() for c in sorted(s, key=lambda c: c.batch_per_gpu)]
+                while remaining:
+                    chunk = self._next_worker_cases(remaining)
+                    remaining = remaining[len(chunk):]
+                    self._run_worker(chunk)
+                    # A worker skips its own larger batches after an out-of-memory; these
+                    # come in later workers when fewer cases share one.
+                    for case in chunk:
+                        if self.rows.get(identity(self._row(case)), {}).get("status") == "oom":
+                            self._skip_larger(remaining, case)
         finally:
             signal.signal(signal.SIGTERM, previous)
         return list(self.rows.values())
+
+    def _next_worker_cases(self, ordered: list[Case]) -> list[Case]:
+        """The leading cases of `ordered` that one worker runs, by --worker-scope."""
+        scope = self.settings.worker_scope
+        if scope == "case":
+            return ordered[:1]
+        if scope == "series":
+            return [c for c in ordered if c.series_key() == ordered[0].series_key()]
+        return list(ordered)
 
     def _anatomy_spec(self, case: Case) -> dict:
         """Where the case's traces go: <results folder>/traces/<results name>/<case>/, recorded

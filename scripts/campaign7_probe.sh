@@ -6,7 +6,7 @@
 set -u
 source "$(dirname "$0")/campaign_lib.sh"; campaign campaign7-probe
 export CUDA_CACHE_PATH=$PWD/.cache/cuda-jit
-step 90 counting $PY scripts/probe_counting.py $W/counting.json
+step 90 counting env PYTHONPATH=$PWD $PY scripts/probe_counting.py $W/counting.json
 P="--warmup 10 --steps 20 --trials 3 --models resnet18-small --gpus 0,1 --gpu-counts 2 --strategies ddp"
 $PY -m bench run $P --precisions fp32 --batch-sizes 256 --out $W/jit-warmup.json > $W/jit-warmup.log 2>&1
 iso() {  # iso FOLDER ATTEMPT [env...]

@@ -1,6 +1,6 @@
 """Where the counting step's time goes on this machine (bench/counters.py): the profiler's
 start, the profiled step, its stop and the parse, for a few strategies; the raw records'
-parse beside it for comparison. `python scripts/probe_counting.py` on a GPU host."""
+parse beside it for comparison. `PYTHONPATH=. python scripts/probe_counting.py [OUT.json]` on a GPU host."""
 import gc
 import json
 import sys

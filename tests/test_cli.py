@@ -118,3 +118,18 @@ def test_gpu_count_follows_cuda_visible_devices_without_torch(monkeypatch, visib
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     assert envinfo.gpu_count() == count
+
+
+def test_worker_scope_case_gives_every_case_a_fresh_worker(tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_cli("run", "--strategies", "single", "--precisions", "fp32,amp-bf16", *TINY, "--worker-scope", "case",
+                   "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rows = rows_of(out)
+    assert len(rows) == 4 and all(r["status"] == "ok" and r["worker_scope"] == "case" for r in rows)
+    assert all(r["worker_start_s"] is not None for r in rows)  # each case was its worker's first
+    proc = run_cli("run", "--strategies", "single", "--precisions", "fp32,amp-bf16", *TINY, "--worker-scope", "series",
+                   "--out", str(tmp_path / "s.json"))
+    assert proc.returncode == 0, proc.stderr
+    firsts = {(r["precision"], r["batch_per_gpu"]) for r in rows_of(tmp_path / "s.json") if r["worker_start_s"] is not None}
+    assert firsts == {("fp32", 1), ("amp-bf16", 1)}  # one worker per series, its ladder inside

@@ -62,8 +62,10 @@ def test_a_crash_costs_only_its_case(tmp_path, fault, status, reason):
     assert_others_measured(rows, 2)
 
 
-def test_out_of_memory_is_recorded_and_larger_batches_are_skipped(tmp_path):
-    rows = sweep(tmp_path, "--cpu-replicas", "1", "--option", "fault=oom", "--option", "at_batch=2")
+@pytest.mark.parametrize("scope", ["group", "case"])  # case: the skip crosses workers
+def test_out_of_memory_is_recorded_and_larger_batches_are_skipped(tmp_path, scope):
+    rows = sweep(tmp_path, "--cpu-replicas", "1", "--option", "fault=oom", "--option", "at_batch=2",
+                 "--worker-scope", scope)
     assert rows[1]["status"] == "ok"
     assert rows[2]["status"] == "oom" and "out of memory" in rows[2]["reason"]
     assert rows[3]["status"] == "skipped" and "batch 2 per GPU already ran out of memory" in rows[3]["reason"]
