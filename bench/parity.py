@@ -85,8 +85,12 @@ def run_parity(cases: list[Case], timeout_s: float = 300) -> list[dict]:
             if not os.path.exists(out) and os.path.exists(out + ".npz"):
                 out += ".npz"  # a numpy-side worker (MXNet) saved an .npz
             if proc.returncode != 0 or not os.path.exists(out):
+                # The worker reports a failed case on its events channel, with the rank's traceback.
+                reported = [f"{e.get('reason')}\n{e.get('traceback', '')}"
+                            for e in protocol.EventReader(env[protocol.ENV]).poll()
+                            if e["event"] in ("result", "worker_error") and e.get("status") != "ok"]
                 raise RuntimeError(f"{first.strategy} parity step failed ({proc.returncode}):\n"
-                                   f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+                                   + "".join(reported) + f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
             if out.endswith(".npz"):
                 import numpy as np
 
