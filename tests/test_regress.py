@@ -177,7 +177,7 @@ def test_dashboard_names_are_unique_over_the_committed_results(tmp_path):
 
 @pytest.mark.parametrize("autotuning, verdict", [(True, "pass"), (False, "regression")])
 def test_autotuned_gpu_launches_vary_and_are_not_judged(autotuning, verdict):
-    # Counts from campaign 7: the same DDP case in fresh workers launched 448 and 452 kernels.
+    # Counts from campaign 7: the same DDP case in two fresh workers launched 448 and 452 kernels.
     counts = dict(ops_per_step=1273, host_syncs_per_step=1, collectives_per_step=8, cudnn_benchmark=autotuning)
     base, cur = _rows(kernel_launches_per_step=452, alloc_mib_per_step=2982.4, **counts)
     for row in base:
