@@ -31,6 +31,15 @@ def _ints(text: str, what: str) -> list[int]:
     return values
 
 
+def _ignore_further_signals() -> None:
+    """The sweep is stopping on a Ctrl-C or SIGTERM: another one must not cut the message
+    that says where the results are, nor the exit status."""
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+
+
 def resolve_gpus(text: str | None) -> list[int]:
     """GPU ids from --gpus ('' or 'cpu': none; 'all' or unset: every visible GPU)."""
     from bench import envinfo
@@ -244,11 +253,13 @@ def cmd_run(args) -> int:
         try:
             rows = sweep.run()
         except KeyboardInterrupt:
+            _ignore_further_signals()
             reporter.close()
             print(f"interrupted: {len(sweep.rows)} finished case(s) are in {out}; "
                   f"continue with: python -m bench run --resume --out {out} (same arguments)", file=sys.stderr)
             return 130
         except Terminated:
+            _ignore_further_signals()
             reporter.close()
             print(f"terminated: {len(sweep.rows)} finished case(s) are in {out}; resume with --resume --out {out}",
                   file=sys.stderr)

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
 
@@ -44,13 +45,19 @@ def _raise_terminated(signum, frame):
 
 
 @contextlib.contextmanager
-def signals_held():
-    """Clean-up that a second Ctrl-C or SIGTERM must not interrupt: the signals wait until it is done."""
+def signals_held(stopping: bool = False):
+    """Clean-up that a second Ctrl-C or SIGTERM must not interrupt: the signals wait until it
+    is done. When the clean-up runs because the sweep is stopping on one, the later ones are
+    dropped: the clean-up can take milliseconds, and a second Ctrl-C after it must not cut
+    the message that says where the results are (nor the exit status)."""
     held = {signal.SIGINT, signal.SIGTERM}
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
         yield
     finally:
+        if stopping:
+            for signum in held:
+                signal.signal(signum, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
@@ -153,7 +160,8 @@ class Sweep:
                         if self.rows.get(identity(self._row(case)), {}).get("status") == "oom":
                             self._skip_larger(remaining, case)
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:  # not stopping on a signal
+                signal.signal(signal.SIGTERM, previous)
         return list(self.rows.values())
 
     def _next_worker_cases(self, ordered: list[Case]) -> list[Case]:
@@ -250,7 +258,7 @@ class Sweep:
             finally:
                 # The worker and every process it started, whatever happened; a second
                 # Ctrl-C waits until this is done.
-                with signals_held():
+                with signals_held(stopping=isinstance(sys.exc_info()[1], (KeyboardInterrupt, Terminated))):
                     if worker is not None:
                         # Every case has its result, or a failure is handled below: the
                         # worker's own teardown (process groups, CUDA contexts) is not waited for.

@@ -91,15 +91,17 @@ def test_workers_die_with_a_killed_sweep(tmp_path, launcher, replicas):
     assert list(tmp_path.glob("parabench-worker-*")) and not list(tmp_path.glob("parabench-worker-*/spec.json"))
 
 
-def test_a_second_interrupt_during_clean_up_leaves_nothing_running(tmp_path):
+# The clean-up after the first takes milliseconds: the second lands during it or after it.
+@pytest.mark.parametrize("second_after_s", [0.0, 0.05, 0.5])
+def test_a_second_interrupt_during_clean_up_leaves_nothing_running(tmp_path, second_after_s):
     env = tagged()
     sweep = start(["--strategies", "faulty", "--cpu-replicas", "2", *FAST, "--batch-sizes", "1", "--option",
                    "launcher=torchrun", "--option", "fault=hang", "--out", str(tmp_path / "r.json")], env)
     assert wait_for(lambda: len(processes_with(env["PARABENCH_TEST_TAG"])) >= 4)
     time.sleep(2)
     sweep.send_signal(signal.SIGINT)
-    time.sleep(0.05)
-    sweep.send_signal(signal.SIGINT)  # while the first is still cleaning up
+    time.sleep(second_after_s)
+    sweep.send_signal(signal.SIGINT)
     _, err = sweep.communicate(timeout=60)
     assert sweep.returncode == 130 and "interrupted" in err
     assert wait_for(lambda: not processes_with(env["PARABENCH_TEST_TAG"]), 20)
