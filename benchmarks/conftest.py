@@ -14,5 +14,5 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 def software():
     from bench import envinfo
 
-    facts = envinfo.collect()
+    facts = {**envinfo.collect(), **envinfo.runtime_libraries()}  # this process runs the steps: ask its torch
     return {k: facts[k] for k in ("torch", "cuda", "cudnn", "nccl", "driver", "git_commit")}
