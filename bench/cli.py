@@ -31,15 +31,6 @@ def _ints(text: str, what: str) -> list[int]:
     return values
 
 
-def _ignore_further_signals() -> None:
-    """The sweep is stopping on a Ctrl-C or SIGTERM: another one must not cut the message
-    that says where the results are, nor the exit status."""
-    import signal
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_IGN)
-
-
 def resolve_gpus(text: str | None) -> list[int]:
     """GPU ids from --gpus ('' or 'cpu': none; 'all' or unset: every visible GPU)."""
     from bench import envinfo
@@ -180,7 +171,7 @@ def cmd_run(args) -> int:
     from bench.precision import PRECISIONS
     from bench.progress import ConsoleReporter
     from bench import nodes as nodes_mod
-    from bench.sweep import NodeGone, Sweep, Terminated, WriteFailed
+    from bench.sweep import NodeGone, Sweep, Terminated, WriteFailed, ignore_further_signals
 
     names = _check_names(_csv(args.strategies) or strategies.names(), strategies.names(), "strategy", "--strategies")
     precisions = _check_names(_csv(args.precisions), list(PRECISIONS), "precision", "--precisions")
@@ -253,13 +244,13 @@ def cmd_run(args) -> int:
         try:
             rows = sweep.run()
         except KeyboardInterrupt:
-            _ignore_further_signals()
+            ignore_further_signals()
             reporter.close()
             print(f"interrupted: {len(sweep.rows)} finished case(s) are in {out}; "
                   f"continue with: python -m bench run --resume --out {out} (same arguments)", file=sys.stderr)
             return 130
         except Terminated:
-            _ignore_further_signals()
+            ignore_further_signals()
             reporter.close()
             print(f"terminated: {len(sweep.rows)} finished case(s) are in {out}; resume with --resume --out {out}",
                   file=sys.stderr)

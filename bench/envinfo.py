@@ -114,9 +114,10 @@ def torch_build() -> dict:
     sweep's parent never imports torch (1.4 s on a 2-core machine, and an import while a
     worker measures would share that worker's CPU)."""
     spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        return {"torch": None, "cuda": None, "torch_git": None}
-    facts = runpy.run_path(os.path.join(spec.submodule_search_locations[0], "version.py"))
+    version_py = os.path.join(spec.submodule_search_locations[0], "version.py") if spec and spec.submodule_search_locations else ""
+    if not os.path.isfile(version_py):
+        return {"torch": _version("torch"), "cuda": None, "torch_git": None}
+    facts = runpy.run_path(version_py)
     return {"torch": facts.get("__version__"), "cuda": facts.get("cuda"), "torch_git": facts.get("git_version")}
 
 

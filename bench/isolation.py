@@ -18,8 +18,22 @@ _SAME_CASE = ("strategy", "precision", "model", "batch_per_gpu", "n_replicas")
 
 
 def same_case(rows: list[dict], like: dict) -> dict:
-    [row] = [r for r in rows if all(r[k] == like[k] for k in _SAME_CASE)]
-    return row
+    """The one row of `rows` that measured `like`'s case; ValueError names what is missing."""
+    found = [r for r in rows if all(r[k] == like[k] for k in _SAME_CASE)]
+    if len(found) != 1:
+        case = " ".join(str(like[k]) for k in _SAME_CASE)
+        raise ValueError(f"{len(found)} rows of the case {case} where one was expected")
+    return found[0]
+
+
+def _pair(sides: dict[str, Path]) -> tuple[dict, dict]:
+    ok = [r for r in results.load(sides["alone"]) if r["status"] == "ok"]
+    if len(ok) != 1:
+        raise ValueError(f"{sides['alone']}: {len(ok)} ok rows; an 'alone' file holds the one case measured alone")
+    try:
+        return ok[0], same_case(results.load(sides["after"]), ok[0])
+    except ValueError as exc:
+        raise ValueError(f"{sides['after']}: {exc}") from None
 
 
 def counter_differences(first: dict, later: dict) -> list[str]:
@@ -68,9 +82,13 @@ def main(argv: list[str]) -> int:
         pairs = []
         for n, sides in sorted(attempts.items()):
             if set(sides) != {"alone", "after"}:
+                print(f"{strategy} attempt {n}: only its {', '.join(sides)} file, left out", file=sys.stderr)
                 continue
-            [alone] = [r for r in results.load(sides["alone"]) if r["status"] == "ok"]
-            pairs.append((alone, same_case(results.load(sides["after"]), alone)))
+            try:
+                pairs.append(_pair(sides))
+            except (results.ResultsError, ValueError) as exc:
+                print(f"bench.isolation: error: {exc}", file=sys.stderr)
+                return 2
         if not pairs:
             continue
         got = compare(pairs)

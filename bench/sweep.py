@@ -44,20 +44,30 @@ def _raise_terminated(signum, frame):
     raise Terminated(signal.Signals(signum).name)
 
 
+def ignore_further_signals() -> None:
+    """The sweep is stopping on a Ctrl-C or SIGTERM: later ones are dropped, so that nothing
+    cuts the message that says where the results are, nor the exit status."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def stopping_on_signal() -> bool:
+    """Whether the exception being handled here is the sweep's Ctrl-C or SIGTERM."""
+    return isinstance(sys.exc_info()[1], (KeyboardInterrupt, Terminated))
+
+
 @contextlib.contextmanager
 def signals_held(stopping: bool = False):
     """Clean-up that a second Ctrl-C or SIGTERM must not interrupt: the signals wait until it
     is done. When the clean-up runs because the sweep is stopping on one, the later ones are
-    dropped: the clean-up can take milliseconds, and a second Ctrl-C after it must not cut
-    the message that says where the results are (nor the exit status)."""
+    dropped (the clean-up can take milliseconds, and a second Ctrl-C can come after it)."""
     held = {signal.SIGINT, signal.SIGTERM}
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
         yield
     finally:
         if stopping:
-            for signum in held:
-                signal.signal(signum, signal.SIG_IGN)
+            ignore_further_signals()
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
@@ -160,7 +170,7 @@ class Sweep:
                         if self.rows.get(identity(self._row(case)), {}).get("status") == "oom":
                             self._skip_larger(remaining, case)
         finally:
-            if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:  # not stopping on a signal
+            if not stopping_on_signal():
                 signal.signal(signal.SIGTERM, previous)
         return list(self.rows.values())
 
@@ -258,7 +268,7 @@ class Sweep:
             finally:
                 # The worker and every process it started, whatever happened; a second
                 # Ctrl-C waits until this is done.
-                with signals_held(stopping=isinstance(sys.exc_info()[1], (KeyboardInterrupt, Terminated))):
+                with signals_held(stopping=stopping_on_signal()):
                     if worker is not None:
                         # Every case has its result, or a failure is handled below: the
                         # worker's own teardown (process groups, CUDA contexts) is not waited for.

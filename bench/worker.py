@@ -224,8 +224,8 @@ def reset_between_cases(case: dict) -> None:
         torch.cuda.empty_cache()
     if not gc.get_freeze_count():
         # What is alive after the first case's collection (torch with the modules its first
-        # step imports, 290 k objects) lives as long as the worker: a full collection
-        # skips it from now on, 0.3 s less per case on the CI machine.
+        # step imports, ~290 k objects) lives as long as the worker: a full collection
+        # skips it from now on, 0.15-0.3 s less per case on the CI machine.
         gc.freeze()
 
 

@@ -6,10 +6,13 @@ not make it slower than its spread alone.
 The other direction does not hold on a 2-core CPU: DDP's case alone in a fresh torchrun worker
 ran slower than after others in 9 of 13 pairs (mean of the medians 132 ms against 121 ms;
 README), so the step-time check is one-sided."""
+import subprocess
+import sys
+
 import pytest
 
 from bench import isolation
-from tests.conftest import rows_of, run_cli
+from tests.conftest import REPO, rows_of, run_cli
 
 PROTOCOL = ["--gpus", "", "--warmup", "2", "--steps", "5", "--trials", "3", "--cpu-replicas", "2"]
 
@@ -41,3 +44,17 @@ def test_a_case_measures_the_same_first_and_after_others(tmp_path, strategy):
     # twice, interleaved; a slowdown left behind by earlier cases shows in both runs after them.
     assert got["after_not_slower"], (
         f"after others {got['after_spread_ms']} ms, alone {got['alone_spread_ms']} ms: slower after others")
+
+
+def test_the_comparison_refuses_unusable_files_in_one_line(tmp_path):
+    def run(folder):
+        return subprocess.run([sys.executable, "-m", "bench.isolation", str(folder)], cwd=REPO, capture_output=True,
+                              text=True, timeout=60)
+
+    proc = run(tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    (tmp_path / "single-alone-1.json").write_text("{truncated")
+    (tmp_path / "single-after-1.json").write_text("{truncated")
+    proc = run(tmp_path)
+    assert proc.returncode == 2 and "single-alone-1.json" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
