@@ -77,7 +77,7 @@ pytest-bench: $(NEEDS_SETUP)
 # Regression tracking. The CI sweep: small, CPU, seconds.
 CI_SWEEP = --gpus "" --strategies single,allreduce-scratch,ddp --batch-sizes 2,4 --warmup 3 --steps 6 --trials 3
 CI_BASELINE = results/baselines/cpu-ci.json
-# Instructions per step under Callgrind (bench/instructions.py): exact, but only within the
+# Instructions per step under Callgrind (bench/checks/instructions.py): exact, but only within the
 # Python and torch builds that recorded them (this one: Debian 12's Python, torch 2.13.0 CPU).
 CI_INSTRUCTIONS = results/baselines/cpu-ci-instructions.json
 CI_CURRENT ?= /tmp/parabench-ci-current.json

@@ -5,14 +5,14 @@ import pytest
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
-    from bench import envinfo
+    from bench.measure import envinfo
 
     machine_info["gpus"] = envinfo.gpus_on_host()
 
 
 @pytest.fixture(scope="session")
 def software():
-    from bench import envinfo
+    from bench.measure import envinfo
 
     facts = {**envinfo.collect(), **envinfo.runtime_libraries()}  # this process runs the steps: ask its torch
     return {k: facts[k] for k in ("torch", "cuda", "cudnn", "nccl", "driver", "git_commit")}

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 import strategies
-from bench.case import Case, Settings
-from bench.models import get_workload
-from bench.timing import StepClock, peak_memory_mib, reset_peak_memory
-from bench.worker import configure_backends, make_context
+from bench.cases.case import Case, Settings
+from bench.workloads import get_workload
+from bench.measure.timing import StepClock, peak_memory_mib, reset_peak_memory
+from bench.run.worker import configure_backends, make_context
 from strategies.base import Placement
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0

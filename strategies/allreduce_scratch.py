@@ -38,12 +38,12 @@ class AllreduceScratch(Strategy):
         import torch
         from torch.profiler import record_function
 
-        from bench import training as common
+        from bench.engine import training as common
 
         devices = ctx.all_devices()
         n = len(devices)
         replicas = [common.model_to(copy.deepcopy(model), d, ctx) for d in devices]
-        optimizers = [common.make_optimizer(r.parameters(), ctx.sgd_impl) for r in replicas]
+        optimizers = [common.make_optimizer(r.parameters(), ctx) for r in replicas]
         runtime = ctx.precision.runtime(devices[0].type)
         forwards = [common.maybe_compile(r, ctx) for r in replicas]
         coalesce = common.flag(ctx.options["coalesce"])

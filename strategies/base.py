@@ -2,7 +2,7 @@
 
 The harness (bench/) owns seeding, data, warm-up, timing, memory and result rows. A
 strategy says what it needs to run, which launcher starts its worker processes (a
-`bench.launchers.Launcher`), and how to build a `TrainStep` from a freshly built model.
+`bench.engine.launchers.Launcher`), and how to build a `TrainStep` from a freshly built model.
 It also carries its own presentation facts (order, colour, whether it is the baseline),
 so that the report and compare ask the registry instead of naming strategies.
 
@@ -11,95 +11,12 @@ inside the hooks that run in a worker), so reading and reporting results stays l
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
+from bench.core.placement import Placement
+from bench.core.step import TrainStep, WorkerContext
 
-@dataclass(frozen=True)
-class Placement:
-    """Where a case runs: CUDA ordinals, or the CPU when `gpus` is empty."""
-
-    gpus: tuple[int, ...]  # on each node
-    n_replicas: int  # model replicas in all (devices on GPU, replicas or processes on CPU), every node's
-    nnodes: int = 1  # hosts the replicas span (one process group across them)
-
-    @property
-    def device_type(self) -> str:
-        return "cuda" if self.gpus else "cpu"
-
-    @property
-    def per_node(self) -> int:
-        """Replicas (processes) on each node."""
-        return self.n_replicas // self.nnodes
-
-    def label(self) -> str:
-        if self.nnodes > 1:
-            what = f"{len(self.gpus)} GPU" if self.gpus else f"CPU x{self.per_node}"
-            return f"{self.nnodes} nodes x {what}"
-        if self.gpus:
-            return f"{len(self.gpus)} GPU{'s' if len(self.gpus) > 1 else ''} [{','.join(map(str, self.gpus))}]"
-        return f"CPU x{self.n_replicas}"
-
-
-@dataclass
-class WorkerContext:
-    """What one worker process knows about the case it is running and its place in the job."""
-
-    spec: dict  # the case's spec (bench.case.Case.spec())
-    placement: Placement
-    precision: Any  # bench.precision.Precision
-    options: dict
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-    state: dict = field(default_factory=dict)  # per-worker state a launcher keeps (process group...)
-
-    @property
-    def channels_last(self) -> bool:
-        return bool(self.spec.get("channels_last"))
-
-    @property
-    def execution(self) -> str:
-        return self.spec.get("execution") or "eager"
-
-    @property
-    def compile_mode(self) -> str:
-        return self.spec.get("compile_mode") or "default"
-
-    @property
-    def sgd_impl(self) -> str:
-        return self.spec.get("sgd_impl") or "for-loop"
-
-    def all_devices(self) -> list:
-        """One device per replica, in replica order."""
-        import torch
-
-        if self.placement.gpus:
-            return [torch.device("cuda", g) for g in self.placement.gpus]
-        return [torch.device("cpu")] * self.placement.n_replicas
-
-    def device(self):
-        """This process's device: its local rank's where there are several processes."""
-        devices = self.all_devices()
-        return devices[self.local_rank % len(devices)] if self.world_size > 1 else devices[0]
-
-
-@dataclass
-class TrainStep:
-    """One training step of a strategy, ready to be timed.
-
-    `place` turns this process's part of the global batch (CPU tensors) into what `run`
-    takes (copies to devices, scatter); `run` does forward, backward and the optimiser
-    update. `model` is the module whose parameters represent the result (replica 0, or
-    this rank's model); `devices` are the devices this process drives, synchronised
-    around each step. `optimizer` is exposed for hooks that need it (CUDA-graph capture).
-    """
-
-    model: Any
-    devices: list
-    place: Callable[[Any, Any], Any]
-    run: Callable[[Any], None]
-    optimizer: Any = None
+__all__ = ["Placement", "Strategy", "TrainStep", "WorkerContext"]
 
 
 class Strategy:
@@ -155,8 +72,8 @@ class Strategy:
         return "foreach" if on_gpu else "for-loop"  # PyTorch's own choice
 
     def launcher(self, options: dict):
-        """The launcher object that starts this strategy's worker (bench.launchers)."""
-        from bench.launchers import LOCAL
+        """The launcher object that starts this strategy's worker (bench.engine.launchers)."""
+        from bench.engine.launchers import LOCAL
 
         return LOCAL
 

@@ -54,7 +54,7 @@ class DDP(Strategy):
         return super().unavailable_reason(placement, precision, execution, options)
 
     def launcher(self, options):
-        from bench import launchers
+        from bench.engine import launchers
 
         return launchers.by_name(options["launcher"])
 
@@ -63,7 +63,7 @@ class DDP(Strategy):
         import torch
         from torch.nn.parallel import DistributedDataParallel
 
-        from bench import training
+        from bench.engine import training
 
         def make():
             return DistributedDataParallel(
@@ -87,12 +87,12 @@ class DDP(Strategy):
         return ddp
 
     def make_optimizer(self, model, ctx):
-        from bench import training
+        from bench.engine import training
 
-        return training.make_optimizer(model.parameters(), ctx.sgd_impl)
+        return training.make_optimizer(model.parameters(), ctx)
 
     def build(self, model, ctx):
-        from bench import training
+        from bench.engine import training
 
         device = ctx.device()
         model = training.model_to(model, device, ctx)

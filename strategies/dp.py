@@ -17,11 +17,11 @@ class FromDeviceZero(Strategy):
         raise NotImplementedError
 
     def build(self, model, ctx):
-        from bench import training
+        from bench.engine import training
 
         devices = ctx.all_devices()
         model = training.model_to(model, devices[0], ctx)
-        optimizer = training.make_optimizer(model.parameters(), ctx.sgd_impl)
+        optimizer = training.make_optimizer(model.parameters(), ctx)
         runtime = ctx.precision.runtime("cuda")
         forward = self.make_forward(training.AutocastForward(model, runtime), devices)
 

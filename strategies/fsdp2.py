@@ -37,7 +37,7 @@ class FSDP2(DDP):
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-        from bench import training
+        from bench.engine import training
 
         mesh = init_device_mesh(device.type, (ctx.world_size,))
         dtype = ctx.precision.autocast_dtype
@@ -59,11 +59,11 @@ class FSDP2(DDP):
         # Shard first, then the optimiser over the sharded parameters.
         from strategies.base import TrainStep
 
-        from bench import training
+        from bench.engine import training
 
         device = ctx.device()
         model = self.wrap(model.to(device), device, ctx)  # contiguous parameters: see the module's note
-        optimizer = training.make_optimizer(model.parameters(), ctx.sgd_impl)
+        optimizer = training.make_optimizer(model.parameters(), ctx)
         runtime = ctx.precision.runtime(device.type)
 
         def place(inputs, targets):

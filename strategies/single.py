@@ -13,11 +13,11 @@ class Single(Strategy):
     executions = ("eager", "compile", "cuda-graph")
 
     def build(self, model, ctx):
-        from bench import training
+        from bench.engine import training
 
         device = ctx.device()
         model = training.model_to(model, device, ctx)
-        optimizer = training.make_optimizer(model.parameters(), ctx.sgd_impl)
+        optimizer = training.make_optimizer(model.parameters(), ctx)
         runtime = ctx.precision.runtime(device.type)
         model, optimizer = runtime.prepare(model, optimizer)
 

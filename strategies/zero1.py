@@ -21,7 +21,6 @@ class Zero1(DDP):
         import torch
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
-        from bench.training import SGD_IMPLS, SGD_SETTINGS
+        from bench.engine.training import optimizer_arguments
 
-        return ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.SGD,
-                                       **SGD_IMPLS[ctx.sgd_impl], **SGD_SETTINGS)
+        return ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.SGD, **optimizer_arguments(ctx))

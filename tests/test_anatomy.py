@@ -1,4 +1,4 @@
-"""Step anatomy (`bench run --anatomy`, bench/anatomy.py): traces written per rank and
+"""Step anatomy (`bench run --anatomy`, bench/measure/anatomy.py): traces written per rank and
 readable, the breakdown in the row adding up to the profiled step, a host sleep showing
 up as idle time (CPU here; GPU where there is one), and the analysis of a real H200
 trace (committed fixture) giving the breakdown checked by hand."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import anatomy
+from bench.measure import anatomy
 from tests.conftest import TEST_STRATEGIES, cuda_gpus, rows_of, run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures" / "anatomy"

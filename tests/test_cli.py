@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from bench import results
+from bench.cases import results
 from tests.conftest import REPO, rows_of, run_cli
 
 TINY = ["--gpus", "", "--batch-sizes", "1,2", "--warmup", "0", "--steps", "2", "--trials", "2"]
@@ -76,7 +76,7 @@ def test_rows_record_the_thread_setting_the_launcher_gave(tmp_path):
     worker keeps the default pool; the user's setting wins; rows say what was in force."""
     import os
 
-    from bench.launchers import LOCAL, TORCHRUN, worker_environment
+    from bench.engine.launchers import LOCAL, TORCHRUN, worker_environment
     from strategies.base import Placement
 
     assert LOCAL.variables(Placement((0,), 1)) == {} and LOCAL.variables(Placement((), 2)) == {}
@@ -110,7 +110,7 @@ def test_a_cpu_sweeps_parent_never_imports_torch(tmp_path):
 
 @pytest.mark.parametrize("visible, count", [(None, 4), ("", 0), ("1,3", 2), ("2,7,1", 1), ("5", 0)])
 def test_gpu_count_follows_cuda_visible_devices_without_torch(monkeypatch, visible, count):
-    from bench import envinfo
+    from bench.measure import envinfo
 
     monkeypatch.setattr(envinfo, "gpus_on_host", lambda: [{"index": i} for i in range(4)])
     if visible is None:

@@ -13,7 +13,7 @@ import uuid
 import psutil
 import pytest
 
-from bench import results
+from bench.cases import results
 from tests.conftest import REPO, TEST_STRATEGIES, rows_of, run_cli
 
 FAST = ["--strategies", "faulty", "--gpus", "", "--warmup", "0", "--steps", "2", "--trials", "1"]
@@ -89,7 +89,7 @@ def test_ddp_rank_failure_does_not_hang_the_sweep(tmp_path, fault):
                  "--case-timeout", "40")
     assert rows[2]["status"] in ("error", "timeout")
     assert_others_measured(rows, 2)
-    assert leftover_processes("bench.worker") == []
+    assert leftover_processes("bench.run.worker") == []
 
 
 def test_interrupt_keeps_finished_cases_and_resume_completes(tmp_path):
@@ -107,7 +107,7 @@ def test_interrupt_keeps_finished_cases_and_resume_completes(tmp_path):
     assert proc.returncode == 130 and "--resume" in err
     rows = rows_of(out)
     assert [(r["batch_per_gpu"], r["status"]) for r in rows] == [(1, "ok")]
-    assert leftover_processes(str(out)) == [] and leftover_processes("bench.worker") == []
+    assert leftover_processes(str(out)) == [] and leftover_processes("bench.run.worker") == []
 
     # Resume without the fault: batch 1 is not measured again, 2 and 3 are. (The fault is
     # an option, so the resumed settings differ: resume under the same options instead,
@@ -135,7 +135,7 @@ def test_sigterm_stops_cleanly(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143 and "--resume" in err
     assert results.load(out)[0]["status"] == "ok"
-    assert leftover_processes("bench.worker") == []
+    assert leftover_processes("bench.run.worker") == []
 
 
 @pytest.mark.parametrize("content, message", [

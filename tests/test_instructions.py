@@ -1,4 +1,4 @@
-"""Instruction counts under Callgrind (bench/instructions.py): exact on any load, so a small
+"""Instruction counts under Callgrind (bench/checks/instructions.py): exact on any load, so a small
 piece of extra work per step is caught where wall time on a shared CPU sees nothing. Each
 count runs torch under valgrind (about a minute), so the counts this module needs are taken
 once, side by side, by the `counted` fixture."""
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from bench import instructions
+from bench.checks import instructions
 from tests.conftest import REPO, TEST_STRATEGIES
 
 pytestmark = pytest.mark.skipif(

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from bench import isolation
+from bench.checks import isolation
 from tests.conftest import REPO, rows_of, run_cli
 
 PROTOCOL = ["--gpus", "", "--warmup", "2", "--steps", "5", "--trials", "3", "--cpu-replicas", "2"]
@@ -48,7 +48,7 @@ def test_a_case_measures_the_same_first_and_after_others(tmp_path, strategy):
 
 def test_the_comparison_refuses_unusable_files_in_one_line(tmp_path):
     def run(folder):
-        return subprocess.run([sys.executable, "-m", "bench.isolation", str(folder)], cwd=REPO, capture_output=True,
+        return subprocess.run([sys.executable, "-m", "bench", "check", "isolation", str(folder)], cwd=REPO, capture_output=True,
                               text=True, timeout=60)
 
     proc = run(tmp_path)

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from bench.models import get_workload, training_flops_per_image
+from bench.workloads import get_workload, training_flops_per_image
 
 
 def n_params(name):

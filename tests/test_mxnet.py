@@ -13,12 +13,12 @@ import pytest
 import torch
 
 import strategies
-from bench.models import get_workload
-from bench.mx_names import gluon_name
-from bench.parity import all_close, max_abs_difference, reference_parameters, strategy_parameters
-from bench.precision import get_precision
+from bench.workloads import get_workload
+from strategies.gluon.names import gluon_name
+from bench.checks.parity import all_close, max_abs_difference, reference_parameters, strategy_parameters
+from bench.core.precision import get_precision
 from strategies.base import Placement
-from strategies.mxnet_gluon import installed_wheel, mxnet_python
+from strategies.gluon import installed_wheel, mxnet_python
 from tests.conftest import REPO, rows_of, run_cli
 
 if installed_wheel() is None and os.environ.get("PARABENCH_REQUIRE_MXNET") != "1":
@@ -33,7 +33,7 @@ FRAMEWORK_TOLERANCE = {"rtol": 1e-3, "atol": 1e-4}
 GLUON_FORWARD = """
 import sys, numpy as np, mxnet as mx
 from mxnet import autograd
-from bench import mx_models
+from strategies.gluon import models as mx_models
 d = np.load(sys.argv[1])
 net = mx_models.build(sys.argv[2])
 mx_models.load_torch_weights(net, {k[2:]: d[k] for k in d.files if k.startswith('w:')}, mx.cpu())
@@ -103,7 +103,7 @@ def test_reasons_when_it_cannot_run(monkeypatch):
     reason = strategy.unavailable_reason(Placement((), 2), fp32)
     assert "run `make setup-mxnet`" in reason and "/nonexistent" not in reason  # no machine's local path
     # On Hopper: the hardware reason comes first, whatever the environment (none installed here).
-    import strategies.mxnet_gluon as mod
+    import strategies.gluon as mod
 
     monkeypatch.setattr(mod, "compute_capabilities", lambda gpus: {g: ("NVIDIA H200", (9, 0)) for g in gpus})
     reason = strategy.unavailable_reason(Placement((0, 1), 2), fp32)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from bench import nodes
+from bench.run import nodes
 from tests.conftest import REPO, rows_of
 from tests.test_reliability import processes_with, tagged, wait_for
 

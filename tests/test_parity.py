@@ -2,14 +2,14 @@
 
 Reference: one device, the global batch in the same shards as the strategy's devices
 (BatchNorm normalises per shard), gradients averaged, one SGD step. Tolerances are in
-bench/parity.py: rtol 1e-4, atol 1e-5 on the CPU; rtol 1e-3, atol 5e-5 on GPUs; a compiled
-step within 2% of each tensor's own one-step update (Inductor's kernels; bench/parity.py says why).
+bench/checks/parity.py: rtol 1e-4, atol 1e-5 on the CPU; rtol 1e-3, atol 5e-5 on GPUs; a compiled
+step within 2% of each tensor's own one-step update (Inductor's kernels; bench/checks/parity.py says why).
 Compressed communication hooks change the numbers and state their own tolerance below.
 """
 import pytest
 
 import strategies
-from bench.parity import (COMPILE_UPDATE_FRACTION, CPU_TOLERANCE, GPU_TOLERANCE, all_close, max_abs_difference,
+from bench.checks.parity import (COMPILE_UPDATE_FRACTION, CPU_TOLERANCE, GPU_TOLERANCE, all_close, max_abs_difference,
                           parity_case, reference_parameters, run_parity, strategy_parameters, update_share)
 from tests.conftest import needs_two_gpus
 

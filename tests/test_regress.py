@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from bench import compare, results
+from bench.report import compare
+from bench.cases import results
 from tests.conftest import TEST_STRATEGIES, run_cli
 
 SWEEP = ["--gpus", "", "--strategies", "single,faulty", "--cpu-replicas", "1", "--batch-sizes", "2",
@@ -164,7 +165,7 @@ def test_dashboard_export(tmp_path):
 def test_dashboard_names_are_unique_over_the_committed_results(tmp_path):
     from pathlib import Path
 
-    from bench.results import may_be_results
+    from bench.cases.results import may_be_results
 
     files = sorted(str(p) for p in (Path(__file__).resolve().parent.parent / "results").rglob("*.json")
                    if "archive" not in str(p) and not p.name.endswith(".probe.json") and may_be_results(p))

@@ -11,7 +11,7 @@ import uuid
 import psutil
 import pytest
 
-from bench import results
+from bench.cases import results
 from tests.conftest import REPO, TEST_STRATEGIES, rows_of, run_cli
 
 FAST = ["--gpus", "", "--warmup", "0", "--steps", "2", "--trials", "1"]
@@ -164,8 +164,8 @@ def test_a_batch_the_host_cannot_hold_fails_only_its_case(tmp_path):
 
 
 def test_each_rank_builds_only_its_shard():
-    from bench import launchers
-    from bench.models import get_workload
+    from bench.engine import launchers
+    from bench.workloads import get_workload
 
     workload = get_workload("resnet18-small")
     whole = workload.synthetic_batch(12)
@@ -210,7 +210,7 @@ def test_an_existing_csv_is_not_overwritten(tmp_path):
 
 # 8. Duplicates: the latest ok row wins, in resume, compare and report alike.
 def test_duplicates_keep_the_latest_ok_measurement(tmp_path):
-    from bench import compare
+    from bench.report import compare
 
     ok = good_rows()[0]
     err = dict(ok, status="error", reason="later failure", img_per_s=None, img_per_s_p10=None, img_per_s_p90=None,

@@ -5,7 +5,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench import report, results
+from bench.report import page as report
+from bench.cases import results
 from tests.conftest import run_cli
 
 ENV = {"gpu_name": "NVIDIA H200", "device": "cuda", "cpu": "x", "torch": "2.11", "cuda": "13.0", "cudnn": "91900",
@@ -129,7 +130,7 @@ def test_achieved_tflops_are_set_against_the_measured_peak(fixture_file, tmp_pat
 def test_the_report_shows_the_step_anatomy_of_the_committed_h200_rows(tmp_path):
     """Rows with a breakdown get a stacked-bar figure per precision and batch and findings
     computed from it, even where a later run of the same cases had no --anatomy."""
-    from bench import report
+    from bench.report import page as report
 
     folder = Path(__file__).resolve().parent.parent / "results" / "gpu" / "campaign4"
     report.write_report(sorted(folder.glob("*.json")), tmp_path)
@@ -147,7 +148,7 @@ def answer_frame(rows):
 
 
 def test_the_answer_names_the_fastest_and_the_runner_up_with_the_gap():
-    from bench import answer
+    from bench.report import answer
 
     frame = answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000), row("dp", 2, 64, ips=6000),
                           row("zero1", 2, 64, ips=18500)])
@@ -161,7 +162,7 @@ def test_the_answer_names_the_fastest_and_the_runner_up_with_the_gap():
 
 
 def test_a_clear_gap_is_not_a_tie_and_knobs_name_the_configuration():
-    from bench import answer
+    from bench.report import answer
 
     frame = answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000, channels_last=True),
                           row("ddp", 2, 64, ips=17000), row("dp", 2, 64, ips=6000)])
@@ -172,7 +173,7 @@ def test_a_clear_gap_is_not_a_tie_and_knobs_name_the_configuration():
 
 
 def test_missing_and_out_of_memory_cells_say_so():
-    from bench import answer
+    from bench.report import answer
 
     frame = answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000),
                           row("ddp", 2, 128, status="oom", reason="CUDA out of memory"),
@@ -188,7 +189,7 @@ def test_missing_and_out_of_memory_cells_say_so():
 
 
 def test_efficiency_above_100_percent_is_flagged():
-    from bench import answer
+    from bench.report import answer
 
     noisy = answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=20400)])
     tight = answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=24000)])
@@ -198,7 +199,7 @@ def test_efficiency_above_100_percent_is_flagged():
 
 
 def test_small_rates_keep_their_digits():
-    from bench import answer
+    from bench.report import answer
 
     assert answer.rate(0.7) == "0.7" and answer.rate(3.14) == "3.1" and answer.rate(47.2) == "47"
     assert answer.rate(19000) == "19.0k"
@@ -220,9 +221,9 @@ def test_the_first_screen_is_the_answer(fixture_file, tmp_path):
 
 
 def test_the_parameter_counts_are_the_models():
-    from bench.models import WORKLOADS, get_workload
+    from bench.workloads import get_workload, names
 
-    for name in WORKLOADS:
+    for name in names():
         assert report.PARAMETERS[name] == sum(p.numel() for p in get_workload(name).build().parameters())
 
 
@@ -241,7 +242,7 @@ def test_the_memory_section_bounds_what_sharding_can_save():
 
 
 def test_a_gap_between_two_runs_says_so():
-    from bench import answer
+    from bench.report import answer
 
     frame = pd.concat([answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000)]),
                        answer_frame([row("dp", 2, 64, ips=6000)]).assign(source="other.json")])

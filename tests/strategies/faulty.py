@@ -80,7 +80,7 @@ class Faulty(DDP):
                                 "print", "slow")}
 
     def launcher(self, options):
-        from bench import launchers
+        from bench.engine import launchers
 
         return launchers.by_name(options["launcher"])
 

@@ -1,0 +1,266 @@
+"""What a benchmark case is, defined once.
+
+A `Case` is one point of the grid: the axes (strategy, precision, model, devices, per-GPU
+batch), the knobs that change what is measured (execution, data mode, memory format,
+cuDNN and TF32 settings, SGD kernels, strategy options, all with their defaults resolved)
+and the measurement settings (warm-up, steps, trials, seed). From it come the worker's
+spec, the result row's case columns, the key that says "same case" (for resume, report
+and compare alike), the non-default knobs that label it, and the global batch.
+
+Rows written before a setting existed load here, with that setting's default, and
+nowhere else. No torch: reading results must not need it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import strategies
+from bench.core.placement import Placement
+
+EXECUTIONS = ("eager", "compile", "cuda-graph")
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead")
+
+AXES = ("strategy", "precision", "model", "device", "gpus", "n_gpus", "n_replicas", "nnodes", "batch_per_gpu")
+KNOBS = ("execution", "compile_mode", "data", "channels_last", "cudnn_benchmark", "tf32", "sgd_impl", "options")
+MEASUREMENT = ("warmup", "steps", "trials", "seed")
+COLUMNS = AXES + ("gpus_per_node", "world_size") + KNOBS + MEASUREMENT + ("global_batch",)
+
+# What a row written before a knob existed had measured (the behaviour of that time).
+LEGACY = {"execution": "eager", "compile_mode": "default", "data": "device", "channels_last": False, "tf32": "default",
+          "sgd_impl": "for-loop"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The knobs and measurement settings a sweep applies to every case (`bench run` flags)."""
+
+    warmup: int = 2
+    steps: int = 5
+    trials: int = 2
+    seed: int = 0
+    data: str = "device"  # "device": resident batch; "host": copied from pinned memory every step
+    channels_last: bool = False
+    compile_mode: str = "default"
+    cudnn_benchmark: str = "auto"  # auto: on, except for strategies whose replicas run in threads
+    tf32: str = "default"  # default | on | off (PyTorch's default: TF32 convolutions, fp32 matmuls)
+    sgd_impl: str = "auto"  # auto (PyTorch's choice: foreach on GPUs) | for-loop | foreach | fused
+    options: tuple = ()  # (name, value) pairs, applied to the strategies that declare them
+    case_timeout_s: float = 600.0
+    startup_timeout_s: float = 300.0
+    anatomy_steps: int = 0  # > 0: profile that many steps after the timing (bench/measure/anatomy.py)
+    worker_scope: str = "group"  # which cases share a worker: group | series | case (WORKER_SCOPES)
+
+
+# group: every case of a launcher and device set in one long-lived worker (the fastest);
+# series: a fresh worker for each series (strategy, precision, model, knobs), its batch
+# ladder inside; case: a fresh worker for every case (the strictest isolation, the slowest).
+WORKER_SCOPES = ("group", "series", "case")
+
+
+def _bool(value) -> bool:
+    return str(value).lower() in ("1", "true", "yes", "on")
+
+
+def strategy_options(strategy: str, given: dict) -> dict:
+    """Every option of the strategy, today's defaults filled in for the ones not given."""
+    declared = strategies.info(strategy)
+    defaults = dict(declared.options) if declared else {}
+    return {**defaults, **{k: v for k, v in given.items() if not declared or k in defaults}}
+
+
+@dataclass(frozen=True)
+class Case:
+    strategy: str
+    precision: str
+    model: str
+    gpus: tuple[int, ...]
+    n_replicas: int  # in all, every node's
+    batch_per_gpu: int
+    nnodes: int = 1
+    execution: str = "eager"
+    compile_mode: str = "default"
+    data: str = "device"
+    channels_last: bool = False
+    cudnn_benchmark: bool | None = None  # resolved for the strategy; None on the CPU
+    tf32: str = "default"
+    sgd_impl: str = "for-loop"  # resolved: what the optimiser really ran
+    options: tuple[tuple[str, Any], ...] = ()  # every option of the strategy, sorted
+    warmup: int = 2
+    steps: int = 5
+    trials: int = 2
+    seed: int = 0
+
+    # --- construction ---------------------------------------------------------------
+    @classmethod
+    def make(cls, strategy: str, precision: str, model: str, placement: Placement, batch_per_gpu: int,
+             execution: str, settings: Settings) -> "Case":
+        """A case of a sweep: `auto` settings resolved for this strategy and device."""
+        declared = strategies.get(strategy)
+        on_gpu = bool(placement.gpus)
+        if settings.cudnn_benchmark == "auto":
+            cudnn = declared.default_cudnn_benchmark()
+        else:
+            cudnn = settings.cudnn_benchmark == "on"
+        return cls(
+            strategy=strategy, precision=precision, model=model, gpus=tuple(placement.gpus),
+            n_replicas=placement.n_replicas, batch_per_gpu=batch_per_gpu, nnodes=placement.nnodes, execution=execution,
+            compile_mode=settings.compile_mode if execution == "compile" else "default",
+            data=settings.data, channels_last=settings.channels_last, cudnn_benchmark=cudnn if on_gpu else None,
+            tf32=settings.tf32, sgd_impl=declared.sgd_impl(settings.sgd_impl, on_gpu),
+            options=tuple(sorted(strategy_options(strategy, dict(settings.options)).items())),
+            warmup=settings.warmup, steps=settings.steps, trials=settings.trials, seed=settings.seed,
+        )
+
+    @classmethod
+    def from_row(cls, row: dict) -> "Case":
+        """The case a result row measured; settings the row predates take their legacy default."""
+        def get(name):
+            value = row.get(name)
+            if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
+                return LEGACY.get(name)
+            return value
+
+        execution = get("execution")
+        if row.get("execution") in (None, "") and _bool(row.get("compile")):
+            execution = "compile"  # rows from before the execution axis
+        gpus = str(row.get("gpus") or "")
+        try:
+            recorded = json.loads(row.get("options") or "{}")
+        except (TypeError, ValueError):
+            recorded = {}
+        cudnn = row.get("cudnn_benchmark")
+        return cls(
+            strategy=str(row["strategy"]), precision=str(row["precision"]), model=str(row["model"]),
+            gpus=tuple(int(g) for g in gpus.split(",") if g.strip()),
+            n_replicas=int(row.get("n_replicas") or max(1, int(row.get("n_gpus") or 1))),
+            batch_per_gpu=int(row["batch_per_gpu"]), nnodes=int(get("nnodes") or 1), execution=execution,
+            compile_mode=get("compile_mode"),
+            data=get("data"), channels_last=_bool(get("channels_last")),
+            cudnn_benchmark=None if cudnn in (None, "") or (isinstance(cudnn, float) and math.isnan(cudnn)) else _bool(cudnn),
+            tf32=get("tf32"), sgd_impl=get("sgd_impl"),
+            options=tuple(sorted(strategy_options(str(row["strategy"]), recorded).items())),
+            **{k: int(row[k]) for k in MEASUREMENT if row.get(k) not in (None, "")},
+        )
+
+    # --- derived --------------------------------------------------------------------
+    @property
+    def device(self) -> str:
+        return "cuda" if self.gpus else "cpu"
+
+    @property
+    def n_gpus(self) -> int:
+        """GPUs in all, every node's."""
+        return len(self.gpus) * self.nnodes
+
+    @property
+    def placement(self) -> Placement:
+        return Placement(self.gpus, self.n_replicas, self.nnodes)
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_per_gpu * self.n_replicas
+
+    @property
+    def options_dict(self) -> dict:
+        return dict(self.options)
+
+    def key(self) -> tuple:
+        """What makes two rows the same case (measurement settings and GPU ordinals aside)."""
+        return tuple(self.row()[k] for k in AXES + KNOBS if k != "gpus")
+
+    def series_key(self) -> tuple:
+        """The case without its batch size: one line of a figure, one OOM ladder."""
+        return tuple(self.row()[k] for k in AXES + KNOBS if k not in ("gpus", "batch_per_gpu"))
+
+    def baseline_key(self) -> tuple:
+        """What a case shares with the baseline run it is divided by (speed-up, efficiency):
+        model, precision, per-GPU batch and the knobs that change the step itself."""
+        return (self.model, self.precision, self.batch_per_gpu, self.execution, self.compile_mode, self.data,
+                self.channels_last, self.tf32, self.sgd_impl)
+
+    def measurement(self) -> dict:
+        return {k: getattr(self, k) for k in MEASUREMENT}
+
+    def with_batch(self, batch_per_gpu: int) -> "Case":
+        return dataclasses.replace(self, batch_per_gpu=batch_per_gpu)
+
+    # --- outputs --------------------------------------------------------------------
+    def row(self) -> dict:
+        """The case's columns of a result row."""
+        return {
+            "strategy": self.strategy, "precision": self.precision, "model": self.model, "device": self.device,
+            "gpus": ",".join(map(str, self.gpus)), "n_gpus": self.n_gpus, "n_replicas": self.n_replicas,
+            "nnodes": self.nnodes, "gpus_per_node": len(self.gpus), "world_size": self.n_replicas,
+            "batch_per_gpu": self.batch_per_gpu, "execution": self.execution, "compile_mode": self.compile_mode,
+            "data": self.data, "channels_last": self.channels_last, "cudnn_benchmark": self.cudnn_benchmark,
+            "tf32": self.tf32, "sgd_impl": self.sgd_impl, "options": json.dumps(self.options_dict, sort_keys=True),
+            "warmup": self.warmup, "steps": self.steps, "trials": self.trials, "seed": self.seed,
+            "global_batch": self.global_batch,
+        }
+
+    def spec(self) -> dict:
+        """What the worker needs to run the case."""
+        return {**self.row(), "gpus": list(self.gpus), "options": self.options_dict, "key": list(map(str, self.key()))}
+
+    def knobs(self) -> dict:
+        """The knobs set away from the suite's defaults (the label that tells variants apart)."""
+        declared = strategies.info(self.strategy)
+        out = {}
+        if self.execution != "eager":
+            out["execution"] = self.execution if self.compile_mode == "default" else f"{self.execution}:{self.compile_mode}"
+        if self.channels_last:
+            out["channels_last"] = True
+        if self.data != "device":
+            out["data"] = self.data
+        if self.tf32 != "default":
+            out["tf32"] = self.tf32
+        if declared:
+            on_gpu = bool(self.gpus)
+            if self.sgd_impl != declared.sgd_impl("auto", on_gpu):
+                out["sgd"] = self.sgd_impl
+            if on_gpu and self.cudnn_benchmark is not None and self.cudnn_benchmark != declared.default_cudnn_benchmark():
+                out["cudnn.benchmark"] = "on" if self.cudnn_benchmark else "off"
+            out.update({k: v for k, v in self.options if k in declared.options and v != declared.options[k]})
+        return out
+
+    def variant(self) -> str:
+        return ", ".join(k if v is True else f"{k}={v}" for k, v in self.knobs().items())
+
+    def where(self) -> str:
+        if self.nnodes > 1:
+            return self.placement.label()
+        return f"{self.n_gpus} GPU" if self.gpus else f"CPU x{self.n_replicas}"
+
+    def label(self) -> str:
+        return f"{self.strategy} {self.precision} {self.model} {self.where()} batch {self.batch_per_gpu}"
+
+
+def execution_unavailable_reason(case: Case) -> str | None:
+    """Why an execution cannot run this case, where that is known before starting it (the
+    strategy's own list of executions is checked by the strategy)."""
+    if case.execution != "cuda-graph":
+        return None
+    if not case.gpus:
+        return "CUDA graphs need a GPU"
+    from bench.core.precision import get_precision
+
+    if get_precision(case.precision).grad_scaler and case.sgd_impl != "fused":
+        return ("amp-fp16 in a CUDA graph needs --sgd-impl fused: GradScaler synchronises with the host "
+                "(found_inf.item()) unless the optimiser takes the scale itself")
+    if case.data == "host":
+        return "a captured step replays on resident memory: use --data device"
+    return None
+
+
+def hardware(row: dict) -> str:
+    """What a comparison may not cross: the GPU model, or the CPU for CPU runs."""
+    return str(row.get("gpu_name")) if row.get("device") == "cuda" else f"CPU {row.get('cpu')}"
+
+
+def identity(row: dict) -> tuple:
+    """A row's case key with its hardware: the one notion of "the same measurement"."""
+    return (hardware(row),) + Case.from_row(row).key()

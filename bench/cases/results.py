@@ -1,0 +1,288 @@
+"""Result rows: one schema for every consumer, written atomically as JSON and CSV.
+
+A results file is `NAME.json` ({"schema": ..., "rows": [...]}) with `NAME.csv` beside
+it holding the same rows. Both are rewritten through a temporary file and an atomic
+rename after every finished case, so an interrupted sweep keeps everything it measured.
+A sweep holds an exclusive lock on the file (`NAME.json.lock`) for its whole run.
+
+Every figure is validated on reading (finite, positive where it must be): a hand-edited
+or damaged file is an error that names the file, the row and the field, never a verdict.
+"""
+from __future__ import annotations
+
+import csv
+import errno
+import fcntl
+import io
+import json
+import math
+import os
+from pathlib import Path
+
+from bench.cases import case as case_mod
+from bench.measure.anatomy import COLUMNS as ANATOMY, FLOAT_COLUMNS as ANATOMY_FLOAT
+from bench.measure.counters import COUNTERS
+
+SCHEMA = "parabench-results/1"
+# Where a case's wall time went (seconds): the worker's start-up (first case of each
+# worker only), building model, data and step, the warm-up (cuDNN autotuning and lazy
+# kernel loading land here), the timed trials, and the counting step. `elapsed_s` is the
+# whole case inside the worker.
+PHASES = ["worker_start_s", "build_s", "warmup_s", "timed_s", "counters_s"]
+
+FIGURES = [
+    "status", "reason",
+    "img_per_s", "img_per_s_p10", "img_per_s_p90", "wall_img_per_s", "trial_img_per_s_min", "trial_img_per_s_max",
+    "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "n_timed_steps",
+    "peak_alloc_mib", "peak_alloc_mib_min", "peak_reserved_mib",
+    "peak_alloc_mib_per_device", "peak_reserved_mib_per_device",
+    "flops_per_image", "tflops", *COUNTERS, *ANATOMY, "elapsed_s", *PHASES, "output_tail",
+]
+ENVIRONMENT = [
+    "gpu_name", "gpu_count_host", "gpu_memory_mib", "driver", "cuda", "cudnn", "nccl", "torch", "mxnet", "numpy",
+    "python", "host", "cpu", "platform", "git_commit", "date", "command", "run_id",
+    "hosts", "node_gpu_names",  # every node's host name and GPU model (or CPU), in node order
+    "gpu_topology", "host_memory_gib", "torch_git", "environment",  # NCCL_* etc. in force, as JSON
+    "worker_scope",  # which cases shared the worker (bench/cases/case.py WORKER_SCOPES)
+]
+COLUMNS = list(case_mod.COLUMNS) + FIGURES + ENVIRONMENT
+STATUSES = ("ok", "oom", "error", "timeout", "skipped")
+INTEGER = {*COUNTERS[:-1], "n_gpus", "n_replicas", "nnodes", "gpus_per_node", "world_size", "batch_per_gpu", "warmup", "steps", "trials", "seed", "global_batch", "n_timed_steps",
+           "gpu_count_host", "anatomy_steps"}
+FLOAT = {
+    "img_per_s", "img_per_s_p10", "img_per_s_p90", "wall_img_per_s", "trial_img_per_s_min", "trial_img_per_s_max",
+    "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "peak_alloc_mib", "peak_alloc_mib_min",
+    "peak_reserved_mib", "flops_per_image", "tflops", "elapsed_s", "gpu_memory_mib", "alloc_mib_per_step",
+    *PHASES,
+} | ANATOMY_FLOAT | {"host_memory_gib"}
+# Figures an `ok` row must have, finite and above zero.
+REQUIRED_POSITIVE = ("img_per_s", "img_per_s_p10", "img_per_s_p90", "step_ms_p10", "step_ms_p50", "step_ms_p90")
+# Figures that, where present, must be finite and not negative.
+NON_NEGATIVE = FLOAT - set(REQUIRED_POSITIVE) - {"anatomy_vs_timed_pct"}
+# Version fields stay text (CUDA "13.0", not the float 13.0) when a CSV is read back.
+TEXT = {"cuda", "cudnn", "nccl", "torch", "mxnet", "numpy", "python", "driver", "gpus", "git_commit", "torch_git",
+        "worker_scope"}
+
+
+class ResultsError(Exception):
+    """A results file that cannot be used; the message names the file and the fix."""
+
+
+def json_path(path: str | os.PathLike) -> Path:
+    p = Path(path)
+    return p if p.suffix == ".json" else p.with_suffix(".json")
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write through a temporary file and rename; on failure nothing is left behind and the
+    old file, if any, is untouched."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _csv_text(clean: list[dict]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in clean:
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    return buf.getvalue()
+
+
+def write(path: str | os.PathLike, rows: list[dict]) -> None:
+    path = json_path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    clean = [{c: row.get(c) for c in COLUMNS} for row in rows]
+    atomic_write_bytes(path, (json.dumps({"schema": SCHEMA, "rows": clean}, indent=1, default=str) + "\n").encode())
+    atomic_write_bytes(path.with_suffix(".csv"), _csv_text(clean).encode())
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Before the first case: can both files be written there? ResultsError names the fix."""
+    path = json_path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path.parent / f".{path.name}.probe", b"x")
+        os.unlink(path.parent / f".{path.name}.probe")
+    except OSError as exc:
+        raise ResultsError(f"cannot write results in {path.parent} ({exc.strerror or exc}): "
+                           f"choose a writable --out or --results-dir") from None
+
+
+class Lock:
+    """An exclusive lock on a results file for a whole sweep (flock: released by the kernel
+    if the holder dies, so a stale lock file never blocks anyone)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = json_path(path).with_name(json_path(path).name + ".lock")
+        self.fd = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                raise ResultsError(f"{json_path(self.path.with_suffix(''))} is being written by another parabench run "
+                                   f"(PID {holder}): wait for it to finish, or choose another --out") from None
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def _coerce(row: dict) -> dict:
+    out = {}
+    for c in COLUMNS:
+        v = row.get(c)
+        if v == "" and c in INTEGER | FLOAT:
+            v = None
+        if isinstance(v, float) and math.isnan(v) and c not in FLOAT:
+            v = None
+        if v is not None and c in INTEGER:
+            v = int(float(v))
+        elif v is not None and c in FLOAT:
+            v = float(v)
+        elif v is not None and c in TEXT:
+            v = str(v)
+        out[c] = v
+    return out
+
+
+def _validate(row: dict, where: str, fix: str) -> None:
+    """Every figure finite, and positive where a measurement must be."""
+    for c in FLOAT:
+        v = row.get(c)
+        if v is not None and (not math.isfinite(v) or (c in NON_NEGATIVE and v < 0)):
+            raise ResultsError(f"{where}: field {c} is {v!r}, not a usable figure; {fix}")
+    if row["status"] == "ok":
+        for c in REQUIRED_POSITIVE:
+            v = row.get(c)
+            if v is None or not v > 0:
+                raise ResultsError(f"{where}: field {c} of an ok row is {v!r}; it must be a positive number; {fix}")
+
+
+def load(path: str | os.PathLike) -> list[dict]:
+    """Rows of a results file (.json or .csv), validated; ResultsError names what is wrong."""
+    path = Path(path)
+    fix = "re-run the sweep into a new file, or pass another results file"
+    if path.is_dir():
+        raise ResultsError(f"{path} is a folder: pass the results files in it (*.json), or use --results-dir {path}")
+    if not path.exists():
+        raise ResultsError(f"{path}: no such results file")
+    if path.stat().st_size == 0:
+        raise ResultsError(f"{path}: the file is empty; {fix}")
+    try:
+        if path.suffix == ".csv":
+            with open(path, newline="") as fh:
+                raw_rows = list(csv.DictReader(fh))
+            header = set(raw_rows[0]) if raw_rows else set()
+            schema = SCHEMA if {"strategy", "status", "img_per_s"} <= header else None
+        else:
+            with open(path) as fh:
+                doc = json.load(fh)
+            schema = doc.get("schema") if isinstance(doc, dict) else None
+            raw_rows = doc.get("rows") if isinstance(doc, dict) else None
+    except (json.JSONDecodeError, UnicodeDecodeError, csv.Error) as exc:
+        raise ResultsError(f"{path}: corrupt or truncated results file ({exc}); {fix}") from None
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if schema is None:
+        raise ResultsError(f"{path}: not a parabench results file (no '{SCHEMA}' schema); {fix}")
+    if schema != SCHEMA:
+        raise ResultsError(f"{path}: results schema {schema!r}, this parabench reads {SCHEMA!r}; {fix}")
+    if not isinstance(raw_rows, list) or not all(isinstance(r, dict) for r in raw_rows):
+        raise ResultsError(f"{path}: 'rows' is not a list of result rows; {fix}")
+    rows = []
+    for i, raw in enumerate(raw_rows):
+        where = f"{path}: row {i}"
+        missing = [c for c in ("strategy", "precision", "model", "batch_per_gpu", "status") if raw.get(c) in (None, "")]
+        if missing:
+            raise ResultsError(f"{where} lacks {', '.join(missing)}; {fix}")
+        if raw["status"] not in STATUSES:
+            raise ResultsError(f"{where} has unknown status {raw['status']!r}; {fix}")
+        try:
+            row = _coerce(raw)
+            # The case columns as today's Case reads them (settings a row predates get their
+            # default there; `raw` keeps the columns of older schemas, such as `compile`).
+            row.update(case_mod.Case.from_row({**raw, **row}).row())
+        except (TypeError, ValueError) as exc:
+            raise ResultsError(f"{where} has a malformed number ({exc}); {fix}") from None
+        _validate(row, where, fix)
+        row["source"] = str(path)
+        rows.append(row)
+    return rows
+
+
+def load_many(paths: list[str | os.PathLike]) -> list[dict]:
+    rows = []
+    for p in paths:
+        rows.extend(load(p))
+    return rows
+
+
+def may_be_results(path) -> bool:
+    """False for JSON that parses and is not a results file (another tool's, such as
+    pytest-benchmark's saves, or parabench's instruction counts); a file that does not parse
+    may be a damaged results file, and loading it says so."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return True
+    return isinstance(doc, dict) and str(doc.get("schema", "")).startswith("parabench-results")
+
+
+def latest(rows: list[dict]) -> list[dict]:
+    """One row per measurement (case and hardware), by the documented rule: the latest `ok`
+    row wins; a case never measured ok keeps its latest row. Latest by the row's date (rows
+    of several files come in file-name order, which says nothing of when they ran); rows of
+    one date keep their order. Returned in date order."""
+    chosen: dict[tuple, dict] = {}
+    for row in sorted(rows, key=lambda r: str(r.get("date") or "")):
+        key = case_mod.identity(row)
+        kept = chosen.get(key)
+        if kept is None or row["status"] == "ok" or kept["status"] != "ok":
+            chosen.pop(key, None)
+            chosen[key] = row
+    return list(chosen.values())
+
+
+def duplicates(rows: list[dict]) -> list[str]:
+    """Labels of cases that appear more than once."""
+    seen, dup = set(), []
+    for row in rows:
+        key = case_mod.identity(row)
+        if key in seen:
+            dup.append(case_mod.Case.from_row(row).label())
+        seen.add(key)
+    return dup

@@ -1,0 +1,84 @@
+"""Does the harness cost anything? A bare training loop against the suite's `single`.
+
+Both run in this process on the same GPU, alternating, so that clocks and thermals are
+shared: `python -m bench check bareloop --model resnet18 --batch 256 --precision amp-fp16 --channels-last`.
+The bare loop is timed the most favourable way (host clock, one synchronisation at each
+end of a run of steps); the suite's figure is its own (median of per-step CUDA-event
+intervals), and its whole-trial wall-clock figure is printed beside it.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import time
+
+import torch
+
+from bench.cases.case import Case, Settings
+from bench.workloads import get_workload
+from bench.core.precision import get_precision
+from bench.engine.training import sgd_arguments
+from bench.run.worker import Job, configure_backends, measure_case
+from bench.core.placement import Placement
+
+
+def bare_loop(model_name: str, batch: int, precision: str, channels_last: bool, warmup: int, steps: int,
+              sgd_impl: str) -> float:
+    """Images per second of a plain loop: the 20 lines a user would write."""
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    workload = get_workload(model_name)
+    model = workload.build().cuda().to(memory_format=fmt)
+    x, y = workload.synthetic_batch(batch)
+    x, y = x.cuda().contiguous(memory_format=fmt), y.cuda()
+    opt = torch.optim.SGD(model.parameters(), **sgd_arguments(sgd_impl))
+    dtype = getattr(torch, get_precision(precision).autocast_dtype or "float32")
+    scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step():
+        with torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    return batch * steps / (time.perf_counter() - start)
+
+
+def suite_single(model_name: str, batch: int, precision: str, channels_last: bool, warmup: int, steps: int,
+                 sgd_impl: str) -> dict:
+    settings = Settings(warmup=warmup, steps=steps, trials=3, channels_last=channels_last, cudnn_benchmark="on",
+                        sgd_impl=sgd_impl)
+    case = Case.make("single", precision, model_name, Placement((0,), 1), batch, "eager", settings).spec()
+    configure_backends(case)
+    return measure_case(Job({"launcher": "local"}, 0, 1, 0), case)
+
+
+def run(args) -> None:
+    """`python -m bench check bareloop`: rounds of the bare loop and the suite's step, interleaved."""
+    torch.backends.cudnn.benchmark = True
+    bare, suite, suite_wall = [], [], []
+    for _ in range(args.rounds):
+        bare.append(bare_loop(args.model, args.batch, args.precision, args.channels_last, args.warmup, args.steps, args.sgd_impl))
+        figures = suite_single(args.model, args.batch, args.precision, args.channels_last, args.warmup, args.steps, args.sgd_impl)
+        suite.append(figures["img_per_s"])
+        suite_wall.append(figures["wall_img_per_s"])
+    result = {
+        "case": vars(args), "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+        "bare_img_per_s": bare, "suite_img_per_s": suite, "suite_wall_img_per_s": suite_wall,
+        "suite_over_bare": statistics.median(suite) / statistics.median(bare),
+        "suite_wall_over_bare": statistics.median(suite_wall) / statistics.median(bare),
+    }
+    print(json.dumps(result, indent=1))
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(result, fh, indent=1)
+

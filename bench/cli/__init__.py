@@ -1,0 +1,33 @@
+"""python -m bench: run sweeps, read and compare their results, and run the suite's checks.
+
+Each command is a module of this package with an `add_parser(sub)` that declares its
+flags and the function that runs it; the list below is their order in `--help`.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from bench.cli import anatomy, check, compare, instructions, listing, report, run
+from bench.cli.common import UsageError
+
+COMMANDS = (run, listing, anatomy, report, compare, instructions, check)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="parabench", description="Which data-parallel strategy, at which batch "
+                                     "size, at what cost: one training workload under every strategy.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        print(f"parabench: error: {exc}", file=sys.stderr)
+        return 2

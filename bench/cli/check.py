@@ -1,0 +1,52 @@
+"""`check` and `peak`: the suite's own proofs and probes, run by hand or by CI.
+
+- `check isolation FOLDER`: a case measured alone against the same case after others.
+- `check bareloop ...`: the suite's `single` step against a hand-written training loop (GPU).
+- `peak`: the chip's dense matrix rates, to set achieved TFLOP/s against (GPU).
+"""
+from __future__ import annotations
+
+import argparse
+
+
+def cmd_isolation(args) -> int:
+    from bench.checks import isolation
+
+    return isolation.main([args.folder])
+
+
+def cmd_bareloop(args) -> int:
+    from bench.checks import bareloop
+
+    bareloop.run(args)
+    return 0
+
+
+def cmd_peak(args) -> int:
+    from bench.measure import peak
+
+    peak.main(args.out)
+    return 0
+
+
+def add_parser(sub) -> None:
+    check = sub.add_parser("check", help="the suite's own checks: isolation, bareloop")
+    checks = check.add_subparsers(dest="check", required=True)
+    iso = checks.add_parser("isolation", help="compare <strategy>-alone-<n>.json with <strategy>-after-<n>.json")
+    iso.add_argument("folder")
+    iso.set_defaults(func=cmd_isolation)
+    bare = checks.add_parser("bareloop", help="the suite's single step against a hand-written loop (one GPU)")
+    bare.add_argument("--model", default="resnet18")
+    bare.add_argument("--batch", type=int, default=256)
+    bare.add_argument("--precision", default="amp-fp16")
+    bare.add_argument("--channels-last", action="store_true")
+    bare.add_argument("--warmup", type=int, default=10)
+    bare.add_argument("--steps", type=int, default=30)
+    bare.add_argument("--rounds", type=int, default=3)
+    bare.add_argument("--sgd-impl", choices=["for-loop", "foreach", "fused"], default="foreach")
+    bare.add_argument("--out")
+    bare.set_defaults(func=cmd_bareloop)
+    peak = sub.add_parser("peak", help="dense matrix TFLOP/s of GPU 0 (bf16, fp16, tf32, fp32)",
+                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    peak.add_argument("--out", help="write the rates here (a *.probe.json beside results is read by the report)")
+    peak.set_defaults(func=cmd_peak)

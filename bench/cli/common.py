@@ -1,0 +1,64 @@
+"""What every command shares: the one-line usage error, list parsing, GPU selection."""
+from __future__ import annotations
+
+from pathlib import Path
+
+# In the working directory, also when parabench is installed as a package (never inside it).
+RESULTS_DIR = Path("results")
+
+
+class UsageError(Exception):
+    """Bad input: one line that names the fix."""
+
+
+def csv(text: str | None) -> list[str]:
+    return [x.strip() for x in (text or "").split(",") if x.strip()]
+
+
+def ints(text: str, what: str) -> list[int]:
+    try:
+        values = [int(x) for x in csv(text)]
+    except ValueError:
+        raise UsageError(f"{what} must be comma-separated whole numbers, got {text!r}") from None
+    if any(v <= 0 for v in values):
+        raise UsageError(f"{what} must be positive, got {text!r}")
+    return values
+
+
+def resolve_gpus(text: str | None) -> list[int]:
+    """GPU ids from --gpus ('' or 'cpu': none; 'all' or unset: every visible GPU)."""
+    from bench.measure import envinfo
+
+    if text is not None and text.strip().lower() in ("", "cpu", "none"):
+        return []  # without asking torch: a CPU sweep's parent never imports it
+    available = envinfo.gpu_count()
+    if text is None or text.strip().lower() == "all":
+        return list(range(available))
+    try:
+        ids = [int(x) for x in csv(text)]
+    except ValueError:
+        raise UsageError(f"--gpus takes CUDA ordinals such as 0,1, got {text!r}") from None
+    if len(set(ids)) != len(ids):
+        raise UsageError(f"--gpus lists a GPU twice: {text!r}")
+    missing = [i for i in ids if i < 0 or i >= available]
+    if missing:
+        have = f"{available} GPU{'s' if available != 1 else ''}" + (f" (ids 0-{available - 1})" if available else "")
+        raise UsageError(f"GPU id {missing[0]} does not exist: this host has {have}; pass --gpus with ids from that range"
+                         + ("" if available else " or leave it empty for the CPU"))
+    return ids
+
+
+def check_names(given: list[str], valid: list[str], what: str, flag: str) -> list[str]:
+    for name in given:
+        if name not in valid:
+            raise UsageError(f"unknown {what} {name!r}: choose from {', '.join(valid)} ({flag})")
+    return given
+
+
+def write_json(path: str, payload) -> None:
+    from bench.report import compare
+
+    try:
+        compare.write_json(path, payload)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path} ({exc.strerror or exc}): choose a writable path") from None

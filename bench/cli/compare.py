@@ -1,0 +1,77 @@
+"""`compare` and `dashboard`: regression tracking against a baseline, and the CI dashboard's files."""
+from __future__ import annotations
+
+import math
+import sys
+
+from bench.cli.common import RESULTS_DIR, UsageError, write_json
+
+
+def cmd_compare(args) -> int:
+    from bench.report import compare
+    from bench.cases import results
+
+    try:
+        currents = [results.load(path) for path in args.current]
+        if args.baseline == "auto":
+            args.baseline = str(compare.baseline_for(currents[0], RESULTS_DIR / "baselines"))
+        baseline = results.load(args.baseline)
+    except results.ResultsError as exc:
+        raise UsageError(str(exc)) from None
+    for flag, value in (("--max-slowdown", args.max_slowdown), ("--max-memory-growth", args.max_memory_growth),
+                        ("--noise-factor", args.noise_factor)):
+        if not (math.isfinite(value) and value >= 0):
+            raise UsageError(f"{flag} must be a finite number >= 0, got {value}")
+    th = compare.Thresholds(args.max_slowdown, args.max_memory_growth, args.noise_factor)
+    runs = [compare.compare(baseline, cur, th, args.across_hardware, args.ratios_only, args.judge == "all")
+            for cur in currents]
+    verdicts = compare.confirmed(runs)
+    print(compare.render(verdicts, args.baseline, " + ".join(args.current)))
+    if args.json:
+        write_json(args.json, verdicts)
+    status = compare.exit_status(verdicts)
+    if status == 2:
+        print(f"parabench: error: no case of {args.current[0]} could be compared with {args.baseline} "
+              "(different cases or hardware); pick the baseline for this hardware", file=sys.stderr)
+    return status
+
+
+def cmd_dashboard(args) -> int:
+    from bench.report import compare
+    from bench.cases import results
+
+    try:
+        files = [results.load(path) for path in args.files]
+    except results.ResultsError as exc:
+        raise UsageError(str(exc)) from None
+    bigger, smaller = compare.dashboard(files)
+    write_json(args.out, bigger)
+    print(f"{args.out}: {len(bigger)} entries (customBiggerIsBetter: images/s, speed-ups)")
+    if args.memory_out:
+        write_json(args.memory_out, smaller)
+        print(f"{args.memory_out}: {len(smaller)} entries (customSmallerIsBetter: peak memory per GPU)")
+    return 0
+
+
+def add_parser(sub) -> None:
+    cmp_ = sub.add_parser("compare", help="compare results with a baseline; exit 0 pass, 1 regression, 2 unusable")
+    cmp_.add_argument("baseline", help="baseline results file, or 'auto': results/baselines/<hardware>.json")
+    cmp_.add_argument("current", nargs="+", help="results file; with several (repeat runs), a regression must show in all")
+    cmp_.add_argument("--max-slowdown", type=float, default=0.10, help="allowed images/s drop (fraction, default 0.10)")
+    cmp_.add_argument("--max-memory-growth", type=float, default=0.10, help="allowed peak-memory growth (default 0.10)")
+    cmp_.add_argument("--noise-factor", type=float, default=1.0, help="x the measured p10-p90 width that is noise")
+    cmp_.add_argument("--across-hardware", action="store_true", help="compare in-run ratios across hardware")
+    cmp_.add_argument("--ratios-only", action="store_true",
+                      help="judge throughput by in-run ratios alone (shared machines whose speed drifts)")
+    cmp_.add_argument("--judge", choices=["all", "counters"], default="all",
+                      help="all: timing, work counters and memory (dedicated hosts); counters: work counters, memory "
+                           "and status only, timing shown unjudged (shared machines)")
+    cmp_.add_argument("--json", help="write the verdicts here")
+    cmp_.set_defaults(func=cmd_compare)
+
+    dash = sub.add_parser("dashboard", help="export for github-action-benchmark: images/s and in-run speed-ups "
+                          "(customBiggerIsBetter), peak memory (customSmallerIsBetter)")
+    dash.add_argument("files", nargs="+")
+    dash.add_argument("--out", required=True, help="images/s and speed-ups: [{name, unit, value, range, extra}]")
+    dash.add_argument("--memory-out", help="peak memory per GPU, smaller is better")
+    dash.set_defaults(func=cmd_dashboard)

@@ -1,0 +1,320 @@
+"""`run`: measure a sweep and write its results file."""
+from __future__ import annotations
+
+import datetime
+import math
+import socket
+import sys
+from pathlib import Path
+
+from bench.cli.common import RESULTS_DIR, UsageError, check_names, csv, ints, resolve_gpus
+
+
+def _parse_options(pairs: list[str], strategy_names: list[str]) -> dict:
+    import strategies
+
+    declared = [strategies.get(n) for n in strategy_names]
+    defaults = {k: v for s in declared for k, v in s.options.items()}
+    choices = {k: v for s in declared for k, v in s.option_choices.items()}
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise UsageError(f"--option takes NAME=VALUE, got {pair!r}")
+        if key not in defaults:
+            raise UsageError(f"no selected strategy has option {key!r}; options: {', '.join(sorted(defaults)) or 'none'}")
+        typed = _typed_like(defaults[key], value, key)
+        if key in choices and typed not in choices[key]:
+            raise UsageError(f"option {key} takes one of {', '.join(map(str, choices[key]))}, got {value!r}")
+        if isinstance(typed, (int, float)) and not isinstance(typed, bool) and not (math.isfinite(typed) and typed > 0):
+            raise UsageError(f"option {key} must be a positive number, got {value!r}")
+        options[key] = typed
+    return options
+
+
+def _typed_like(default, value: str, key: str):
+    """An option's text as the type of its default (so results record 5, not '5')."""
+    try:
+        if isinstance(default, bool):
+            if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                raise ValueError
+            return value.lower() in ("1", "true", "yes", "on")
+        if isinstance(default, int):
+            return int(value)
+        if isinstance(default, float):
+            return float(value)
+    except ValueError:
+        raise UsageError(f"option {key} takes a {type(default).__name__}, got {value!r}") from None
+    return value
+
+
+def _settings(args, on_gpu: bool, strategy_names: list[str]):
+    from bench.cases.case import COMPILE_MODES, Settings
+
+    def count(value, default, flag, minimum):
+        value = default if value is None else value
+        if value < minimum:
+            raise UsageError(f"{flag} must be at least {minimum}, got {value}")
+        return value
+
+    if args.anatomy_steps is not None and not args.anatomy:
+        raise UsageError("--anatomy-steps sets the profiled window of --anatomy: add --anatomy")
+    for flag, value in (("--case-timeout", args.case_timeout), ("--startup-timeout", args.startup_timeout)):
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"--case-timeout and --startup-timeout must be positive (seconds); {flag} is {value}")
+    if args.compile_mode not in COMPILE_MODES:
+        raise UsageError(f"--compile-mode takes one of {', '.join(COMPILE_MODES)}, got {args.compile_mode!r}")
+    return Settings(
+        warmup=count(args.warmup, 10 if on_gpu else 1, "--warmup", 0),
+        steps=count(args.steps, 20 if on_gpu else 3, "--steps", 1),
+        trials=count(args.trials, 3 if on_gpu else 2, "--trials", 1),
+        seed=count(args.seed, 0, "--seed", 0), data=args.data, channels_last=args.channels_last,
+        compile_mode=args.compile_mode, cudnn_benchmark=args.cudnn_benchmark, tf32=args.tf32, sgd_impl=args.sgd_impl,
+        options=tuple(sorted(_parse_options(args.option, strategy_names).items())),
+        case_timeout_s=args.case_timeout, startup_timeout_s=args.startup_timeout,
+        anatomy_steps=count(args.anatomy_steps, 3, "--anatomy-steps", 1) if args.anatomy else 0,
+        worker_scope=args.worker_scope,
+    )
+
+
+def cmd_run(args) -> int:
+    import strategies
+    from bench.cases import results
+    from bench.cases.case import EXECUTIONS
+    from bench import workloads
+    from bench.cases.grid import build_cases
+    from bench.core.precision import PRECISIONS
+    from bench.run.progress import ConsoleReporter
+    from bench.run import nodes as nodes_mod
+    from bench.run.sweep import NodeGone, Sweep, Terminated, WriteFailed, ignore_further_signals
+
+    names = check_names(csv(args.strategies) or strategies.names(), strategies.names(), "strategy", "--strategies")
+    precisions = check_names(csv(args.precisions), list(PRECISIONS), "precision", "--precisions")
+    models = check_names(csv(args.models), workloads.names(), "model", "--models")
+    executions = csv(args.execution) or ["eager"]
+    if args.compile:
+        executions = ["compile"]  # --compile: the alias of --execution compile, kept for one release
+    executions = check_names(executions, list(EXECUTIONS), "execution", "--execution")
+    if args.cpu_replicas < 1:
+        raise UsageError(f"--cpu-replicas must be at least 1, got {args.cpu_replicas}")
+    gpus = resolve_gpus(args.gpus)
+    on_gpu = bool(gpus)
+    counts = ints(args.gpu_counts, "--gpu-counts") if args.gpu_counts else [len(gpus)] if gpus else [args.cpu_replicas]
+    if gpus and max(counts) > len(gpus):
+        raise UsageError(f"--gpu-counts asks for {max(counts)} GPUs but --gpus gives {len(gpus)}")
+    replicas = counts if gpus else [args.cpu_replicas]
+
+    if args.global_batch_sizes:
+        if args.batch_sizes:
+            raise UsageError("give --batch-sizes (per GPU) or --global-batch-sizes, not both")
+        global_sizes = ints(args.global_batch_sizes, "--global-batch-sizes")
+        for g in global_sizes:
+            for n in replicas:
+                if g % n:
+                    raise UsageError(f"global batch {g} does not split across {n} devices: use a multiple of {n}, "
+                                     f"or give per-GPU sizes with --batch-sizes")
+        if len(set(replicas)) > 1:
+            raise UsageError("--global-batch-sizes needs one device count; use --batch-sizes for a scaling sweep")
+        batch_sizes = [g // replicas[0] for g in global_sizes]
+    else:
+        batch_sizes = ints(args.batch_sizes or ("32,64,128,256" if on_gpu else "2,4"), "--batch-sizes")
+
+    settings = _settings(args, on_gpu, names)
+    try:
+        nodes = nodes_mod.from_args(args.nnodes, args.node_rank, args.rdzv_endpoint, args.rdzv_id)
+    except nodes_mod.NodesError as exc:
+        raise UsageError(str(exc)) from None
+    cases = build_cases(names, precisions, models, executions, gpus, counts, args.cpu_replicas, batch_sizes, settings,
+                        nodes.nnodes)
+    if not cases:
+        raise UsageError("nothing to run: the grid of strategies, precisions, models and batch sizes is empty")
+    leader = None
+    if nodes.nnodes > 1:
+        try:
+            store = nodes_mod.Store(nodes, settings.startup_timeout_s)
+            nodes_mod.agree(store, nodes_mod.sweep_hash(cases), settings.startup_timeout_s)
+        except nodes_mod.NodesError as exc:
+            raise UsageError(str(exc)) from None
+        if not nodes.leader:  # node 0 writes every row; this node lends its devices
+            from bench.measure import envinfo
+            from bench.run.sweep import worker_env
+
+            return nodes_mod.follow(nodes, store, worker_env(nodes.node_rank), str(envinfo.REPO), gpus)
+        leader = nodes_mod.Leader(store)
+
+    out = _output_path(args)
+    lock = results.Lock(out)
+    try:
+        results.check_writable(out)  # before anything is measured
+        lock.acquire()
+    except results.ResultsError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        existing = _existing_rows(args, out, cases)
+        reporter = ConsoleReporter()
+        sweep = Sweep(cases, settings, str(out), reporter, existing, leader)
+        if args.resume:
+            todo = sum(not sweep.measured(c) for c in cases)
+            print(f"resuming {out}: {len(cases) - todo} case(s) measured already, {todo} to run", file=sys.stderr)
+        try:
+            rows = sweep.run()
+        except KeyboardInterrupt:
+            ignore_further_signals()
+            reporter.close()
+            print(f"interrupted: {len(sweep.rows)} finished case(s) are in {out}; "
+                  f"continue with: python -m bench run --resume --out {out} (same arguments)", file=sys.stderr)
+            return 130
+        except Terminated:
+            ignore_further_signals()
+            reporter.close()
+            print(f"terminated: {len(sweep.rows)} finished case(s) are in {out}; resume with --resume --out {out}",
+                  file=sys.stderr)
+            return 143
+        except (WriteFailed, NodeGone, nodes_mod.NodesError) as exc:
+            reporter.close()
+            print(f"parabench: error: {exc}" + ("" if isinstance(exc, WriteFailed) else f"; finished cases are in {out}"),
+                  file=sys.stderr)
+            return 1
+        finally:
+            if leader is not None:
+                leader.finish()  # the other nodes leave
+        reporter.close()
+    except results.ResultsError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        lock.release()
+    counts_by_status = {}
+    for row in rows:
+        counts_by_status[row["status"]] = counts_by_status.get(row["status"], 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts_by_status.items()))
+    print(f"{len(rows)} cases ({summary}) written to {results.json_path(out)} and {results.json_path(out).with_suffix('.csv')}")
+    return 0
+
+
+def _this_host_hardware(cases) -> set[str]:
+    from bench.measure import envinfo
+    from bench.cases.case import hardware
+
+    return {hardware({"device": c.device, **envinfo.for_gpus(c.gpus), "cpu": envinfo.collect_light()["cpu"]})
+            for c in cases}
+
+
+def _output_path(args) -> Path:
+    """The results file: --out, or with --resume the newest file of this host under the
+    results folder, or a new file named after the time and host."""
+    from bench.measure import envinfo
+    from bench.cases import results
+
+    folder = Path(args.results_dir)
+    if args.out:
+        return results.json_path(args.out)
+    if args.resume:
+        host = envinfo.collect_light()["host"]
+        mine = []
+        for path in sorted(folder.glob("run-*.json"), key=lambda p: p.stat().st_mtime):
+            try:
+                rows = results.load(path)
+            except results.ResultsError:
+                continue
+            if rows and all(r.get("host") == host for r in rows):
+                mine.append(path)
+        if not mine:
+            raise UsageError(f"--resume found no run-*.json written on this host ({host}) in {folder}; "
+                             "pass the file with --out")
+        return mine[-1]
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return folder / f"run-{stamp}-{socket.gethostname()}.json"
+
+
+def _existing_rows(args, out: Path, cases) -> list[dict]:
+    """Rows already in `out` (with --resume), after checking that they were measured on
+    this hardware with these measurement settings; without --resume, `out` must be new."""
+    from bench.measure import envinfo
+    from bench.cases import results
+    from bench.cases.case import MEASUREMENT, hardware
+
+    csv_path = out.with_suffix(".csv")
+    if not args.resume:
+        for path in (out, csv_path):
+            if path.exists():
+                raise UsageError(f"{path} already exists: pass --resume to continue it, or choose another --out")
+        return []
+    if not out.exists():
+        return []
+    try:
+        rows = results.load(out)
+    except results.ResultsError as exc:
+        raise UsageError(f"{exc} (the file was left untouched)") from None
+    host = envinfo.collect_light()["host"]
+    here = _this_host_hardware(cases)
+    for row in rows:
+        if row.get("host") and row["host"] != host:
+            raise UsageError(f"{out} was measured on host {row['host']}, this is {host}: resume it there, "
+                             "or start a new file")
+        if hardware(row) not in here:
+            raise UsageError(f"{out} was measured on {hardware(row)}, this run uses {', '.join(sorted(here))}: "
+                             "resume it on that hardware, or start a new file")
+    wanted = cases[0].measurement()
+    for row in rows:
+        had = {k: row.get(k) for k in MEASUREMENT}
+        if had != wanted:
+            diff = ", ".join(f"{k} {had[k]} (file) vs {wanted[k]} (now)" for k in MEASUREMENT if had[k] != wanted[k])
+            raise UsageError(f"{out} was measured with other settings: {diff}; resume with the same settings, "
+                             "or start a new file")
+    dups = results.duplicates(rows)
+    if dups:
+        print(f"note: {out} holds {len(dups)} duplicate case(s) ({'; '.join(dups[:3])}{'...' if len(dups) > 3 else ''}): "
+              "the latest ok row of each is kept", file=sys.stderr)
+    return rows
+
+
+def add_parser(sub) -> None:
+    from bench.cases.case import WORKER_SCOPES
+
+    run = sub.add_parser("run", help="run a sweep and write results")
+    run.add_argument("--strategies", help="comma-separated (default: every strategy)")
+    run.add_argument("--precisions", default="fp32", help="fp32,amp-fp16,amp-bf16,apex-O1,apex-O2 (default fp32)")
+    run.add_argument("--models", default="resnet18-small", help="resnet18-small,resnet18 (default resnet18-small)")
+    run.add_argument("--batch-sizes", help="per-GPU batch sizes (default 32,64,128,256 on GPUs, 2,4 on the CPU)")
+    run.add_argument("--global-batch-sizes", help="global batch sizes, split evenly across the devices")
+    run.add_argument("--gpus", help="CUDA ordinals, e.g. 0,1 (default: all visible; '' or cpu: the CPU)")
+    run.add_argument("--gpu-counts", help="run multi-GPU strategies on the first N of --gpus for each N, e.g. 1,2,4")
+    run.add_argument("--cpu-replicas", type=int, default=2, help="replicas/processes for multi-device strategies on the CPU")
+    run.add_argument("--warmup", type=int, help="warm-up steps per case (default 10 on GPUs, 1 on the CPU)")
+    run.add_argument("--steps", type=int, help="timed steps per trial (default 20 on GPUs, 3 on the CPU)")
+    run.add_argument("--trials", type=int, help="trials per case (default 3 on GPUs, 2 on the CPU)")
+    run.add_argument("--seed", type=int, default=0, help="seed of the weights and the synthetic data (>= 0)")
+    run.add_argument("--data", choices=["device", "host"], default="device",
+                     help="device: batch resident on the GPUs; host: copied from pinned memory every step")
+    run.add_argument("--channels-last", action="store_true", help="channels_last memory format for model and inputs")
+    run.add_argument("--execution", default="eager",
+                     help="eager,compile,cuda-graph: how the step runs, swept like precisions (default eager)")
+    run.add_argument("--compile", action="store_true", help="alias of --execution compile (kept for one release)")
+    run.add_argument("--compile-mode", default="default",
+                     help="torch.compile mode for --execution compile: default, max-autotune-no-cudagraphs, reduce-overhead")
+    run.add_argument("--cudnn-benchmark", choices=["auto", "on", "off"], default="auto",
+                     help="auto: on, but off for strategies that run replicas in threads (see README)")
+    run.add_argument("--tf32", choices=["default", "on", "off"], default="default")
+    run.add_argument("--sgd-impl", choices=["auto", "for-loop", "foreach", "fused"], default="auto",
+                     help="SGD update kernels; auto: PyTorch's choice (foreach on GPUs, for-loop on the CPU)")
+    run.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                     help="strategy option, e.g. bucket_cap_mb=50, launcher=spawn (see `list`)")
+    run.add_argument("--anatomy", action="store_true",
+                     help="after each case's timing, profile a few steps on every rank: traces under "
+                          "<results folder>/traces/<results name>/ and the step's breakdown in anatomy_* columns")
+    run.add_argument("--anatomy-steps", type=int, help="steps in the profiled window of --anatomy (default 3)")
+    run.add_argument("--out", help="results file (.json; a .csv is written beside it)")
+    run.add_argument("--results-dir", default=str(RESULTS_DIR), help="folder for a new results file (default results/)")
+    run.add_argument("--resume", action="store_true", help="continue --out (or the newest run), skipping measured cases")
+    run.add_argument("--nnodes", type=int, help="hosts the sweep spans: run the same command on each (default 1; under "
+                     "Slurm's srun, the task count)")
+    run.add_argument("--node-rank", type=int, help="this host's number, 0 to nnodes-1; node 0 writes the results")
+    run.add_argument("--rdzv-endpoint", help="HOST:PORT of node 0, where it hosts the rendezvous store (default port 29400)")
+    run.add_argument("--rdzv-id", help="a name for this multi-node run, the same on every node (default parabench)")
+    run.add_argument("--case-timeout", type=float, default=600.0, help="seconds a case may take before it is killed")
+    run.add_argument("--startup-timeout", type=float, default=300.0, help="seconds a worker may take to start")
+    run.add_argument("--worker-scope", choices=WORKER_SCOPES, default="group",
+                     help="cases that share a worker: group (default: every case of a launcher and device set, "
+                     "the fastest), series (a fresh worker per series), case (a fresh worker per case, the strictest "
+                     "isolation)")
+    run.set_defaults(func=cmd_run)

@@ -1,0 +1,161 @@
+"""Pieces every PyTorch strategy shares: the optimiser, the loss, device placement, and the
+executions (eager, torch.compile, a whole step captured in a CUDA graph).
+
+Strategies import this inside their hooks, in the worker; nothing that reads results does.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from bench.core.step import TrainStep, WorkerContext
+
+# The same optimiser in every strategy and both frameworks.
+SGD_SETTINGS = {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-4}
+
+loss_fn = nn.CrossEntropyLoss()
+
+# How the SGD update runs: one small kernel per tensor ("for-loop", PyTorch's default on
+# the CPU), grouped multi-tensor kernels ("foreach", its default on CUDA), or one fused
+# kernel ("fused"). Same arithmetic; the launch count differs, which matters on GPUs.
+SGD_IMPLS = {"for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
+
+
+def sgd_arguments(impl: str) -> dict:
+    """torch.optim.SGD's keyword arguments for one implementation of the suite's update."""
+    return {**SGD_IMPLS[impl], **SGD_SETTINGS}
+
+
+def optimizer_arguments(ctx: WorkerContext) -> dict:
+    """The case's SGD arguments, its `--sgd-impl` resolved (for strategies that build the
+    optimiser themselves, e.g. ZeroRedundancyOptimizer)."""
+    return sgd_arguments(ctx.spec.get("sgd_impl") or "for-loop")
+
+
+def make_optimizer(params, ctx: WorkerContext) -> torch.optim.Optimizer:
+    """The suite's optimiser for the case: the same SGD in every strategy."""
+    return torch.optim.SGD(params, **optimizer_arguments(ctx))
+
+
+def flag(value) -> bool:
+    """A boolean strategy option, given as a bool or as text ("true", "1", "on"...)."""
+    return str(value).lower() in ("1", "true", "yes", "on")
+
+
+def memory_format(ctx: WorkerContext) -> torch.memory_format:
+    return torch.channels_last if ctx.channels_last else torch.contiguous_format
+
+
+def model_to(model: nn.Module, device: torch.device, ctx: WorkerContext) -> nn.Module:
+    return model.to(device=device, memory_format=memory_format(ctx))
+
+
+def inputs_to(inputs: torch.Tensor, device: torch.device, ctx: WorkerContext) -> torch.Tensor:
+    return inputs.to(device, non_blocking=True).contiguous(memory_format=memory_format(ctx))
+
+
+def maybe_compile(module: nn.Module, ctx: WorkerContext) -> nn.Module:
+    if ctx.execution != "compile":
+        return module
+    return torch.compile(module, mode=None if ctx.compile_mode == "default" else ctx.compile_mode)
+
+
+def shard(tensor: torch.Tensor, n: int, index: int) -> torch.Tensor:
+    """Replica `index`'s equal slice of the batch."""
+    per = tensor.shape[0] // n
+    return tensor[index * per : (index + 1) * per]
+
+
+class AutocastForward(nn.Module):
+    """Runs the wrapped module's forward under the case's autocast.
+
+    parallel_apply re-enters autocast in its worker threads with the *default* dtype
+    (float16 on CUDA), so bf16 under DataParallel would silently run in fp16; entering
+    autocast inside forward, as PyTorch's AMP notes advise for DataParallel, keeps it.
+    """
+
+    def __init__(self, module: nn.Module, runtime):
+        super().__init__()
+        self.module = module
+        self.runtime = runtime
+
+    def forward(self, x):
+        with self.runtime.autocast():
+            return self.module(x)
+
+
+def standard_step(forward, optimizer, runtime):
+    """`run` for strategies whose forward returns the batch's output on one device (single,
+    DataParallel and friends, DDP and the sharded strategies). The phases are labelled for
+    the profiler, so that the step anatomy can tell the optimiser apart exactly."""
+    from torch.profiler import record_function
+
+    def run(batch):
+        inputs, targets = batch
+        with record_function("parabench.forward"), runtime.autocast():
+            loss = loss_fn(forward(inputs), targets)
+        with record_function("parabench.backward"):
+            runtime.backward(loss, optimizer)
+        with record_function("parabench.optimizer"):
+            runtime.step(optimizer)
+            runtime.update()
+            optimizer.zero_grad(set_to_none=True)
+
+    return run
+
+
+def full_tensor(tensor):
+    """A parameter as one whole tensor (FSDP2 keeps DTensor shards)."""
+    return tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
+
+
+def capture_whole_step(step: TrainStep, placed, warmup_steps: int = 11, restore: bool = False):
+    """The whole training step (forward, backward, optimiser update) captured once in a CUDA
+    graph; returns a `run` that replays it on the captured batch.
+
+    PyTorch's CUDA-graph recipe: warm up on a side stream (DDP needs 11 eager iterations
+    before capture, to build its buckets), leave the gradients unset before capture so
+    that backward allocates them from the graph's pool, then capture one step. Replays
+    reuse the same input memory: the batch is resident, as in the eager `device` mode.
+    `restore` puts parameters, buffers and momentum back to where they were before the
+    warm-up (in place, so the graph's addresses stay valid): replays then are the first
+    training steps, which is what the parity tests compare.
+    """
+    device = step.devices[0]
+    with torch.cuda.device(device):
+        return _capture(step, placed, device, warmup_steps, restore)
+
+
+def _capture(step: TrainStep, placed, device, warmup_steps: int, restore: bool):
+    saved = [t.detach().clone() for t in _state(step)] if restore else None
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(warmup_steps):
+            step.run(placed)
+    torch.cuda.current_stream(device).wait_stream(side)
+    torch.cuda.synchronize(device)
+    if step.optimizer is not None:
+        step.optimizer.zero_grad(set_to_none=True)
+    # The graph's private pool is the step's memory: count it in the case's peak.
+    torch.cuda.reset_peak_memory_stats(device)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step.run(placed)
+    if restore:
+        with torch.no_grad():
+            for tensor, value in zip(_state(step), saved):
+                tensor.copy_(value)
+            for state in step.optimizer.state.values():
+                if state.get("momentum_buffer") is not None:
+                    state["momentum_buffer"].zero_()  # momentum*0 + grad: SGD's first step
+        torch.cuda.synchronize(device)
+
+    def replay(_batch):
+        graph.replay()
+
+    return replay
+
+
+def _state(step: TrainStep) -> list:
+    return list(step.model.parameters()) + list(step.model.buffers())

@@ -1,0 +1,268 @@
+"""Regression tracking: compare a current results file with a baseline.
+
+Per matched case: the change in images/s and in peak memory, and a verdict.
+
+Noise-aware rules (thresholds are per metric):
+- Throughput of a multi-device strategy is judged by its ratio to `single` at the same
+  per-GPU batch *measured in the same run*: a slower shared machine slows both and the
+  ratio holds, while a slower strategy moves it. `single` itself, which has no in-run
+  reference, is judged on absolute images/s.
+- A drop counts only if it exceeds the threshold *and* the spread measured in the runs:
+  the effective threshold is max(threshold, noise_factor x the relative p10-p90 width,
+  the larger of the two runs'; for a ratio, the two cases' widths in quadrature), and
+  for absolute images/s the p10-p90 ranges must not overlap.
+- Peak memory (GPU runs) is deterministic enough to be judged on its own threshold.
+- A case that was ok and now is oom/error/timeout is a regression.
+- Work counters (bench/measure/counters.py: operator calls, kernel launches, host synchronisations,
+  collectives and their elements, allocated memory per step) are deterministic: any rise
+  is a regression, exactly (allocated memory within 1%). Kernel launches and allocated
+  memory of a GPU case with cuDNN autotuning on are not (each worker picks its own
+  convolution kernels) and are left unjudged there. `--judge counters` (shared CPUs)
+  judges only these, peak memory and status changes, and shows timing unjudged.
+Cases present in only one file, or measured on different hardware, are listed and
+never compared (unless --across-hardware, which then compares in-run ratios alone).
+
+Exit status: 0 pass, 1 regression, 2 unusable input.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import strategies
+from bench.measure import counters
+from bench.cases import results
+from bench.cases.case import Case, hardware, identity
+
+@dataclass
+class Thresholds:
+    slowdown: float = 0.10  # fraction of images/s (or of the ratio to single)
+    memory_growth: float = 0.10  # fraction of peak allocated memory
+    noise_factor: float = 1.0  # times the measured relative p10-p90 width
+
+
+def baseline_for(rows: list[dict], folder) -> "Path":
+    """The baseline kept for the hardware of `rows`: results/baselines/<slug of GPU model>.json."""
+    import re
+    from pathlib import Path
+
+    kinds = sorted({hardware(r) for r in rows})
+    if len(kinds) != 1:
+        raise results.ResultsError(f"results span several kinds of hardware ({', '.join(kinds)}); name the baseline")
+    path = Path(folder) / (re.sub(r"[^a-z0-9]+", "-", kinds[0].lower()).strip("-") + ".json")
+    if not path.exists():
+        raise results.ResultsError(f"{path}: no baseline for {kinds[0]}; make one with "
+                                   f"`python -m bench run ... --out {path}`")
+    return path
+
+
+def _key(row: dict) -> tuple:
+    return identity(row)[1:]
+
+
+def _width(row: dict) -> float:
+    """Relative p10-p90 width of a case's throughput."""
+    return (row["img_per_s_p90"] - row["img_per_s_p10"]) / row["img_per_s"]
+
+
+def _single_of(rows: list[dict], row: dict) -> dict | None:
+    """The baseline strategy's ok row of the same run that `row` is divided by."""
+    want = Case.from_row(row).baseline_key()
+    for r in rows:
+        if r["strategy"] == strategies.baseline() and r["status"] == "ok" and hardware(r) == hardware(row) \
+                and Case.from_row(r).baseline_key() == want:
+            return r
+    return None
+
+
+def describe_case(row: dict) -> str:
+    case = Case.from_row(row)
+    knobs = case.variant()
+    return case.label() + (f" [{knobs}]" if knobs else "")
+
+
+def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_hardware: bool = False,
+            ratios_only: bool = False, judge_timing: bool = True) -> list[dict]:
+    """Verdicts per case. `ratios_only` judges throughput by in-run ratios alone (for shared
+    machines whose speed drifts between runs); absolute changes are then shown, not judged.
+    With `judge_timing` off (shared CPUs), timing is shown and only the work counters, peak
+    memory and status changes are judged."""
+    baseline, current = results.latest(baseline), results.latest(current)  # duplicates: the latest ok row wins
+    base_by_key = {_key(r): r for r in baseline}
+    cur_by_key = {_key(r): r for r in current}
+    verdicts = []
+    for key, cur in cur_by_key.items():
+        base = base_by_key.get(key)
+        entry = {"case": describe_case(cur), "verdict": "pass", "why": [], "img_change": None, "mem_change": None,
+                 "ratio_change": None}
+        verdicts.append(entry)
+        if base is None:
+            entry.update(verdict="new", why=["only in the current file"])
+            continue
+        same_hw = hardware(base) == hardware(cur)
+        if not same_hw and not (across_hardware or ratios_only):
+            entry.update(verdict="not compared", why=[f"different hardware: {hardware(base)} vs {hardware(cur)}"])
+            continue
+        if base["status"] != "ok" or cur["status"] != "ok":
+            if base["status"] == "ok":
+                entry.update(verdict="regression", why=[f"was ok, now {cur['status']}: {cur.get('reason')}"])
+            elif cur["status"] == "ok":
+                entry.update(verdict="improved", why=[f"was {base['status']}, now ok"])
+            else:
+                entry.update(verdict="not compared", why=[f"{base['status']} in both"])
+            continue
+
+        timing_regressed, timing_why = _judge_timing(entry, base, cur, baseline, current, th, ratios_only, same_hw)
+        counter_why = _judge_counters(base, cur) if same_hw else []
+        if judge_timing:
+            entry["why"] += timing_why
+            if timing_regressed:
+                entry["verdict"] = "regression"
+            elif timing_regressed is None:
+                entry["verdict"] = "not judged"
+        else:
+            entry["why"] += [f"timing shown, not judged: {w}" for w in timing_why if "no in-run reference" not in w]
+        if counter_why:
+            entry["verdict"] = "regression"
+            entry["why"] = counter_why + entry["why"]
+        elif not judge_timing and not any(base.get(c) is not None for c in counters.COUNTERS):
+            entry["verdict"] = "not judged"
+            entry["why"].append("the baseline has no work counters: refresh it")
+        if base.get("peak_alloc_mib") and cur.get("peak_alloc_mib") and same_hw:
+            entry["mem_change"] = cur["peak_alloc_mib"] / base["peak_alloc_mib"] - 1
+            if entry["mem_change"] > th.memory_growth:
+                entry["verdict"] = "regression"
+                entry["why"].append(f"peak memory grew {100 * entry['mem_change']:.1f}% ({base['peak_alloc_mib']:.0f} "
+                                    f"-> {cur['peak_alloc_mib']:.0f} MiB; allowed {100 * th.memory_growth:.0f}%)")
+    for key, base in base_by_key.items():
+        if key not in cur_by_key:
+            verdicts.append({"case": describe_case(base), "verdict": "missing", "why": ["only in the baseline"],
+                             "img_change": None, "mem_change": None, "ratio_change": None})
+    return verdicts
+
+
+def _judge_timing(entry, base, cur, baseline, current, th, ratios_only, same_hw) -> tuple[bool | None, list[str]]:
+    """(regressed, reasons) from throughput; None where there is nothing to judge it by."""
+    entry["img_change"] = cur["img_per_s"] / base["img_per_s"] - 1
+    allowed = max(th.slowdown, th.noise_factor * max(_width(base), _width(cur)))
+    base_single, cur_single = _single_of(baseline, base), _single_of(current, cur)
+    if cur["strategy"] != strategies.baseline() and base_single and cur_single:
+        # Same-run ratio: what this strategy gives over single on the same machine, same run.
+        base_ratio = base["img_per_s"] / base_single["img_per_s"]
+        cur_ratio = cur["img_per_s"] / cur_single["img_per_s"]
+        entry["ratio_change"] = cur_ratio / base_ratio - 1
+        # A ratio of two measurements: their spreads add in quadrature.
+        spread = math.hypot(max(_width(base), _width(cur)), max(_width(base_single), _width(cur_single)))
+        allowed = max(th.slowdown, th.noise_factor * spread)
+        if entry["ratio_change"] < -allowed:
+            return True, [f"speed-up over single fell {-100 * entry['ratio_change']:.1f}% "
+                          f"({base_ratio:.3f} -> {cur_ratio:.3f}; allowed {100 * allowed:.0f}%)"]
+        return False, []
+    if ratios_only or not same_hw:
+        return None, ["no in-run reference; absolute change shown, not judged"]
+    disjoint = cur["img_per_s_p90"] < base["img_per_s_p10"]
+    if entry["img_change"] < -allowed and disjoint:
+        return True, [f"images/s fell {-100 * entry['img_change']:.1f}% ({base['img_per_s']:.1f} -> "
+                      f"{cur['img_per_s']:.1f}; allowed {100 * allowed:.0f}%, p10-p90 ranges apart)"]
+    return False, []
+
+
+def _judge_counters(base: dict, cur: dict) -> list[str]:
+    """Reasons for a counter regression: any counter above the baseline (exactly; allocated
+    memory beyond its stated tolerance). Counters that fell are an improvement, not judged."""
+    why = []
+    for name in counters.COUNTERS:
+        was, now = base.get(name), cur.get(name)
+        if was is None or now is None or not (counters.judged(name, base) and counters.judged(name, cur)):
+            continue
+        if now > was * (1 + counters.TOLERANCE.get(name, 0.0)) + 1e-9:
+            why.append(f"{name.replace('_', ' ')} rose {was:g} -> {now:g}")
+    return why
+
+
+def confirmed(runs: list[list[dict]]) -> list[dict]:
+    """Verdicts of the first current run, where a regression stands only if every repeat
+    run shows it too (noise seldom repeats on the same case; a real regression does)."""
+    repeats = [{v["case"]: v for v in run} for run in runs[1:]]
+    final = []
+    for v in runs[0]:
+        if v["verdict"] == "regression" and not all(r.get(v["case"], {}).get("verdict") == "regression" for r in repeats):
+            v = dict(v, verdict="unconfirmed", why=v["why"] + ["not seen again in the repeat run"])
+        final.append(v)
+    return final
+
+
+def _pct(x) -> str:
+    return "" if x is None else f"{100 * x:+.1f}%"
+
+
+def render(verdicts: list[dict], baseline_path: str, current_path: str) -> str:
+    lines = [f"parabench compare: {current_path} against baseline {baseline_path}", "",
+             f"{'case':<58} {'img/s':>8} {'vs single':>10} {'memory':>8}  verdict"]
+    for v in verdicts:
+        lines.append(f"{v['case']:<58} {_pct(v['img_change']):>8} {_pct(v['ratio_change']):>10} "
+                     f"{_pct(v['mem_change']):>8}  {v['verdict'].upper()}{': ' + '; '.join(v['why']) if v['why'] else ''}")
+    counts = {}
+    for v in verdicts:
+        counts[v["verdict"]] = counts.get(v["verdict"], 0) + 1
+    lines += ["", "summary: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))]
+    return "\n".join(lines)
+
+
+def exit_status(verdicts: list[dict]) -> int:
+    if any(v["verdict"] == "regression" for v in verdicts):
+        return 1
+    if not any(v["verdict"] in ("pass", "improved", "unconfirmed") for v in verdicts):
+        return 2  # nothing could be compared: that is not a pass
+    return 0
+
+
+def _environment(row: dict) -> str:
+    from bench.measure.envinfo import cudnn_version
+
+    parts = [f"torch {row.get('torch')}"]
+    if row.get("device") == "cuda":
+        parts += [f"CUDA {row.get('cuda')}", f"cuDNN {cudnn_version(row.get('cudnn'))}", f"NCCL {row.get('nccl')}",
+                  f"driver {row.get('driver')}"]
+    parts += [f"commit {row.get('git_commit')}", f"measured {row.get('date')}"]
+    return ", ".join(parts)
+
+
+def dashboard(files: list[list[dict]]) -> tuple[list[dict], list[dict]]:
+    """Entries for github-action-benchmark: (customBiggerIsBetter, customSmallerIsBetter).
+
+    Bigger is better: images/s of every ok case, and the speed-up over `single` measured in
+    the same results file (the in-run ratio `compare` trusts on shared machines). Smaller is
+    better: peak memory per GPU. Names are unique: the case with its knobs, devices and
+    hardware; where a case is in several files, the latest ok row wins."""
+    bigger, smaller = {}, {}
+    for rows in files:
+        for r in rows:
+            if r["status"] != "ok":
+                continue
+            name, extra = f"{describe_case(r)} ({hardware(r)})", _environment(r)
+            entries = [(bigger, f"{name}: images/s", "img/s", round(r["img_per_s"], 2),
+                        f"{r['img_per_s_p10']:.1f}-{r['img_per_s_p90']:.1f}")]
+            single = _single_of(rows, r) if r["strategy"] != strategies.baseline() else None
+            if single is not None:
+                ratio = r["img_per_s"] / single["img_per_s"]
+                entries.append((bigger, f"{name}: speed-up over single, same run", "x", round(ratio, 4),
+                                f"{r['img_per_s_p10'] / single['img_per_s_p90']:.3f}-"
+                                f"{r['img_per_s_p90'] / single['img_per_s_p10']:.3f}"))
+            if r.get("peak_alloc_mib") is not None:
+                entries.append((smaller, f"{name}: peak memory per GPU", "MiB", round(r["peak_alloc_mib"], 1), ""))
+            for series, key, unit, value, spread in entries:
+                if key in series and str(series[key]["_date"]) > str(r.get("date")):
+                    continue  # an older measurement of the same case
+                series[key] = {"name": key, "unit": unit, "value": value, "range": spread, "extra": extra,
+                               "_date": r.get("date")}
+    clean = [[{k: v for k, v in e.items() if not k.startswith("_")} for e in series.values()]
+             for series in (bigger, smaller)]
+    return clean[0], clean[1]
+
+
+def write_json(path: str, payload) -> None:
+    from pathlib import Path
+
+    results.atomic_write_bytes(Path(path), (json.dumps(payload, indent=1) + "\n").encode())

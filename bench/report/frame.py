@@ -1,0 +1,125 @@
+"""Results as a table for the report: loading, labels, and ratios taken within one run.
+
+Every ratio the report prints (speed-up, efficiency, amp over fp32) divides two rows of
+the same results file (`same_run`): a figure from another sweep, on a machine then busier
+or idler, would fake a difference.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+import strategies
+from bench.cases import results
+from bench.cases.case import Case, hardware
+
+STRATEGY_ORDER = strategies.names()
+BASELINE = strategies.baseline()
+# The process-per-device strategy the threaded ones are set against.
+DDP = strategies.reference()
+# Strategies whose replicas run in threads: cuDNN autotuning is off for them by default.
+THREADED = {name for name in STRATEGY_ORDER if strategies.get(name).replicas_in_threads}
+
+
+def default_inputs(folder: Path) -> list[Path]:
+    """Results files under `folder`, leaving out the CI baselines, probe files, superseded
+    runs kept in `archive-*` folders (report those by naming the files) and other tools'
+    JSON kept beside the results (pytest-benchmark's saves). A file that does not parse is
+    kept, so that loading it says what is wrong with it."""
+    return sorted(p for p in folder.rglob("*.json")
+                  if "baselines" not in p.parts and not any(part.startswith("archive") for part in p.parts)
+                  and not p.name.endswith(".probe.json") and results.may_be_results(p))
+
+
+def load_frame(paths: list[Path]) -> pd.DataFrame:
+    """Every row of the files, speed-ups taken against the baseline of each row's own file,
+    then one row per case (the same case twice: the latest ok row wins)."""
+    rows = results.load_many(paths)
+    if not rows:
+        raise results.ResultsError(f"{', '.join(map(str, paths))}: no result rows to report")
+    kept = {id(r) for r in results.latest(rows)}
+    frame = pd.DataFrame(rows).assign(hardware=[hardware(r) for r in rows], variant=[variant(r) for r in rows],
+                                      _kept=[id(r) in kept for r in rows])
+    frame = add_speedups(frame)
+    frame = frame[frame["_kept"]].drop(columns="_kept")
+    return frame.sort_values("date", kind="stable").reset_index(drop=True)
+
+
+def load_anatomy(paths: list[Path]) -> pd.DataFrame:
+    """The rows that carry a step anatomy (run --anatomy), the latest of each case, kept
+    apart from the frame above: a later run of the same case without --anatomy must not
+    hide the breakdown, and a breakdown is shown with its own run's timing."""
+    rows = [r for r in results.load_many(paths) if r.get("anatomy_step_ms") is not None]
+    if not rows:
+        return pd.DataFrame()
+    rows = results.latest(rows)
+    return pd.DataFrame(rows).assign(hardware=[hardware(r) for r in rows], variant=[variant(r) for r in rows])
+
+
+def _flag(value) -> bool:
+    return str(value).lower() in ("true", "1")
+
+
+def variant(row: dict) -> str:
+    """The knobs that set this row apart from the suite's defaults, e.g. 'channels_last'."""
+    return Case.from_row(row).variant()
+
+
+def label(row) -> str:
+    nnodes = row.get("nnodes")
+    if nnodes is not None and nnodes == nnodes and nnodes > 1:  # not NaN: rows from before multi-node have none
+        where = Case.from_row(row).where()
+    else:
+        where = f"{int(row['n_gpus'])} GPU" if row["n_gpus"] else f"CPU x{int(row['n_replicas'])}"
+    return f"{row['strategy']} ({where}{', ' + row['variant'] if row['variant'] else ''})"
+
+
+def _order(frame: pd.DataFrame) -> pd.DataFrame:
+    rank = {s: i for i, s in enumerate(STRATEGY_ORDER)}
+    return frame.assign(_r=frame["strategy"].map(lambda s: rank.get(s, 99))).sort_values(
+        ["_r", "n_gpus", "variant", "batch_per_gpu"]).drop(columns="_r")
+
+
+def same_run(keys: list[str], frame: pd.DataFrame) -> list[str]:
+    """`keys` plus the results file: a ratio divides two figures of the same run only (a
+    `single` from another sweep, on a machine then busier or idler, would fake a speed-up)."""
+    return [c for c in keys if c in frame] + (["source"] if "source" in frame else [])
+
+
+def add_speedups(frame: pd.DataFrame) -> pd.DataFrame:
+    """Speed-up over `single` at the same per-GPU batch, same hardware, model, precision and
+    layout knobs, measured in the same run; scaling efficiency = speed-up / devices."""
+    match = same_run(["hardware", "model", "precision", "batch_per_gpu", "channels_last", "execution", "compile_mode",
+                      "data", "tf32", "sgd_impl"], frame)
+    added = ["single_img_per_s", "single_img_per_s_p10", "single_img_per_s_p90", "speedup", "efficiency",
+             "efficiency_lo", "efficiency_hi"]
+    frame = frame.drop(columns=added, errors="ignore")  # idempotent
+    base = frame[(frame["strategy"] == BASELINE) & (frame["status"] == "ok")]
+    rates = ["img_per_s", "img_per_s_p10", "img_per_s_p90"]
+    base = base.sort_values("date").drop_duplicates(match, keep="last")[match + rates]
+    merged = frame.merge(base.rename(columns={r: f"single_{r}" for r in rates}), on=match, how="left")
+    merged["speedup"] = merged["img_per_s"] / merged["single_img_per_s"]
+    devices = merged["n_gpus"].where(merged["n_gpus"] > 0, merged["n_replicas"])
+    merged["efficiency"] = merged["speedup"] / devices
+    # The efficiency's range from both spreads: slow end over the baseline's fast end, and back.
+    merged["efficiency_lo"] = merged["img_per_s_p10"] / merged["single_img_per_s_p90"] / devices
+    merged["efficiency_hi"] = merged["img_per_s_p90"] / merged["single_img_per_s_p10"] / devices
+    return merged
+
+
+def amp_speedups(group: pd.DataFrame) -> pd.DataFrame:
+    """amp images/s over fp32 images/s, same strategy, GPUs and batch, same run; the fp32 row
+    with the same knobs where there is one, else the newest fp32 row (the label then says which)."""
+    ok = group[group["status"] == "ok"]
+    keys = same_run(["strategy", "n_gpus", "batch_per_gpu"], group)
+    fp32 = ok[ok["precision"] == "fp32"].sort_values("date")
+    amp = ok[ok["precision"] != "fp32"]
+    columns = keys + ["img_per_s", "variant"]
+    same = amp.merge(fp32.drop_duplicates(keys + ["variant"], keep="last")[columns].assign(variant_fp32=fp32["variant"]),
+                     on=keys + ["variant"], suffixes=("", "_fp32"))
+    rest = amp[~amp.index.isin(amp.reset_index().merge(same[keys + ["variant"]], on=keys + ["variant"])["index"])]
+    other = rest.merge(fp32.drop_duplicates(keys, keep="last")[columns], on=keys, suffixes=("", "_fp32"))
+    merged = pd.concat([same, other], ignore_index=True)
+    merged["amp_speedup"] = merged["img_per_s"] / merged["img_per_s_fp32"]
+    return merged

@@ -1,0 +1,54 @@
+"""The report as a small static site: plots/index.html (the answer) and one page per
+hardware and model, the figures as SVG; open it from disk, no server needed.
+
+Made from the Markdown pages the report writes (Python-Markdown), so the two never say
+different things. Each page marks, once loaded, how many of its images did load
+(`data-images-loaded` / `data-images-total` on <body>): a browser test reads them.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from bench.cases import results
+
+STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 1.5em auto; padding: 0 1em; color: #222; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.86em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left; vertical-align: top; }
+th { background: #f2f2f2; }
+img { max-width: 100%; height: auto; }
+code { background: #f4f4f4; padding: 0 0.2em; }
+"""
+
+LOAD_CHECK = """
+<script>
+window.addEventListener("load", function () {
+  var images = Array.prototype.slice.call(document.images);
+  document.body.dataset.imagesTotal = images.length;
+  document.body.dataset.imagesLoaded = images.filter(function (i) { return i.complete && i.naturalWidth > 0; }).length;
+});
+</script>
+"""
+
+
+def page(markdown_text: str, title: str) -> str:
+    import markdown
+
+    # SVG figures (sharp at any size) and links to the HTML pages instead of the Markdown ones.
+    text = re.sub(r"(!\[[^]]*\]\([^)]+)\.png\)", r"\1.svg)", markdown_text)
+    text = re.sub(r"(\]\([^)]+)\.md\)", r"\1.html)", text).replace("REPORT.html)", "index.html)")
+    body = markdown.markdown(text, extensions=["tables"])
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>"
+            f"<style>{STYLE}</style>{LOAD_CHECK}</head>\n<body>\n{body}\n</body></html>\n")
+
+
+def write_html(out: Path) -> Path:
+    """index.html from REPORT.md, and <hardware>/<model>.html from each details page."""
+    for md in sorted(out.glob("*/*.md")):
+        text = md.read_text()
+        title = text.splitlines()[0].lstrip("# ") if text else md.stem
+        results.atomic_write_bytes(md.with_suffix(".html"), page(text, title).encode())
+    index = out / "index.html"
+    results.atomic_write_bytes(index, page((out / "REPORT.md").read_text(), "parabench report").encode())
+    return index

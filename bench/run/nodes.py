@@ -1,0 +1,316 @@
+"""Sweeps across hosts: one `bench run` per node, joined by torchrun's c10d rendezvous.
+
+Every node runs the same command with `--nnodes N --node-rank R --rdzv-endpoint HOST:PORT`
+(or, under Slurm's `srun`, nothing: the task count, task rank and first host of the job
+come from Slurm). Node 0 leads: its parent hosts the rendezvous store (a TCPStore at the
+endpoint, which must be one of node 0's addresses), runs the sweep and writes every row.
+The other nodes follow: for each worker node 0 starts with a launcher that spans nodes
+(torchrun), node 0 publishes the worker's spec in the store; each follower starts the same
+torchrun with its own GPUs, and every torchrun agent joins the rendezvous of that worker
+through the same store (`--rdzv-backend c10d --rdzv-conf is_host=false`). When node 0's
+worker ends, the followers end theirs. Cases whose launcher runs one process (single, dp,
+MXNet...) run on node 0 alone.
+
+Through the store, too: a node started with other sweep arguments is refused at start-up
+(each node publishes a hash of its case list and measurement settings); a follower's rank
+that fails sends its reason to node 0, which puts it in the case's row; followers beat a
+counter every second, so that node 0 stops with a clear message instead of waiting on a
+node that is gone. Rank numbers come from the rendezvous (c10d may give global rank 0 to
+any node); the reporting process is local rank 0 of node 0 (bench/run/worker.py).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+PREFIX = "parabench"
+DEFAULT_PORT = 29400
+
+
+class NodesError(Exception):
+    """A multi-node run that cannot go on; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Nodes:
+    nnodes: int = 1
+    node_rank: int = 0
+    host: str = ""
+    port: int = DEFAULT_PORT
+    run_id: str = "parabench"
+
+    @property
+    def leader(self) -> bool:
+        return self.node_rank == 0
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def rendezvous(self, launch: int) -> list[str]:
+        """torchrun's arguments to join launch number `launch` (every worker is a rendezvous of its own)."""
+        return ["--nnodes", str(self.nnodes), "--rdzv-backend", "c10d", "--rdzv-endpoint", self.endpoint,
+                "--rdzv-id", f"{self.run_id}-{launch}", "--rdzv-conf", "is_host=false", "--max-restarts", "0"]
+
+
+def from_args(nnodes: int | None, node_rank: int | None, endpoint: str | None, run_id: str | None,
+              environ: dict | None = None) -> Nodes:
+    """The nodes of this run: from the flags, else from Slurm (one parabench task per node:
+    SLURM_NTASKS tasks, this one SLURM_PROCID, the endpoint on the job's first host)."""
+    env = os.environ if environ is None else environ
+    slurm = "SLURM_NTASKS" in env and "SLURM_PROCID" in env and nnodes is None
+    if slurm and int(env["SLURM_NTASKS"]) > 1:
+        nnodes, node_rank = int(env["SLURM_NTASKS"]), int(env["SLURM_PROCID"])
+        if endpoint is None:
+            endpoint = f"{first_slurm_host(env)}:{DEFAULT_PORT}"
+        run_id = run_id or f"slurm-{env.get('SLURM_JOB_ID', '0')}"
+    nnodes = 1 if nnodes is None else nnodes
+    if nnodes < 1:
+        raise NodesError(f"--nnodes must be at least 1, got {nnodes}")
+    if nnodes == 1:
+        return Nodes()
+    if node_rank is None or not 0 <= node_rank < nnodes:
+        raise NodesError(f"--nnodes {nnodes} needs --node-rank between 0 and {nnodes - 1}, got {node_rank}")
+    if not endpoint:
+        raise NodesError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (an address of node 0, the same on every node)")
+    host, _, port = endpoint.rpartition(":") if ":" in endpoint else (endpoint, "", str(DEFAULT_PORT))
+    if not host or not port.isdigit():
+        raise NodesError(f"--rdzv-endpoint takes HOST:PORT, got {endpoint!r}")
+    return Nodes(nnodes, node_rank, host, int(port), run_id or "parabench")
+
+
+def first_slurm_host(env) -> str:
+    """The first host of the job's node list (`scontrol show hostnames` expands it)."""
+    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    if not nodelist:
+        raise NodesError("under Slurm without SLURM_JOB_NODELIST: pass --rdzv-endpoint HOST:PORT")
+    try:
+        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True,
+                             timeout=30).stdout.split()
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise NodesError(f"cannot expand the Slurm node list {nodelist!r} with scontrol ({exc}): "
+                         "pass --rdzv-endpoint HOST:PORT") from None
+    if not out:
+        raise NodesError(f"scontrol found no host in {nodelist!r}: pass --rdzv-endpoint HOST:PORT")
+    return out[0]
+
+
+def sweep_hash(cases) -> str:
+    """What every node must agree on: the cases (their keys) and how they are measured."""
+    text = json.dumps([[list(map(str, c.key())), c.measurement()] for c in cases])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class Store:
+    """The rendezvous store, and the keys parabench keeps in it."""
+
+    def __init__(self, nodes: Nodes, timeout_s: float):
+        from torch.distributed import TCPStore
+
+        self.nodes = nodes
+        try:
+            self.store = TCPStore(nodes.host, nodes.port, is_master=nodes.leader, multi_tenant=True,
+                                  wait_for_workers=False, timeout=timedelta(seconds=timeout_s))
+        except Exception as exc:  # noqa: BLE001 - socket errors surface as several types
+            if nodes.leader:
+                raise NodesError(f"node 0 cannot host the rendezvous store at {nodes.endpoint} ({exc}): the endpoint "
+                                 "must be an address of node 0 with a free port") from None
+            raise NodesError(f"node {nodes.node_rank} cannot reach the rendezvous store at {nodes.endpoint} within "
+                             f"{timeout_s:g} s ({exc}): start node 0 first, check the address") from None
+
+    def key(self, *parts) -> str:
+        return "/".join([PREFIX, self.nodes.run_id, *map(str, parts)])
+
+    def _call(self, method: str, *args):
+        """One store operation; a lost connection (node 0 gone) becomes a NodesError that
+        says so, whichever of the store's error types it came as."""
+        try:
+            return getattr(self.store, method)(*args)
+        except Exception as exc:  # noqa: BLE001 - DistStoreError, DistNetworkError, RuntimeError...
+            raise NodesError(f"lost node 0's rendezvous store at {self.nodes.endpoint} ({exc}): node 0 is gone; "
+                             "its results file holds what finished") from None
+
+    def set(self, value, *parts) -> None:
+        self._call("set", self.key(*parts), json.dumps(value))
+
+    def has(self, *parts) -> bool:
+        return self._call("check", [self.key(*parts)])
+
+    def get(self, *parts):
+        return json.loads(self._call("get", self.key(*parts)))
+
+    def beat(self) -> int:
+        return self._call("add", self.key("beat", self.nodes.node_rank), 1)
+
+    def beats(self, node: int) -> int:
+        return self._call("add", self.key("beat", node), 0)
+
+
+def agree(store: Store, digest: str, timeout_s: float) -> None:
+    """Every node publishes its sweep's hash; node 0 compares them and publishes the verdict."""
+    nodes = store.nodes
+    store.set(digest, "hash", nodes.node_rank)
+    if nodes.leader:
+        deadline = time.monotonic() + timeout_s
+        missing = list(range(1, nodes.nnodes))
+        while missing and time.monotonic() < deadline:
+            missing = [n for n in missing if not store.has("hash", n)]
+            time.sleep(0.2)
+        if missing:
+            verdict = f"node(s) {', '.join(map(str, missing))} did not join within {timeout_s:g} s"
+        else:
+            differ = [n for n in range(1, nodes.nnodes) if store.get("hash", n) != digest]
+            verdict = (f"node(s) {', '.join(map(str, differ))} were started with other sweep arguments than node 0: "
+                       "run the same command on every node (only --node-rank may differ)") if differ else "ok"
+        store.set(verdict, "verdict")
+        if verdict != "ok":  # the store lives in this process: keep it until the others have read why
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not all(store.has("seen", n) for n in range(1, nodes.nnodes)):
+                time.sleep(0.2)
+    else:
+        deadline = time.monotonic() + timeout_s + 30
+        while not store.has("verdict"):
+            if time.monotonic() > deadline:
+                raise NodesError(f"node 0 did not confirm the sweep within {timeout_s:g} s")
+            time.sleep(0.2)
+        verdict = store.get("verdict")
+        store.set(True, "seen", nodes.node_rank)
+    if verdict != "ok":
+        raise NodesError(verdict)
+
+
+class Leader:
+    """Node 0's side: publishes every worker that spans nodes, and its end."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.launches = 0
+
+    def begin(self, spec: dict, placement: dict, options: dict) -> int:
+        launch = self.launches
+        self.launches += 1
+        self.store.set({"spec": spec, "placement": placement, "options": options}, "launch", launch)
+        return launch
+
+    def end(self, launch: int) -> None:
+        self.store.set(True, "launch", launch, "end")
+
+    def follower_reasons(self, launch: int) -> str:
+        """What the followers' ranks reported when they failed in this launch."""
+        reasons = [self.store.get("launch", launch, "error", n) for n in range(1, self.store.nodes.nnodes)
+                   if self.store.has("launch", launch, "error", n)]
+        return "; ".join(f"node {r['node']}: {r['reason']}" for r in reasons)
+
+    def gone(self, wait_s: float = 3.0) -> list[int]:
+        """Followers whose heartbeat stopped (checked over `wait_s` seconds)."""
+        followers = range(1, self.store.nodes.nnodes)
+        before = {n: self.store.beats(n) for n in followers}
+        time.sleep(wait_s)
+        return [n for n in followers if self.store.beats(n) == before[n]]
+
+    def finish(self, wait_s: float = 30.0) -> None:
+        """Tell the followers the sweep is over, and keep the store up until they have read it."""
+        try:
+            self.store.set({"finished": True}, "launch", self.launches)
+            deadline = time.monotonic() + wait_s
+            followers = range(1, self.store.nodes.nnodes)
+            while time.monotonic() < deadline and not all(self.store.has("bye", n) for n in followers):
+                time.sleep(0.2)
+        except Exception:  # noqa: BLE001 - leaving anyway; a follower that missed it says node 0 is gone
+            pass
+
+
+def follow(nodes: Nodes, store: Store, env: dict, cwd: str, gpus: list[int]) -> int:
+    """A follower's whole sweep: start what node 0 publishes, on this node's own `gpus` (its
+    --gpus), and end it when node 0 says so."""
+    from bench.engine import launchers
+    from bench.core import protocol
+    from bench.run.procs import Worker
+    from bench.core.placement import Placement
+
+    stop = threading.Event()
+
+    def heartbeat():
+        while not stop.wait(1.0):
+            try:
+                store.beat()
+            except Exception:  # noqa: BLE001 - node 0 gone: the main loop finds out and says so
+                return
+
+    threading.Thread(target=heartbeat, daemon=True).start()
+    failures, launch = [], 0
+    try:
+        while True:
+            published = _wait(store, ("launch", launch))
+            if published.get("finished"):
+                store.set(True, "bye", nodes.node_rank)
+                break
+            workdir = tempfile.mkdtemp(prefix="parabench-node-")
+            worker = None
+            try:
+                spec = on_these_gpus(published["spec"], gpus)
+                spec_path = os.path.join(workdir, "spec.json")
+                with open(spec_path, "w") as fh:
+                    json.dump(spec, fh)
+                p = published["placement"]
+                placement = Placement(tuple(spec["gpus"]), p["n_replicas"], p["nnodes"])
+                launcher = launchers.by_name(spec["launcher"])
+                cases = ", ".join(c["strategy"] + " batch " + str(c["batch_per_gpu"]) for c in spec["cases"])
+                print(f"node {nodes.node_rank}: worker {launch} ({placement.label()}): {cases}", flush=True)
+                run_env = {**launchers.worker_environment(launcher, placement, env),
+                           protocol.ENV: os.path.join(workdir, "events.jsonl")}
+                reader = protocol.EventReader(run_env[protocol.ENV])
+                worker = Worker(launcher.command(spec_path, placement, published["options"], nodes.rendezvous(launch)),
+                                run_env, cwd)
+                reported = False
+                while not store.has("launch", launch, "end"):
+                    for event in reader.poll():
+                        if event.get("status") in ("error", "oom") or event["event"] == "worker_error":
+                            if not reported:
+                                store.set({"node": nodes.node_rank, "reason": event.get("reason", "")},
+                                          "launch", launch, "error", nodes.node_rank)
+                                reported = True
+                            failures.append(f"worker {launch}: {event.get('reason', '')}")
+                    time.sleep(0.2)
+            finally:
+                if worker is not None:
+                    worker.kill(grace_s=10.0)
+                shutil.rmtree(workdir, ignore_errors=True)
+            launch += 1
+    except NodesError as exc:
+        print(f"parabench: node {nodes.node_rank}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        stop.set()
+    if failures:
+        print(f"node {nodes.node_rank}: {len(failures)} failure(s) here: " + "; ".join(failures)[:2000], file=sys.stderr)
+        return 1
+    print(f"node {nodes.node_rank}: node 0 finished the sweep after {launch} worker(s)", flush=True)
+    return 0
+
+
+def on_these_gpus(spec: dict, gpus: list[int]) -> dict:
+    """Node 0's worker spec with this node's GPU ordinals (the first as many as node 0 uses)."""
+    if not spec["gpus"]:
+        return spec
+    if len(gpus) < len(spec["gpus"]):
+        raise NodesError(f"node 0 runs a worker on {len(spec['gpus'])} GPUs per node; this node has {len(gpus)} "
+                         f"(--gpus {','.join(map(str, gpus))})")
+    mine = gpus[:len(spec["gpus"])]
+    return {**spec, "gpus": mine, "cases": [{**c, "gpus": mine} for c in spec["cases"]]}
+
+
+def _wait(store: Store, parts: tuple):
+    """A key's value, polling so that a lost connection to node 0 is noticed."""
+    while not store.has(*parts):
+        time.sleep(0.2)
+    return store.get(*parts)

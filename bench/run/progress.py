@@ -1,0 +1,47 @@
+"""Progress on the terminal: which case runs, how many remain, and each outcome."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from bench.cases.case import Case
+
+
+def describe(row: dict) -> str:
+    where = Case.from_row(row).where()
+    execution = "" if row.get("execution") in (None, "eager") else f" {row['execution']}"
+    head = (f"{row['strategy'] + execution:<22} {row['precision']:<8} {row['model']:<14} {where:<8} "
+            f"batch {row['batch_per_gpu']:>4}")
+    if row["status"] == "ok":
+        mem = f", {row['peak_alloc_mib']:.0f} MiB" if row.get("peak_alloc_mib") else ""
+        return (f"{head}  {row['img_per_s']:>9.1f} img/s  step {row['step_ms_p50']:.2f} ms "
+                f"(p10-p90 {row['step_ms_p10']:.2f}-{row['step_ms_p90']:.2f}){mem}")
+    return f"{head}  {row['status'].upper()}: {row['reason']}"
+
+
+class ConsoleReporter:
+    def __init__(self, console: Console | None = None):
+        self.console = console or Console(stderr=True)
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("ETA"), TimeRemainingColumn(),
+            console=self.console, transient=True,
+        )
+        self.task = None
+
+    def begin(self, total: int) -> None:
+        self.progress.start()
+        self.task = self.progress.add_task("starting", total=total)
+
+    def preparing(self, label: str) -> None:
+        self.progress.update(self.task, description=f"starting {label}")
+
+    def case_started(self, label: str) -> None:
+        self.progress.update(self.task, description=label)
+
+    def case_done(self, row: dict) -> None:
+        self.progress.advance(self.task)
+        self.progress.console.print(describe(row), highlight=False, soft_wrap=True, markup=False)
+
+    def close(self) -> None:
+        self.progress.stop()

@@ -1,0 +1,340 @@
+"""The sweep: run every case of the grid in long-lived workers and record each outcome.
+
+Cases whose strategy names the same launcher on the same devices (with the same launcher
+options) share one worker: one local process per GPU set, one torchrun per GPU count for
+all DDP-style strategies, one MXNet interpreter. Inside a worker the cases of one series
+(one line of a figure) run in ascending batch order; `--worker-scope series` or `case`
+gives each series or each case a fresh worker instead. The parent enforces time limits,
+turns crashes, hangs and out-of-memory into that case's status, starts a fresh worker
+for the cases left after any failure, and writes the results file after every case.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+import strategies
+from bench.measure import anatomy, envinfo
+from bench.core import protocol
+from bench.cases import results
+from bench.cases.case import Case, Settings, execution_unavailable_reason, identity
+from bench.engine.launchers import Launcher, worker_environment
+from bench.core.precision import get_precision
+from bench.run.procs import Worker
+
+
+class Terminated(Exception):
+    """SIGTERM arrived: the sweep stops as on Ctrl-C."""
+
+
+class NodeGone(Exception):
+    """A node of a multi-node sweep stopped answering: the sweep cannot go on."""
+
+
+class WriteFailed(Exception):
+    """The results file could not be written (disk full, folder gone): the message says
+    where the measured rows were saved instead."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated(signal.Signals(signum).name)
+
+
+def ignore_further_signals() -> None:
+    """The sweep is stopping on a Ctrl-C or SIGTERM: later ones are dropped, so that nothing
+    cuts the message that says where the results are, nor the exit status."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def stopping_on_signal() -> bool:
+    """Whether the exception being handled here is the sweep's Ctrl-C or SIGTERM."""
+    return isinstance(sys.exc_info()[1], (KeyboardInterrupt, Terminated))
+
+
+@contextlib.contextmanager
+def signals_held(stopping: bool = False):
+    """Clean-up that a second Ctrl-C or SIGTERM must not interrupt: the signals wait until it
+    is done. When the clean-up runs because the sweep is stopping on one, the later ones are
+    dropped (the clean-up can take milliseconds, and a second Ctrl-C can come after it)."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        if stopping:
+            ignore_further_signals()
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def worker_env(node_rank: int = 0) -> dict:
+    """The environment every worker starts with."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(envinfo.REPO), env.get("PYTHONPATH")]))
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off unless asked for
+    env[protocol.NODE_RANK_ENV] = str(node_rank)
+    return env
+
+
+def unavailable_reason(case: Case) -> str | None:
+    strategy = strategies.get(case.strategy)
+    return (strategy.unavailable_reason(case.placement, get_precision(case.precision), case.execution, case.options_dict)
+            or execution_unavailable_reason(case))
+
+
+def worker_key(case: Case) -> tuple:
+    return launcher_of(case).key(case.placement, case.options_dict, case.execution)
+
+
+def launcher_of(case) -> Launcher:
+    """The launcher that the case's strategy names."""
+    return strategies.get(case.strategy).launcher(case.options_dict)
+
+
+def worker_spec(cases: list, workdir: str, mode: str | None = None) -> tuple[dict, list]:
+    """The spec of one worker: its launcher and device set (the first case's), and each
+    case's own spec as its strategy prepared it (files under `workdir`). Returns the spec and
+    the (case, exception) pairs whose preparation failed, which the spec leaves out."""
+    first = cases[0]
+    launcher = launcher_of(first)
+    spec = {"launcher": launcher.name, "gpus": list(first.gpus), "n_replicas": first.n_replicas, "nnodes": first.nnodes,
+            "launcher_options": {k: first.options_dict.get(k) for k in launcher.options}, "cases": []}
+    if mode:
+        spec["mode"] = mode
+    failed = []
+    for case in cases:
+        case_spec = case.spec()
+        try:
+            strategies.get(case.strategy).prepare_launch(case_spec, workdir)
+        except Exception as exc:  # noqa: BLE001 - the caller records it as the case's outcome
+            failed.append((case, exc))
+            continue
+        spec["cases"].append(case_spec)
+    return spec, failed
+
+
+class Sweep:
+    def __init__(self, cases: list[Case], settings: Settings, out: str, reporter, existing: list[dict] | None = None,
+                 leader=None):
+        self.cases = cases
+        self.leader = leader  # bench.run.nodes.Leader of a multi-node sweep (node 0), else None
+        self.settings = settings
+        self.out = out
+        self.reporter = reporter  # object with begin(total), preparing(label), case_started(label), case_done(row)
+        self.rows: dict[tuple, dict] = {}
+        for row in results.latest(existing or []):
+            self.rows[identity(row)] = row
+
+    def _row(self, case: Case, **figures) -> dict:
+        row = case.row()
+        row.update(envinfo.collect())
+        row.update(envinfo.for_gpus(case.gpus))
+        # The variables the worker ran with: this process's, and the launcher's where unset.
+        variables = worker_environment(launcher_of(case), case.placement, json.loads(row["environment"]))
+        row["environment"] = json.dumps(variables, sort_keys=True)
+        row["worker_scope"] = self.settings.worker_scope
+        row.update(figures)
+        return row
+
+    def measured(self, case: Case) -> bool:
+        """Already in the file as ok or oom (resume does not measure it again)."""
+        row = self.rows.get(identity(self._row(case)))
+        return row is not None and row["status"] in ("ok", "oom")
+
+    def _record(self, case: Case, **figures) -> None:
+        if figures.get("output_tail"):
+            figures["output_tail"] = envinfo.portable_output(figures["output_tail"])
+        row = self._row(case, **figures)
+        key = identity(row)
+        self.rows.pop(key, None)
+        self.rows[key] = row
+        try:
+            results.write(self.out, list(self.rows.values()))
+        except OSError as exc:
+            fallback = os.path.join(tempfile.gettempdir(), f"parabench-rescued-{os.getpid()}.json")
+            try:
+                results.write(fallback, list(self.rows.values()))
+                saved = f"the {len(self.rows)} rows measured so far were saved to {fallback}"
+            except OSError:
+                saved = "the rows could not be saved anywhere else either"
+            raise WriteFailed(f"cannot write {results.json_path(self.out)} ({exc.strerror or exc}); {saved}; "
+                              f"free space or fix the folder, then resume with --resume --out {fallback}") from None
+        self.reporter.case_done(row)
+
+    def run(self) -> list[dict]:
+        todo = [c for c in self.cases if not self.measured(c)]
+        self.reporter.begin(len(todo))
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+        try:
+            runnable = []
+            for case in todo:
+                reason = unavailable_reason(case)
+                if reason:
+                    self._record(case, status="skipped", reason=reason)
+                else:
+                    runnable.append(case)
+            by_worker: dict[tuple, list[Case]] = {}
+            for case in runnable:
+                by_worker.setdefault(worker_key(case), []).append(case)
+            for cases in by_worker.values():
+                # One series after another, each in ascending batch order (the OOM ladder).
+                series = {}
+                for case in cases:
+                    series.setdefault(case.series_key(), []).append(case)
+                remaining = [c for s in series.values() for c in sorted(s, key=lambda c: c.batch_per_gpu)]
+                while remaining:
+                    chunk = self._next_worker_cases(remaining)
+                    remaining = remaining[len(chunk):]
+                    self._run_worker(chunk)
+                    # A worker skips its own larger batches after an out-of-memory; these
+                    # come in later workers when fewer cases share one.
+                    for case in chunk:
+                        if self.rows.get(identity(self._row(case)), {}).get("status") == "oom":
+                            self._skip_larger(remaining, case)
+        finally:
+            if not stopping_on_signal():
+                signal.signal(signal.SIGTERM, previous)
+        return list(self.rows.values())
+
+    def _next_worker_cases(self, ordered: list[Case]) -> list[Case]:
+        """The leading cases of `ordered` that one worker runs, by --worker-scope."""
+        scope = self.settings.worker_scope
+        if scope == "case":
+            return ordered[:1]
+        if scope == "series":
+            return [c for c in ordered if c.series_key() == ordered[0].series_key()]
+        return list(ordered)
+
+    def _anatomy_spec(self, case: Case) -> dict:
+        """Where the case's traces go: <results folder>/traces/<results name>/<case>/, recorded
+        in the row relative to the results folder (no machine's path in a result)."""
+        out = results.json_path(self.out)
+        record = os.path.join("traces", out.stem, anatomy.case_folder(case.label(), case.variant()))
+        return {"steps": self.settings.anatomy_steps, "folder": str(out.parent.resolve() / record), "record": record}
+
+    def _skip_larger(self, pending: list[Case], oom: Case) -> None:
+        for case in [c for c in pending if c.series_key() == oom.series_key() and c.batch_per_gpu > oom.batch_per_gpu]:
+            self._record(case, status="skipped",
+                         reason=f"not attempted: batch {oom.batch_per_gpu} per GPU already ran out of memory")
+            pending.remove(case)
+
+    def _run_worker(self, cases: list[Case]) -> None:
+        s = self.settings
+        pending = list(cases)
+        launcher = launcher_of(cases[0])
+        env = worker_environment(launcher, cases[0].placement, worker_env())
+        while pending:
+            before = len(pending)
+            workdir = tempfile.mkdtemp(prefix="parabench-worker-")
+            worker, rendezvous, launch = None, None, None
+            inflight, timed_out, worker_error = None, False, None
+            try:
+                self.reporter.preparing(f"{launcher.name} worker, {pending[0].where()}: {len(pending)} case(s)")
+                spec, failed = worker_spec(pending, workdir)
+                for case, exc in failed:
+                    self._record(case, status="error", reason=f"preparing the worker failed: {type(exc).__name__}: {exc}")
+                    pending.remove(case)
+                if not pending:
+                    return
+                by_key = {json.dumps(c.spec()["key"]): c for c in pending}
+                if s.anatomy_steps:
+                    for case_spec in spec["cases"]:
+                        case_spec["anatomy"] = self._anatomy_spec(by_key[json.dumps(case_spec["key"])])
+                spec_path = os.path.join(workdir, "spec.json")
+                with open(spec_path, "w") as fh:
+                    json.dump(spec, fh)
+                env[protocol.ENV] = os.path.join(workdir, "events.jsonl")
+                reader = protocol.EventReader(env[protocol.ENV])
+                if self.leader is not None and pending[0].nnodes > 1:
+                    p = pending[0].placement
+                    launch = self.leader.begin(spec, {"gpus": list(p.gpus), "n_replicas": p.n_replicas,
+                                                      "nnodes": p.nnodes}, pending[0].options_dict)
+                    rendezvous = self.leader.store.nodes.rendezvous(launch)
+                worker = Worker(launcher.command(spec_path, pending[0].placement, pending[0].options_dict, rendezvous),
+                                env, str(envinfo.REPO))
+                spawned = deadline = time.monotonic()
+                deadline += s.startup_timeout_s
+                first_case, worker_start_s = None, None  # spawn to the first case's start, in that case's row
+                while True:
+                    exited = not worker.alive()
+                    for event in reader.poll():
+                        case = by_key.get(json.dumps(event.get("key")))
+                        if event["event"] == "worker_error":
+                            worker_error = worker_error or event
+                        elif event["event"] == "start" and case in pending:
+                            if first_case is None:
+                                first_case, worker_start_s = case, round(time.monotonic() - spawned, 3)
+                            inflight = case
+                            deadline = time.monotonic() + s.case_timeout_s
+                            self.reporter.case_started(case.label())
+                        elif event["event"] == "result" and case in pending:
+                            figures = {k: v for k, v in event.items() if k in results.COLUMNS and k not in Case.__dataclass_fields__}
+                            if case == first_case:
+                                figures["worker_start_s"] = worker_start_s
+                            if event["status"] != "ok":
+                                figures["output_tail"] = event.get("traceback", "")
+                                if rendezvous is not None and (elsewhere := self.leader.follower_reasons(launch)):
+                                    figures["reason"] = f"{figures.get('reason', '')}; {elsewhere}"
+                            self._record(case, **figures)
+                            pending.remove(case)
+                            inflight = None if inflight == case else inflight
+                            if event["status"] == "oom":
+                                self._skip_larger(pending, case)
+                            deadline = time.monotonic() + s.case_timeout_s
+                    if exited or not pending:
+                        break
+                    if time.monotonic() >= deadline:
+                        timed_out = True
+                        break
+                    time.sleep(0.1)
+            finally:
+                # The worker and every process it started, whatever happened; a second
+                # Ctrl-C waits until this is done.
+                with signals_held(stopping=stopping_on_signal()):
+                    if worker is not None:
+                        # Every case has its result, or a failure is handled below: the
+                        # worker's own teardown (process groups, CUDA contexts) is not waited for.
+                        worker.kill()
+                    if rendezvous is not None:
+                        self.leader.end(launch)  # the followers end their part of the worker
+                    shutil.rmtree(workdir, ignore_errors=True)
+
+            tail = worker.output_tail()
+            cause = ""
+            broke = timed_out or inflight is not None or (pending and len(pending) == before)
+            gone = self.leader.gone() if rendezvous is not None and broke else []
+            if gone:
+                cause = f"; node(s) {', '.join(map(str, gone))} stopped answering"
+            if rendezvous is not None and (elsewhere := self.leader.follower_reasons(launch)):
+                cause += f"; {elsewhere}"
+            if worker_error:
+                cause = f"; {worker_error['reason']}{cause}"
+                tail = worker_error.get("traceback", "") + "\n--- worker output ---\n" + tail
+            if timed_out:
+                victims = [inflight] if inflight is not None else list(pending)
+                what = f"no result within {s.case_timeout_s:g} s" if inflight is not None else \
+                    f"worker did not start a case within {s.startup_timeout_s:g} s"
+                for case in victims:
+                    self._record(case, status="timeout", reason=f"{what}; worker killed{cause}", output_tail=tail)
+                    pending.remove(case)
+            elif inflight is not None:
+                self._record(inflight, status="error", output_tail=tail,
+                             reason=f"worker died during the case ({worker.exit_description()}){cause}")
+                pending.remove(inflight)
+            if pending and gone:
+                raise NodeGone(f"node(s) {', '.join(map(str, gone))} stopped answering; {len(pending)} case(s) of this "
+                               f"worker and the ones after it did not run")
+            if pending and len(pending) == before:
+                # The worker ended without finishing a case (import error, bad launcher...):
+                # record it rather than start the same failure again.
+                for case in list(pending):
+                    self._record(case, status="error", output_tail=tail,
+                                 reason=f"worker ended before measuring ({worker.exit_description()}){cause}")
+                pending.clear()

@@ -1,0 +1,292 @@
+"""A worker: one long-lived process (or one per rank) that runs a list of cases sharing a
+launcher and a device set, and reports one result event per case on the events channel.
+
+Between cases it resets what a case may leave behind: peak-memory statistics, the
+allocator cache, seeds, cuDNN/TF32 settings, torch.compile's caches. After any failure it
+leaves, and the sweep starts a fresh worker for the cases left, so faults stay isolated.
+
+Usage (by the sweep, never by hand): python -m bench.run.worker SPEC.json
+"""
+from __future__ import annotations
+
+import functools
+import gc
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+
+import strategies
+from bench.measure import anatomy, counters, envinfo
+from bench.engine import launchers, training
+from bench.run import procs
+from bench.core import protocol
+from bench.workloads import get_workload, training_flops_per_image
+from bench.core.precision import get_precision
+from bench.core.stats import summarize
+from bench.measure.timing import StepClock, peak_memory_mib, reset_peak_memory
+from bench.core.placement import Placement
+from bench.core.step import WorkerContext
+
+
+def configure_backends(case: dict, parity: bool = False) -> None:
+    torch.backends.cudnn.benchmark = bool(case["cudnn_benchmark"])
+    torch.backends.cudnn.deterministic = parity
+    if case["tf32"] == "default":
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = False, True  # PyTorch's defaults
+    else:
+        allow = case["tf32"] == "on"
+        torch.backends.cuda.matmul.allow_tf32 = allow
+        torch.backends.cudnn.allow_tf32 = allow
+
+
+def is_oom(exc: BaseException) -> bool:
+    """Device or host out of memory."""
+    text = str(exc).lower()
+    return (isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "out of memory" in text
+            or "can't allocate memory" in text or "cannot allocate memory" in text)
+
+
+def make_context(case: dict, rank: int = 0, world_size: int = 1, local_rank: int = 0) -> WorkerContext:
+    return WorkerContext(case, Placement(tuple(case["gpus"]), case["n_replicas"], case.get("nnodes", 1)),
+                         get_precision(case["precision"]),
+                         case["options"], rank, world_size, local_rank)
+
+
+class Job:
+    """This process's place in the worker: its rank and the launcher that connects the ranks."""
+
+    def __init__(self, spec: dict, rank: int, world_size: int, local_rank: int):
+        self.spec = spec
+        self.launcher = launchers.by_name(spec["launcher"])
+        self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
+
+    @property
+    def reporting(self) -> bool:
+        """The process that reports: local rank 0 of node 0 (the node whose parent writes the
+        rows). torchrun's c10d rendezvous may give global rank 0 to any node."""
+        return self.local_rank == 0 and self.node == 0
+
+    @property
+    def node(self) -> int:
+        return int(os.environ.get(protocol.NODE_RANK_ENV, "0"))
+
+    def whereabouts(self) -> dict:
+        """This process's node, host and device model, for the row's hosts and GPU names."""
+        import socket
+
+        gpu = torch.cuda.get_device_name() if self.spec["gpus"] and torch.cuda.is_available() else "CPU"
+        return {"node": self.node, "host": socket.gethostname(), "gpu": gpu}
+
+    def data(self, case: dict):
+        """This process's rows of the case's global batch, built here and nowhere else; a
+        batch the host cannot hold is this case's out-of-memory, found before allocating."""
+        import math
+
+        import psutil
+
+        workload = get_workload(case["model"])
+        start, stop = self.launcher.rows(self.rank, self.world_size, case["global_batch"])
+        needed = (stop - start) * (math.prod(workload.input_shape) * 4 + 8)
+        available = psutil.virtual_memory().available
+        if needed > available:
+            raise MemoryError(f"host out of memory: the batch needs {needed / 2**30:.1f} GiB, "
+                              f"{available / 2**30:.1f} GiB available")
+        return workload.synthetic_rows(start, stop, case["seed"])
+
+
+def build_step(job: Job, case: dict, parity: bool = False):
+    """The case's training step and the callable that runs one step of it. For parity, a
+    captured step is put back to the state before its warm-up, so that its replays are
+    the first training steps."""
+    ctx = make_context(case, job.rank, job.world_size, job.local_rank)
+    strategy = strategies.get(case["strategy"])
+    inputs, targets = job.data(case)
+    torch.manual_seed(case["seed"])
+    step = strategy.build(get_workload(case["model"]).build(seed=case["seed"]), ctx)
+    if case["data"] == "host":
+        # Every step starts from a pinned host batch: the copy is part of the step.
+        if step.devices[0].type == "cuda":
+            inputs, targets = inputs.pin_memory(), targets.pin_memory()
+        return step, lambda: step.run(step.place(inputs, targets))
+    placed = step.place(inputs, targets)
+    if case["execution"] == "cuda-graph":
+        replay = training.capture_whole_step(step, placed, restore=parity)
+        return step, lambda: replay(placed)
+    return step, lambda: step.run(placed)
+
+
+def measure_case(job: Job, case: dict) -> dict | None:
+    phases, mark = {}, time.perf_counter()
+
+    def phase(name: str) -> None:
+        nonlocal mark
+        now = time.perf_counter()
+        phases[name], mark = now - mark, now
+
+    step, run = build_step(job, case)
+    clock = StepClock(step.devices)
+    clock.synchronize()
+    phase("build_s")
+    for _ in range(case["warmup"]):
+        run()
+    clock.synchronize()
+    phase("warmup_s")
+    if case["execution"] != "cuda-graph":  # a captured step's peak was reset before its capture
+        reset_peak_memory(step.devices)
+    job.launcher.barrier()
+
+    step_ms, trial_wall = [], []
+    for _ in range(case["trials"]):
+        times, wall = clock.time_trial(run, case["steps"])
+        step_ms.append(times)
+        trial_wall.append(wall)
+    phase("timed_s")
+    memory = peak_memory_mib(step.devices)
+    work = counters.count_step(run, step.devices)  # after the timing: the profiler never touches it
+    clock.synchronize()
+    phase("counters_s")
+    anatomy_started = time.perf_counter()
+    breakdown = profile_anatomy(job, case, run, step.devices) if case.get("anatomy") else None
+
+    # Several processes: a step takes as long as its slowest rank.
+    per_rank = job.launcher.gather({"step_ms": step_ms, "wall": trial_wall, "memory": memory, "work": work,
+                                    "anatomy": breakdown, "where": job.whereabouts(), "phases": phases})
+    if not job.reporting:
+        return None
+    step_ms = [max(col) for col in zip(*[sum(r["step_ms"], []) for r in per_rank])]
+    trial_wall = [max(col) for col in zip(*[r["wall"] for r in per_rank])]
+    memory = {(r["where"]["node"], k): v for r in per_rank for k, v in r["memory"].items()}
+
+    figures = summarize(step_ms, trial_wall, case["steps"], case["global_batch"])
+    figures.update({name: round(max(r["phases"][name] for r in per_rank), 3) for name in phases})
+    if case.get("nnodes", 1) > 1:
+        nodes = {r["where"]["node"]: r["where"] for r in per_rank}
+        figures.update(hosts=";".join(nodes[n]["host"] for n in sorted(nodes)),
+                       node_gpu_names=";".join(nodes[n]["gpu"] for n in sorted(nodes)))
+    # Counters of the busiest rank (ranks of a data-parallel step do the same work).
+    figures.update({k: max(r["work"][k] for r in per_rank) for k in counters.COUNTERS})
+    flops = training_flops_per_image(case["model"])
+    figures.update(flops_per_image=flops, tflops=flops * figures["img_per_s"] / 1e12)
+    if breakdown is not None:
+        figures.update(anatomy_row(case, per_rank, figures["step_ms_p50"], time.perf_counter() - anatomy_started))
+    if memory:
+        ordinals = sorted(memory)
+        figures.update(
+            peak_alloc_mib=max(memory[o][0] for o in ordinals),
+            peak_alloc_mib_min=min(memory[o][0] for o in ordinals),
+            peak_reserved_mib=max(memory[o][1] for o in ordinals),
+            peak_alloc_mib_per_device=";".join(f"{memory[o][0]:.1f}" for o in ordinals),
+            peak_reserved_mib_per_device=";".join(f"{memory[o][1]:.1f}" for o in ordinals),
+        )
+    return figures
+
+
+def profile_anatomy(job: Job, case: dict, run, devices) -> list[dict] | str:
+    """This rank's step anatomy (bench/measure/anatomy.py), or why it could not be taken."""
+    folder = case["anatomy"]["folder"]
+    try:
+        anatomy.capture(run, devices, case["anatomy"]["steps"], folder, job.rank)
+        return anatomy.analyse_rank(folder, job.rank)
+    except Exception as exc:  # noqa: BLE001 - the timing stands; the row says why the anatomy is missing
+        return f"rank {job.rank}: {type(exc).__name__}: {str(exc).strip()[:300]}"
+
+
+def anatomy_row(case: dict, per_rank: list[dict], timed_step_ms: float, wall_s: float) -> dict:
+    failed = [r["anatomy"] for r in per_rank if isinstance(r["anatomy"], str)]
+    if failed:
+        return {"anatomy_note": "anatomy not taken: " + "; ".join(failed)}
+    row = anatomy.summarise([r["anatomy"] for r in per_rank], timed_step_ms, on_gpu=bool(case["gpus"]))
+    if case["execution"] == "cuda-graph":
+        note = "one graph launch replays the whole step: its optimiser kernels count as compute"
+        row["anatomy_note"] = "; ".join(filter(None, [row["anatomy_note"], note]))
+    row.update(anatomy_traces=case["anatomy"]["record"], anatomy_wall_s=round(wall_s, 3))
+    return row
+
+
+def parity_step(job: Job, case: dict) -> None:
+    """`steps` training steps, no timing; the reporting rank saves the parameters it ends with."""
+    step, run = build_step(job, case, parity=True)
+    for _ in range(case["steps"]):
+        run()
+    job.launcher.barrier()
+    params = {name: training.full_tensor(p).detach().float().cpu() for name, p in step.model.named_parameters()}
+    if job.reporting:
+        torch.save(params, case["parity_out"])
+
+
+def reset_between_cases(case: dict) -> None:
+    """Free what the case left behind before the next one: its compiled code, its objects
+    (cycles included) and the blocks the allocator keeps cached."""
+    if case["execution"] == "compile":
+        torch._dynamo.reset()
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    if not gc.get_freeze_count():
+        # What is alive after the first case's collection (torch with the modules its first
+        # step imports, ~290 k objects) lives as long as the worker: a full collection
+        # skips it from now on, 0.15-0.3 s less per case on the CI machine.
+        gc.freeze()
+
+
+def fail(job: Job, case: dict, exc: BaseException) -> None:
+    """Report the failed case with this rank's traceback, then leave: other ranks may be
+    stuck in a collective, and a CUDA error can poison the context."""
+    status = "oom" if is_oom(exc) else "error"
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    reason = f"{'rank %d: ' % job.rank if job.world_size > 1 else ''}{type(exc).__name__}: {first_line}"
+    protocol.emit("result", key=case["key"], status=status, reason=reason[:500], rank=job.rank,
+                  traceback=traceback.format_exc()[-4000:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(protocol.EXIT_AFTER_OOM if status == "oom" else protocol.EXIT_AFTER_ERROR)
+
+
+def serve(spec: dict, spec_path: str, rank: int, world_size: int, local_rank: int) -> None:
+    procs.die_with_parent()  # spawned ranks: die with the worker that spawned them
+    job = Job(spec, rank, world_size, local_rank)
+    try:
+        job.launcher.init(spec, rank, world_size, local_rank)
+        job.launcher.barrier()
+    except BaseException as exc:  # noqa: BLE001 - the rank's own traceback is the cause
+        protocol.emit("worker_error", rank=rank, reason=f"rank {rank}: {type(exc).__name__}: {exc}"[:500],
+                      traceback=traceback.format_exc()[-4000:])
+        raise
+    if job.reporting and os.path.exists(spec_path):
+        os.unlink(spec_path)  # every rank has read it: nothing is left behind whatever happens next
+    try:
+        for case in spec["cases"]:
+            if job.reporting:
+                protocol.emit("start", key=case["key"])
+            started = time.perf_counter()
+            configure_backends(case, parity=spec.get("mode") == "parity")
+            try:
+                if spec.get("mode") == "parity":
+                    parity_step(job, case)
+                    figures = {}
+                else:
+                    figures = measure_case(job, case)
+            except Exception as exc:  # noqa: BLE001 - every failure becomes the case's status
+                fail(job, case, exc)
+            if job.reporting:
+                protocol.emit("result", key=case["key"], status="ok", reason="",
+                              elapsed_s=time.perf_counter() - started, **envinfo.runtime_libraries(),
+                              **(figures or {}))
+            reset_between_cases(case)
+    finally:
+        job.launcher.close()
+
+
+def main(argv: list[str]) -> None:
+    procs.die_with_parent()
+    with open(argv[0]) as fh:
+        spec = json.load(fh)
+    launchers.by_name(spec["launcher"]).run(spec, functools.partial(serve, spec, argv[0]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,104 @@
+"""MXNet Gluon: split_and_load over contexts, autograd.record per context, and a
+gluon.Trainer whose kvstore sums the gradients and updates the weights.
+
+MXNet 1.9.1 (its last release) needs numpy < 1.24, so it lives in an environment of its
+own (`make setup-mxnet`, .venv-mxnet/); the worker runs in that interpreter and the
+parent never imports mxnet. Initial weights and the synthetic batch are exported from
+the PyTorch model, so both frameworks train the same network on the same data.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from strategies import register
+from strategies.base import Strategy
+
+REPO = Path(__file__).resolve().parents[2]
+# The 1.9.1 CUDA wheels (newest: mxnet-cu117) carry GPU code up to sm_86 and no PTX.
+MAX_COMPUTE_CAPABILITY = (8, 6)
+
+
+def mxnet_python() -> Path:
+    return Path(os.environ.get("PARABENCH_MXNET_PYTHON", REPO / ".venv-mxnet" / "bin" / "python"))
+
+
+def installed_wheel() -> str | None:
+    """'mxnet' or 'mxnet-cu117', as `make setup-mxnet` recorded it; None if not installed."""
+    marker = mxnet_python().parent.parent / "parabench-wheel.txt"
+    if not mxnet_python().exists():
+        return None
+    return marker.read_text().strip() if marker.exists() else "mxnet"
+
+
+def compute_capabilities(gpus) -> dict[int, tuple[str, tuple[int, int]]]:
+    """{ordinal: (name, (major, minor))} from NVML, without a CUDA context."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    found = {}
+    for i in gpus:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+        name = pynvml.nvmlDeviceGetName(handle)
+        found[i] = (name.decode() if isinstance(name, bytes) else name, pynvml.nvmlDeviceGetCudaComputeCapability(handle))
+    return found
+
+
+@register
+class MXNetGluon(Strategy):
+    name = "mxnet-gluon"
+    summary = "MXNet Gluon split_and_load + Trainer kvstore (own environment; CPU contexts without GPUs)"
+    order, colour = 60, "tab:orange"
+    executions = ("eager",)
+    options = {"kvstore": "device"}
+    option_choices = {"kvstore": ("device", "local")}
+
+    def launcher(self, options):
+        from bench.engine.launchers import Interpreter
+
+        return Interpreter("mxnet", mxnet_python, "strategies.gluon.worker")
+
+    def unavailable_reason(self, placement, precision, execution="eager", options=None):
+        if execution not in self.executions:
+            return f"{self.name} supports --execution {', '.join(self.executions)}, not {execution}"
+        if placement.gpus:
+            # The GPU first: on Hopper no MXNet wheel can run, whichever is installed.
+            try:
+                caps = compute_capabilities(placement.gpus)
+            except Exception as exc:  # noqa: BLE001 - no NVML: cannot tell, so do not launch
+                return f"cannot read the GPUs' compute capability ({exc})"
+            for name, cap in caps.values():
+                if tuple(cap) > MAX_COMPUTE_CAPABILITY:
+                    return (f"mxnet-cu117 1.9.1, the newest MXNet CUDA wheel, has GPU code for sm_50-86 only "
+                            f"(no PTX): {name} is compute capability {cap[0]}.{cap[1]}")
+        if precision.name not in ("fp32", "amp-fp16"):
+            return f"MXNet runs fp32 and amp-fp16 (mxnet.contrib.amp), not {precision.name}"
+        wheel = installed_wheel()
+        if wheel is None:
+            return "the MXNet environment is not installed (.venv-mxnet): run `make setup-mxnet`"
+        if placement.gpus and wheel == "mxnet":
+            return "the MXNet environment has the CPU wheel: remove .venv-mxnet and run `make setup-mxnet` on this host"
+        if not placement.gpus and precision.name == "amp-fp16":
+            return "mxnet.contrib.amp float16 needs GPU contexts"
+        return None
+
+    def prepare_launch(self, spec: dict, workdir: str) -> None:
+        """Export the PyTorch model's initial weights and the case's synthetic batch for the
+        worker (into the worker's folder, removed with it)."""
+        import numpy as np
+
+        from bench.workloads import get_workload, training_flops_per_image
+
+        workload = get_workload(spec["model"])
+        if workload.mxnet is None:
+            raise ValueError(f"MXNet has only the reference workload (resnet18, resnet18-small), not {workload.name}")
+        stem = os.path.join(workdir, f"mx-{abs(hash(tuple(spec['key'])))}")
+        weights = {k: v.numpy() for k, v in workload.build(seed=spec["seed"]).state_dict().items()}
+        inputs, targets = workload.synthetic_batch(spec["global_batch"], seed=spec["seed"])
+        spec.update(network=workload.mxnet, weights_file=f"{stem}.weights.npz", data_file=f"{stem}.data.npz",
+                    flops_per_image=training_flops_per_image(spec["model"]))
+        np.savez(spec["weights_file"], **weights)
+        np.savez(spec["data_file"], inputs=inputs.numpy(), targets=targets.numpy())
+
+    def sgd_impl(self, requested, on_gpu):
+        return "gluon-sgd"  # mxnet's own optimiser, whatever --sgd-impl asks for
