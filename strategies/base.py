@@ -65,11 +65,10 @@ class Strategy:
     def default_cudnn_benchmark(self) -> bool:
         return not self.replicas_in_threads
 
-    def sgd_impl(self, requested: str, on_gpu: bool) -> str:
-        """The SGD implementation this strategy's rows record for `--sgd-impl requested`."""
-        if requested != "auto":
-            return requested
-        return "foreach" if on_gpu else "for-loop"  # PyTorch's own choice
+    def resolve_knob(self, knob, requested, on_gpu: bool, execution: str):
+        """What this strategy runs for a knob's request (bench/cases/knobs.py): the knob's own
+        rule, unless the strategy fixes the value itself."""
+        return knob.resolve(requested, self, on_gpu, execution) if knob.resolve else requested
 
     def launcher(self, options: dict):
         """The launcher object that starts this strategy's worker (bench.engine.launchers)."""

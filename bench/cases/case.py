@@ -19,35 +19,38 @@ from dataclasses import dataclass
 from typing import Any
 
 import strategies
+from bench.cases.knobs import BY_NAME as KNOB, COMPILE_MODES, KNOBS as DECLARED, NAMES as KNOB_NAMES  # noqa: F401
 from bench.core.placement import Placement
 
 EXECUTIONS = ("eager", "compile", "cuda-graph")
-COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead")
 
 AXES = ("strategy", "precision", "model", "device", "gpus", "n_gpus", "n_replicas", "nnodes", "batch_per_gpu")
-KNOBS = ("execution", "compile_mode", "data", "channels_last", "cudnn_benchmark", "tf32", "sgd_impl", "options")
+KNOBS = ("execution",) + KNOB_NAMES + ("options",)
 MEASUREMENT = ("warmup", "steps", "trials", "seed")
 COLUMNS = AXES + ("gpus_per_node", "world_size") + KNOBS + MEASUREMENT + ("global_batch",)
 
-# What a row written before a knob existed had measured (the behaviour of that time).
-LEGACY = {"execution": "eager", "compile_mode": "default", "data": "device", "channels_last": False, "tf32": "default",
-          "sgd_impl": "for-loop"}
+# What a row written before a setting existed had measured (the behaviour of that time).
+LEGACY = {"execution": "eager", **{k.name: k.legacy for k in DECLARED if k.legacy is not None}}
+
+
+class _Knobs:
+    """Attribute access to a frozen dataclass's `knobs` pairs: `case.tf32`, `settings.data`."""
+
+    def __getattr__(self, name):
+        if name in KNOB:
+            return dict(self.__dict__.get("knobs", ())).get(name, self._missing(name))
+        raise AttributeError(name)
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(_Knobs):
     """The knobs and measurement settings a sweep applies to every case (`bench run` flags)."""
 
     warmup: int = 2
     steps: int = 5
     trials: int = 2
     seed: int = 0
-    data: str = "device"  # "device": resident batch; "host": copied from pinned memory every step
-    channels_last: bool = False
-    compile_mode: str = "default"
-    cudnn_benchmark: str = "auto"  # auto: on, except for strategies whose replicas run in threads
-    tf32: str = "default"  # default | on | off (PyTorch's default: TF32 convolutions, fp32 matmuls)
-    sgd_impl: str = "auto"  # auto (PyTorch's choice: foreach on GPUs) | for-loop | foreach | fused
+    knobs: tuple = ()  # (name, requested value) pairs of bench/cases/knobs.py; absent: the knob's default
     options: tuple = ()  # (name, value) pairs, applied to the strategies that declare them
     case_timeout_s: float = 600.0
     startup_timeout_s: float = 300.0
@@ -59,6 +62,23 @@ class Settings:
 # series: a fresh worker for each series (strategy, precision, model, knobs), its batch
 # ladder inside; case: a fresh worker for every case (the strictest isolation, the slowest).
 WORKER_SCOPES = ("group", "series", "case")
+
+
+def settings(**given) -> Settings:
+    """Settings from keyword arguments, knobs by name among them: settings(warmup=0, tf32="off")."""
+    knobs = tuple((k, given.pop(k)) for k in KNOB_NAMES if k in given)
+    return Settings(knobs=knobs, **given)
+
+
+def _requested(self: Settings, name: str):
+    return KNOB[name].default
+
+
+def _legacy(self: "Case", name: str):
+    return KNOB[name].legacy
+
+
+Settings._missing = _requested
 
 
 def _bool(value) -> bool:
@@ -73,7 +93,7 @@ def strategy_options(strategy: str, given: dict) -> dict:
 
 
 @dataclass(frozen=True)
-class Case:
+class Case(_Knobs):
     strategy: str
     precision: str
     model: str
@@ -82,12 +102,7 @@ class Case:
     batch_per_gpu: int
     nnodes: int = 1
     execution: str = "eager"
-    compile_mode: str = "default"
-    data: str = "device"
-    channels_last: bool = False
-    cudnn_benchmark: bool | None = None  # resolved for the strategy; None on the CPU
-    tf32: str = "default"
-    sgd_impl: str = "for-loop"  # resolved: what the optimiser really ran
+    knobs: tuple[tuple[str, Any], ...] = ()  # every knob of bench/cases/knobs.py, resolved for the strategy
     options: tuple[tuple[str, Any], ...] = ()  # every option of the strategy, sorted
     warmup: int = 2
     steps: int = 5
@@ -101,16 +116,10 @@ class Case:
         """A case of a sweep: `auto` settings resolved for this strategy and device."""
         declared = strategies.get(strategy)
         on_gpu = bool(placement.gpus)
-        if settings.cudnn_benchmark == "auto":
-            cudnn = declared.default_cudnn_benchmark()
-        else:
-            cudnn = settings.cudnn_benchmark == "on"
         return cls(
             strategy=strategy, precision=precision, model=model, gpus=tuple(placement.gpus),
             n_replicas=placement.n_replicas, batch_per_gpu=batch_per_gpu, nnodes=placement.nnodes, execution=execution,
-            compile_mode=settings.compile_mode if execution == "compile" else "default",
-            data=settings.data, channels_last=settings.channels_last, cudnn_benchmark=cudnn if on_gpu else None,
-            tf32=settings.tf32, sgd_impl=declared.sgd_impl(settings.sgd_impl, on_gpu),
+            knobs=tuple((k.name, k.resolved(getattr(settings, k.name), declared, on_gpu, execution)) for k in DECLARED),
             options=tuple(sorted(strategy_options(strategy, dict(settings.options)).items())),
             warmup=settings.warmup, steps=settings.steps, trials=settings.trials, seed=settings.seed,
         )
@@ -132,16 +141,20 @@ class Case:
             recorded = json.loads(row.get("options") or "{}")
         except (TypeError, ValueError):
             recorded = {}
-        cudnn = row.get("cudnn_benchmark")
+        def knob(name):
+            if name == "cudnn_benchmark":  # None on the CPU (no cuDNN); a flag on GPUs
+                value = row.get(name)
+                return None if value in (None, "") or (isinstance(value, float) and math.isnan(value)) else _bool(value)
+            if name == "channels_last":
+                return _bool(get(name))
+            return get(name)
+
         return cls(
             strategy=str(row["strategy"]), precision=str(row["precision"]), model=str(row["model"]),
             gpus=tuple(int(g) for g in gpus.split(",") if g.strip()),
             n_replicas=int(row.get("n_replicas") or max(1, int(row.get("n_gpus") or 1))),
             batch_per_gpu=int(row["batch_per_gpu"]), nnodes=int(get("nnodes") or 1), execution=execution,
-            compile_mode=get("compile_mode"),
-            data=get("data"), channels_last=_bool(get("channels_last")),
-            cudnn_benchmark=None if cudnn in (None, "") or (isinstance(cudnn, float) and math.isnan(cudnn)) else _bool(cudnn),
-            tf32=get("tf32"), sgd_impl=get("sgd_impl"),
+            knobs=tuple((name, knob(name)) for name in KNOB_NAMES),
             options=tuple(sorted(strategy_options(str(row["strategy"]), recorded).items())),
             **{k: int(row[k]) for k in MEASUREMENT if row.get(k) not in (None, "")},
         )
@@ -179,8 +192,8 @@ class Case:
     def baseline_key(self) -> tuple:
         """What a case shares with the baseline run it is divided by (speed-up, efficiency):
         model, precision, per-GPU batch and the knobs that change the step itself."""
-        return (self.model, self.precision, self.batch_per_gpu, self.execution, self.compile_mode, self.data,
-                self.channels_last, self.tf32, self.sgd_impl)
+        return (self.model, self.precision, self.batch_per_gpu, self.execution,
+                *(getattr(self, k.name) for k in DECLARED if k.same_step))
 
     def measurement(self) -> dict:
         return {k: getattr(self, k) for k in MEASUREMENT}
@@ -195,9 +208,9 @@ class Case:
             "strategy": self.strategy, "precision": self.precision, "model": self.model, "device": self.device,
             "gpus": ",".join(map(str, self.gpus)), "n_gpus": self.n_gpus, "n_replicas": self.n_replicas,
             "nnodes": self.nnodes, "gpus_per_node": len(self.gpus), "world_size": self.n_replicas,
-            "batch_per_gpu": self.batch_per_gpu, "execution": self.execution, "compile_mode": self.compile_mode,
-            "data": self.data, "channels_last": self.channels_last, "cudnn_benchmark": self.cudnn_benchmark,
-            "tf32": self.tf32, "sgd_impl": self.sgd_impl, "options": json.dumps(self.options_dict, sort_keys=True),
+            "batch_per_gpu": self.batch_per_gpu, "execution": self.execution,
+            **{name: getattr(self, name) for name in KNOB_NAMES},
+            "options": json.dumps(self.options_dict, sort_keys=True),
             "warmup": self.warmup, "steps": self.steps, "trials": self.trials, "seed": self.seed,
             "global_batch": self.global_batch,
         }
@@ -206,29 +219,23 @@ class Case:
         """What the worker needs to run the case."""
         return {**self.row(), "gpus": list(self.gpus), "options": self.options_dict, "key": list(map(str, self.key()))}
 
-    def knobs(self) -> dict:
+    def changed_knobs(self) -> dict:
         """The knobs set away from the suite's defaults (the label that tells variants apart)."""
         declared = strategies.info(self.strategy)
         out = {}
         if self.execution != "eager":
             out["execution"] = self.execution if self.compile_mode == "default" else f"{self.execution}:{self.compile_mode}"
-        if self.channels_last:
-            out["channels_last"] = True
-        if self.data != "device":
-            out["data"] = self.data
-        if self.tf32 != "default":
-            out["tf32"] = self.tf32
+        for knob in DECLARED:
+            shown = knob.shown(getattr(self, knob.name), declared, bool(self.gpus), self.execution)
+            if shown:
+                key, _, value = shown.partition("=")
+                out[key] = value or True
         if declared:
-            on_gpu = bool(self.gpus)
-            if self.sgd_impl != declared.sgd_impl("auto", on_gpu):
-                out["sgd"] = self.sgd_impl
-            if on_gpu and self.cudnn_benchmark is not None and self.cudnn_benchmark != declared.default_cudnn_benchmark():
-                out["cudnn.benchmark"] = "on" if self.cudnn_benchmark else "off"
             out.update({k: v for k, v in self.options if k in declared.options and v != declared.options[k]})
         return out
 
     def variant(self) -> str:
-        return ", ".join(k if v is True else f"{k}={v}" for k, v in self.knobs().items())
+        return ", ".join(k if v is True else f"{k}={v}" for k, v in self.changed_knobs().items())
 
     def where(self) -> str:
         if self.nnodes > 1:
@@ -239,20 +246,21 @@ class Case:
         return f"{self.strategy} {self.precision} {self.model} {self.where()} batch {self.batch_per_gpu}"
 
 
+Case._missing = _legacy
+
+
 def execution_unavailable_reason(case: Case) -> str | None:
     """Why an execution cannot run this case, where that is known before starting it (the
     strategy's own list of executions is checked by the strategy)."""
-    if case.execution != "cuda-graph":
-        return None
-    if not case.gpus:
+    if case.execution == "cuda-graph" and not case.gpus:
         return "CUDA graphs need a GPU"
     from bench.core.precision import get_precision
 
-    if get_precision(case.precision).grad_scaler and case.sgd_impl != "fused":
-        return ("amp-fp16 in a CUDA graph needs --sgd-impl fused: GradScaler synchronises with the host "
-                "(found_inf.item()) unless the optimiser takes the scale itself")
-    if case.data == "host":
-        return "a captured step replays on resident memory: use --data device"
+    precision = get_precision(case.precision)
+    for knob in DECLARED:
+        reason = knob.unavailable(case, precision) if knob.unavailable else None
+        if reason:
+            return reason
     return None
 
 

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from bench.cases.case import Case, Settings
+from bench.cases.case import Case, settings as make_settings
 from bench.workloads import get_workload
 from bench.core.precision import get_precision
 from bench.engine.training import sgd_arguments
@@ -23,14 +23,14 @@ from bench.core.placement import Placement
 
 
 def bare_loop(model_name: str, batch: int, precision: str, channels_last: bool, warmup: int, steps: int,
-              sgd_impl: str) -> float:
+              sgd: str) -> float:
     """Images per second of a plain loop: the 20 lines a user would write."""
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     workload = get_workload(model_name)
     model = workload.build().cuda().to(memory_format=fmt)
     x, y = workload.synthetic_batch(batch)
     x, y = x.cuda().contiguous(memory_format=fmt), y.cuda()
-    opt = torch.optim.SGD(model.parameters(), **sgd_arguments(sgd_impl))
+    opt = torch.optim.SGD(model.parameters(), **sgd_arguments(sgd))
     dtype = getattr(torch, get_precision(precision).autocast_dtype or "float32")
     scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -54,9 +54,9 @@ def bare_loop(model_name: str, batch: int, precision: str, channels_last: bool, 
 
 
 def suite_single(model_name: str, batch: int, precision: str, channels_last: bool, warmup: int, steps: int,
-                 sgd_impl: str) -> dict:
-    settings = Settings(warmup=warmup, steps=steps, trials=3, channels_last=channels_last, cudnn_benchmark="on",
-                        sgd_impl=sgd_impl)
+                 sgd: str) -> dict:
+    settings = make_settings(warmup=warmup, steps=steps, trials=3, channels_last=channels_last, cudnn_benchmark="on",
+                             **{"sgd_impl": sgd})
     case = Case.make("single", precision, model_name, Placement((0,), 1), batch, "eager", settings).spec()
     configure_backends(case)
     return measure_case(Job({"launcher": "local"}, 0, 1, 0), case)
@@ -67,8 +67,8 @@ def run(args) -> None:
     torch.backends.cudnn.benchmark = True
     bare, suite, suite_wall = [], [], []
     for _ in range(args.rounds):
-        bare.append(bare_loop(args.model, args.batch, args.precision, args.channels_last, args.warmup, args.steps, args.sgd_impl))
-        figures = suite_single(args.model, args.batch, args.precision, args.channels_last, args.warmup, args.steps, args.sgd_impl)
+        bare.append(bare_loop(args.model, args.batch, args.precision, args.channels_last, args.warmup, args.steps, args.sgd))
+        figures = suite_single(args.model, args.batch, args.precision, args.channels_last, args.warmup, args.steps, args.sgd)
         suite.append(figures["img_per_s"])
         suite_wall.append(figures["wall_img_per_s"])
     result = {

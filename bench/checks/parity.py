@@ -19,7 +19,7 @@ import torch
 
 from bench.measure import envinfo
 from bench.core import protocol
-from bench.cases.case import Case, Settings
+from bench.cases.case import Case, settings as make_settings
 from bench.engine.launchers import worker_environment
 from bench.run.sweep import launcher_of, worker_spec
 from bench.workloads import get_workload
@@ -55,11 +55,12 @@ def reference_parameters(model: str, global_batch: int, shards: int, seed: int =
 
 
 def parity_case(strategy: str, model: str, batch_per_replica: int, gpus: tuple[int, ...] = (), n_replicas: int = 1,
-                options: dict | None = None, seed: int = 0, steps: int = 1, sgd_impl: str = "auto",
-                execution: str = "eager") -> Case:
+                options: dict | None = None, seed: int = 0, steps: int = 1, execution: str = "eager",
+                **knobs) -> Case:
     """The fp32 case whose training step the parity tests compare (TF32 off, no autotuning)."""
-    settings = Settings(warmup=0, steps=steps, trials=1, seed=seed, cudnn_benchmark="off", tf32="off",
-                        sgd_impl=sgd_impl, options=tuple(sorted((options or {}).items())))
+    knobs = {"cudnn_benchmark": "off", "tf32": "off", **knobs}
+    settings = make_settings(warmup=0, steps=steps, trials=1, seed=seed, options=tuple(sorted((options or {}).items())),
+                             **knobs)
     return Case.make(strategy, "fp32", model, Placement(tuple(gpus), n_replicas), batch_per_replica, execution, settings)
 
 
@@ -104,8 +105,8 @@ def run_parity(cases: list[Case], timeout_s: float = 300) -> list[dict]:
 
 def strategy_parameters(strategy: str, model: str, batch_per_replica: int, gpus: tuple[int, ...] = (),
                         n_replicas: int = 1, options: dict | None = None, seed: int = 0, steps: int = 1,
-                        timeout_s: float = 300, sgd_impl: str = "auto", execution: str = "eager") -> dict:
-    case = parity_case(strategy, model, batch_per_replica, gpus, n_replicas, options, seed, steps, sgd_impl, execution)
+                        timeout_s: float = 300, execution: str = "eager", **knobs) -> dict:
+    case = parity_case(strategy, model, batch_per_replica, gpus, n_replicas, options, seed, steps, execution, **knobs)
     return run_parity([case], timeout_s)[0]
 
 

@@ -43,7 +43,7 @@ def add_parser(sub) -> None:
     bare.add_argument("--warmup", type=int, default=10)
     bare.add_argument("--steps", type=int, default=30)
     bare.add_argument("--rounds", type=int, default=3)
-    bare.add_argument("--sgd-impl", choices=["for-loop", "foreach", "fused"], default="foreach")
+    bare.add_argument("--sgd-impl", dest="sgd", choices=["for-loop", "foreach", "fused"], default="foreach")
     bare.add_argument("--out")
     bare.set_defaults(func=cmd_bareloop)
     peak = sub.add_parser("peak", help="dense matrix TFLOP/s of GPU 0 (bf16, fp16, tf32, fp32)",

@@ -49,7 +49,8 @@ def _typed_like(default, value: str, key: str):
 
 
 def _settings(args, on_gpu: bool, strategy_names: list[str]):
-    from bench.cases.case import COMPILE_MODES, Settings
+    from bench.cases.case import Settings
+    from bench.cases.knobs import KNOBS
 
     def count(value, default, flag, minimum):
         value = default if value is None else value
@@ -62,14 +63,11 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
     for flag, value in (("--case-timeout", args.case_timeout), ("--startup-timeout", args.startup_timeout)):
         if not (math.isfinite(value) and value > 0):
             raise UsageError(f"--case-timeout and --startup-timeout must be positive (seconds); {flag} is {value}")
-    if args.compile_mode not in COMPILE_MODES:
-        raise UsageError(f"--compile-mode takes one of {', '.join(COMPILE_MODES)}, got {args.compile_mode!r}")
     return Settings(
         warmup=count(args.warmup, 10 if on_gpu else 1, "--warmup", 0),
         steps=count(args.steps, 20 if on_gpu else 3, "--steps", 1),
         trials=count(args.trials, 3 if on_gpu else 2, "--trials", 1),
-        seed=count(args.seed, 0, "--seed", 0), data=args.data, channels_last=args.channels_last,
-        compile_mode=args.compile_mode, cudnn_benchmark=args.cudnn_benchmark, tf32=args.tf32, sgd_impl=args.sgd_impl,
+        seed=count(args.seed, 0, "--seed", 0), knobs=tuple((k.name, getattr(args, k.name)) for k in KNOBS),
         options=tuple(sorted(_parse_options(args.option, strategy_names).items())),
         case_timeout_s=args.case_timeout, startup_timeout_s=args.startup_timeout,
         anatomy_steps=count(args.anatomy_steps, 3, "--anatomy-steps", 1) if args.anatomy else 0,
@@ -270,6 +268,7 @@ def _existing_rows(args, out: Path, cases) -> list[dict]:
 
 def add_parser(sub) -> None:
     from bench.cases.case import WORKER_SCOPES
+    from bench.cases.knobs import KNOBS
 
     run = sub.add_parser("run", help="run a sweep and write results")
     run.add_argument("--strategies", help="comma-separated (default: every strategy)")
@@ -284,19 +283,11 @@ def add_parser(sub) -> None:
     run.add_argument("--steps", type=int, help="timed steps per trial (default 20 on GPUs, 3 on the CPU)")
     run.add_argument("--trials", type=int, help="trials per case (default 3 on GPUs, 2 on the CPU)")
     run.add_argument("--seed", type=int, default=0, help="seed of the weights and the synthetic data (>= 0)")
-    run.add_argument("--data", choices=["device", "host"], default="device",
-                     help="device: batch resident on the GPUs; host: copied from pinned memory every step")
-    run.add_argument("--channels-last", action="store_true", help="channels_last memory format for model and inputs")
     run.add_argument("--execution", default="eager",
                      help="eager,compile,cuda-graph: how the step runs, swept like precisions (default eager)")
     run.add_argument("--compile", action="store_true", help="alias of --execution compile (kept for one release)")
-    run.add_argument("--compile-mode", default="default",
-                     help="torch.compile mode for --execution compile: default, max-autotune-no-cudagraphs, reduce-overhead")
-    run.add_argument("--cudnn-benchmark", choices=["auto", "on", "off"], default="auto",
-                     help="auto: on, but off for strategies that run replicas in threads (see README)")
-    run.add_argument("--tf32", choices=["default", "on", "off"], default="default")
-    run.add_argument("--sgd-impl", choices=["auto", "for-loop", "foreach", "fused"], default="auto",
-                     help="SGD update kernels; auto: PyTorch's choice (foreach on GPUs, for-loop on the CPU)")
+    for knob in KNOBS:  # bench/cases/knobs.py declares each knob's flag
+        knob.add_flag(run)
     run.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                      help="strategy option, e.g. bucket_cap_mb=50, launcher=spawn (see `list`)")
     run.add_argument("--anatomy", action="store_true",

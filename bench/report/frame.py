@@ -13,6 +13,7 @@ import pandas as pd
 import strategies
 from bench.cases import results
 from bench.cases.case import Case, hardware
+from bench.cases.knobs import STEP_KNOBS
 
 STRATEGY_ORDER = strategies.names()
 BASELINE = strategies.baseline()
@@ -90,8 +91,7 @@ def same_run(keys: list[str], frame: pd.DataFrame) -> list[str]:
 def add_speedups(frame: pd.DataFrame) -> pd.DataFrame:
     """Speed-up over `single` at the same per-GPU batch, same hardware, model, precision and
     layout knobs, measured in the same run; scaling efficiency = speed-up / devices."""
-    match = same_run(["hardware", "model", "precision", "batch_per_gpu", "channels_last", "execution", "compile_mode",
-                      "data", "tf32", "sgd_impl"], frame)
+    match = same_run(["hardware", "model", "precision", "batch_per_gpu", "execution", *STEP_KNOBS], frame)
     added = ["single_img_per_s", "single_img_per_s_p10", "single_img_per_s_p90", "speedup", "efficiency",
              "efficiency_lo", "efficiency_hi"]
     frame = frame.drop(columns=added, errors="ignore")  # idempotent

@@ -24,7 +24,7 @@ from bench.cases.case import Case, hardware  # noqa: E402
 from bench.core.precision import PRECISIONS  # noqa: E402
 from bench.measure import envinfo  # noqa: E402
 from bench.report import answer  # noqa: E402
-from bench.report.frame import (BASELINE, DDP, STRATEGY_ORDER, THREADED, _flag, _order, amp_speedups,  # noqa: E402,F401
+from bench.report.frame import (BASELINE, DDP, STRATEGY_ORDER, THREADED, _flag, _order, add_speedups, amp_speedups,  # noqa: E402,F401,E501
                                 default_inputs, label, load_anatomy, load_frame, same_run, variant)
 
 PRECISION_ORDER = list(PRECISIONS)

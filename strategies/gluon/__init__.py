@@ -100,5 +100,7 @@ class MXNetGluon(Strategy):
         np.savez(spec["weights_file"], **weights)
         np.savez(spec["data_file"], inputs=inputs.numpy(), targets=targets.numpy())
 
-    def sgd_impl(self, requested, on_gpu):
-        return "gluon-sgd"  # mxnet's own optimiser, whatever --sgd-impl asks for
+    def resolve_knob(self, knob, requested, on_gpu, execution):
+        if knob.name == "sgd_impl":
+            return "gluon-sgd"  # mxnet's own optimiser, whatever --sgd-impl asks for
+        return super().resolve_knob(knob, requested, on_gpu, execution)
