@@ -76,10 +76,10 @@ pytest-bench: $(NEEDS_SETUP)
 
 # Regression tracking. The CI sweep: small, CPU, seconds.
 CI_SWEEP = --gpus "" --strategies single,allreduce-scratch,ddp --batch-sizes 2,4 --warmup 3 --steps 6 --trials 3
-CI_BASELINE = results/baselines/cpu-ci.json
+CI_BASELINE = results/reference/baselines/cpu-ci.json
 # Instructions per step under Callgrind (bench/checks/instructions.py): exact, but only within the
 # Python and torch builds that recorded them (this one: Debian 12's Python, torch 2.13.0 CPU).
-CI_INSTRUCTIONS = results/baselines/cpu-ci-instructions.json
+CI_INSTRUCTIONS = results/reference/baselines/cpu-ci-instructions.json
 CI_CURRENT ?= /tmp/parabench-ci-current.json
 CI_REPEAT ?= /tmp/parabench-ci-repeat.json
 # A shared CI machine's speed drifts between runs: judge the deterministic work counters,
@@ -102,7 +102,7 @@ regress-ci: $(NEEDS_SETUP)
 	# instructions (it says so); the counters above are judged everywhere.
 	$(PY) -m bench instructions --compare $(CI_INSTRUCTIONS) --other-environment skip
 
-# A GPU sweep against the baseline of the same GPU model (results/baselines/<gpu>.json):
+# A GPU sweep against the baseline of the same GPU model (results/reference/baselines/<gpu>.json):
 #   make regress CURRENT=results/run-....json
 CURRENT ?= $(lastword $(sort $(wildcard $(RESULTS)/run-*.json)))
 regress: $(NEEDS_SETUP)

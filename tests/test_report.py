@@ -132,7 +132,7 @@ def test_the_report_shows_the_step_anatomy_of_the_committed_h200_rows(tmp_path):
     computed from it, even where a later run of the same cases had no --anatomy."""
     from bench.report import page as report
 
-    folder = Path(__file__).resolve().parent.parent / "results" / "gpu" / "campaign4"
+    folder = Path(__file__).resolve().parent.parent / "results" / "reference" / "h200" / "anatomy"
     report.write_report(sorted(folder.glob("*.json")), tmp_path)
     text = everything(tmp_path)
     assert text.count("## Step anatomy") == 2

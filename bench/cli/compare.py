@@ -14,7 +14,7 @@ def cmd_compare(args) -> int:
     try:
         currents = [results.load(path) for path in args.current]
         if args.baseline == "auto":
-            args.baseline = str(compare.baseline_for(currents[0], RESULTS_DIR / "baselines"))
+            args.baseline = str(compare.baseline_for(currents[0], RESULTS_DIR / "reference" / "baselines"))
         baseline = results.load(args.baseline)
     except results.ResultsError as exc:
         raise UsageError(str(exc)) from None
@@ -55,7 +55,7 @@ def cmd_dashboard(args) -> int:
 
 def add_parser(sub) -> None:
     cmp_ = sub.add_parser("compare", help="compare results with a baseline; exit 0 pass, 1 regression, 2 unusable")
-    cmp_.add_argument("baseline", help="baseline results file, or 'auto': results/baselines/<hardware>.json")
+    cmp_.add_argument("baseline", help="baseline results file, or 'auto': results/reference/baselines/<hardware>.json")
     cmp_.add_argument("current", nargs="+", help="results file; with several (repeat runs), a regression must show in all")
     cmp_.add_argument("--max-slowdown", type=float, default=0.10, help="allowed images/s drop (fraction, default 0.10)")
     cmp_.add_argument("--max-memory-growth", type=float, default=0.10, help="allowed peak-memory growth (default 0.10)")
