@@ -129,7 +129,12 @@ def test_package_sources_say_how_to_install_where_missing(package):
 @pytest.mark.parametrize("package, name, params", [("timm", "resnet18", 11_689_512),
                                                    ("torchvision", "resnet18", 11_689_512)])
 def test_package_sources_resolve_where_installed(package, name, params):
-    pytest.importorskip(package)
+    import importlib
+
+    try:
+        importlib.import_module(package)
+    except Exception as exc:  # noqa: BLE001 - absent, or built for another torch (torchvision's CUDA wheel)
+        pytest.skip(f"{package} does not import here: {type(exc).__name__}: {exc}")
     from bench.workloads import facts, source_of
 
     workload = get_workload(f"{package}:{name}")
@@ -189,3 +194,81 @@ def test_mxnet_declines_workloads_it_lacks():
     for name in ("vit-large", "timm:resnet18", "own_models:build"):
         assert gluon.workload_unavailable_reason(name) == "MXNet has only the reference workload (resnet18-small, resnet18)"
     assert strategies.get("ddp").workload_unavailable_reason("vit-large") is None
+
+
+FAKE_TIMM = '''
+import torch
+from . import models
+
+
+def is_model(name):
+    return name == "tiny_net"
+
+
+def create_model(name):
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 16 * 16, 4))
+'''
+FAKE_TIMM_MODELS = '''
+from types import SimpleNamespace
+
+
+def get_pretrained_cfg(name):
+    return SimpleNamespace(input_size=(3, 16, 16))
+'''
+FAKE_TORCHVISION_MODELS = '''
+import functools
+import torch
+from types import SimpleNamespace
+
+
+class ImageClassification:
+    def __init__(self, crop_size):
+        self.crop_size = crop_size
+
+
+def list_models():
+    return ["tiny_net"]
+
+
+def get_model(name, weights=None):
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 12 * 12, 6))
+
+
+def get_model_weights(name):
+    default = SimpleNamespace(transforms=functools.partial(ImageClassification, crop_size=12),
+                              meta={"categories": list("abcdef")})
+    return SimpleNamespace(DEFAULT=default)
+'''
+
+
+def test_package_sources_ask_the_package_for_shape_and_classes(tmp_path, monkeypatch):
+    """The timm and torchvision resolvers against stand-ins with their API (the packages
+    are not installed here: torchvision's wheels are built for CUDA torch)."""
+    import importlib.util
+    import sys
+
+    from bench.workloads import WorkloadError
+
+    if any(importlib.util.find_spec(p) for p in ("timm", "torchvision")):
+        pytest.skip("the real packages are installed: test_package_sources_resolve_where_installed runs")
+    for folder, files in {"timm": {"__init__.py": FAKE_TIMM, "models.py": FAKE_TIMM_MODELS},
+                          "torchvision": {"__init__.py": "from . import models\n",
+                                          "models.py": FAKE_TORCHVISION_MODELS}}.items():
+        (tmp_path / folder).mkdir()
+        for name, text in files.items():
+            (tmp_path / folder / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for package in ("timm", "torchvision"):
+        monkeypatch.delitem(sys.modules, package, raising=False)
+    try:
+        timm_net, tv_net = get_workload("timm:tiny_net"), get_workload("torchvision:tiny_net")
+        assert (timm_net.input_shape, timm_net.num_classes) == ((3, 16, 16), 4)  # classes: the output width
+        assert (tv_net.input_shape, tv_net.num_classes) == ((3, 12, 12), 6)  # from the weights' metadata
+        assert tv_net.build()(tv_net.synthetic_batch(2)[0]).shape == (2, 6)
+        for name in ("timm:nope", "torchvision:nope"):
+            with pytest.raises(WorkloadError, match="has no model 'nope'"):
+                get_workload(name)
+    finally:
+        for package in ("timm", "timm.models", "torchvision", "torchvision.models"):
+            sys.modules.pop(package, None)
+        get_workload.cache_clear()
