@@ -62,6 +62,11 @@ class Strategy:
             return f"{self.name} supports --execution {', '.join(self.executions)}, not {execution}"
         return precision.unavailable_reason(placement.device_type)
 
+    def workload_unavailable_reason(self, model: str) -> str | None:
+        """Why this strategy cannot train the model named `model` (bench.workloads), or None:
+        every PyTorch strategy trains any workload. Asked in the sweep's parent: no torch."""
+        return None
+
     def default_cudnn_benchmark(self) -> bool:
         return not self.replicas_in_threads
 

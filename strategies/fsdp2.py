@@ -1,6 +1,8 @@
-"""FSDP2: torch.distributed.fsdp.fully_shard on each residual stage and at the root.
+"""FSDP2: torch.distributed.fsdp.fully_shard on each of the model's blocks and at the root.
 
-Parameters, gradients and optimiser state are sharded across ranks; each stage's
+The blocks are what the workload declares (bench.workloads: ResNet's four residual stages,
+a transformer's layers), or its repeated blocks where it declares none.
+Parameters, gradients and optimiser state are sharded across ranks; each block's
 parameters are all-gathered before its forward and backward, and gradients are
 reduce-scattered. `reshard_after_forward` frees the gathered parameters after the forward
 (ZeRO-3 behaviour) or keeps them until backward (ZeRO-2-like). `mixed_precision=off`
@@ -23,7 +25,7 @@ LAUNCHER_OPTIONS = ("launcher", "torchrun_args", "backend", "timeout_s")
 @register
 class FSDP2(DDP):
     name = "fsdp2"
-    summary = "FSDP2 fully_shard per residual stage and at the root (parameters, grads, state sharded)"
+    summary = "FSDP2 fully_shard per block (ResNet stage, transformer layer) and at the root (all state sharded)"
     shards = "all"
     order, colour, reference = 24, "tab:olive", False
     supports_apex = False
@@ -38,6 +40,7 @@ class FSDP2(DDP):
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         from bench.engine import training
+        from bench.workloads import shard_units
 
         mesh = init_device_mesh(device.type, (ctx.world_size,))
         dtype = ctx.precision.autocast_dtype
@@ -50,8 +53,8 @@ class FSDP2(DDP):
             for module in model.modules():
                 if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
                     fully_shard(module, mesh=mesh, reshard_after_forward=reshard, mp_policy=fp32)
-        for stage in (model.layer1, model.layer2, model.layer3, model.layer4):
-            fully_shard(stage, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+        for block in shard_units(model, ctx.spec.get("model")):
+            fully_shard(block, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
         fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
         return model
 

@@ -221,10 +221,10 @@ def test_the_first_screen_is_the_answer(fixture_file, tmp_path):
 
 
 def test_the_parameter_counts_are_the_models():
-    from bench.workloads import get_workload, names
+    from bench.workloads import facts, names
 
-    for name in names():
-        assert report.PARAMETERS[name] == sum(p.numel() for p in get_workload(name).build().parameters())
+    for name in names():  # counted on the meta device (vit-large's weights are 1.2 GB)
+        assert report.PARAMETERS[name] == facts(name)["parameters"]
 
 
 def test_the_memory_section_bounds_what_sharding_can_save():

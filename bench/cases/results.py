@@ -36,7 +36,7 @@ FIGURES = [
     "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "n_timed_steps",
     "peak_alloc_mib", "peak_alloc_mib_min", "peak_reserved_mib",
     "peak_alloc_mib_per_device", "peak_reserved_mib_per_device",
-    "flops_per_image", "tflops", *COUNTERS, *ANATOMY, "elapsed_s", *PHASES, "output_tail",
+    "parameters", "workload_source", "flops_per_image", "tflops", *COUNTERS, *ANATOMY, "elapsed_s", *PHASES, "output_tail",
 ]
 ENVIRONMENT = [
     "gpu_name", "gpu_count_host", "gpu_memory_mib", "driver", "cuda", "cudnn", "nccl", "torch", "mxnet", "numpy",
@@ -48,7 +48,7 @@ ENVIRONMENT = [
 COLUMNS = list(case_mod.COLUMNS) + FIGURES + ENVIRONMENT
 STATUSES = ("ok", "oom", "error", "timeout", "skipped")
 INTEGER = {*COUNTERS[:-1], "n_gpus", "n_replicas", "nnodes", "gpus_per_node", "world_size", "batch_per_gpu", "warmup", "steps", "trials", "seed", "global_batch", "n_timed_steps",
-           "gpu_count_host", "anatomy_steps"}
+           "gpu_count_host", "anatomy_steps", "parameters"}
 FLOAT = {
     "img_per_s", "img_per_s_p10", "img_per_s_p90", "wall_img_per_s", "trial_img_per_s_min", "trial_img_per_s_max",
     "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "peak_alloc_mib", "peak_alloc_mib_min",
@@ -61,7 +61,7 @@ REQUIRED_POSITIVE = ("img_per_s", "img_per_s_p10", "img_per_s_p90", "step_ms_p10
 NON_NEGATIVE = FLOAT - set(REQUIRED_POSITIVE) - {"anatomy_vs_timed_pct"}
 # Version fields stay text (CUDA "13.0", not the float 13.0) when a CSV is read back.
 TEXT = {"cuda", "cudnn", "nccl", "torch", "mxnet", "numpy", "python", "driver", "gpus", "git_commit", "torch_git",
-        "worker_scope"}
+        "worker_scope", "workload_source"}
 
 
 class ResultsError(Exception):

@@ -24,7 +24,7 @@ from bench.engine.launchers import worker_environment
 from bench.run.sweep import launcher_of, worker_spec
 from bench.workloads import get_workload
 from bench.run.sweep import worker_env
-from bench.engine.training import loss_fn, sgd_arguments
+from bench.engine.training import sgd_arguments
 from bench.core.placement import Placement
 
 # fp32 on the CPU: differences come from summation order alone.
@@ -43,6 +43,7 @@ def reference_parameters(model: str, global_batch: int, shards: int, seed: int =
     net = workload.build(seed).to(device)
     optimizer = torch.optim.SGD(net.parameters(), **sgd_arguments("foreach" if device != "cpu" else "for-loop"))
     inputs, targets = (t.to(device) for t in workload.synthetic_batch(global_batch, seed))
+    loss_fn = workload.criterion()
     if device != "cpu":
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
         torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False

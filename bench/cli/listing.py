@@ -1,15 +1,21 @@
 """`list`: the strategies, precisions and models, and whether each can run here."""
 from __future__ import annotations
 
-from bench.cli.common import resolve_gpus
+from bench.cli.common import UsageError, csv, resolve_gpus
 
 
 def cmd_list(args) -> int:
+    if args.models is None:  # `list --models`: the models alone
+        list_strategies(args)
+        print()
+    list_models(csv(args.models))
+    return 0
+
+
+def list_strategies(args) -> None:
     import strategies
     from bench.cases.case import EXECUTIONS
-    from bench import workloads
     from bench.cases.grid import placements
-    from bench.workloads import get_workload, training_flops_per_image
     from bench.core.precision import PRECISIONS
 
     gpus = resolve_gpus(args.gpus)
@@ -27,16 +33,50 @@ def cmd_list(args) -> int:
         for precision in PRECISIONS.values():
             reason = strategy.unavailable_reason(placement, precision)
             print(f"    {precision.name:<9} {'runs here' if reason is None else 'cannot run: ' + reason}")
-    print("\nModels:")
-    for name in workloads.names():
-        w = get_workload(name)
-        print(f"  {name:<15} input {'x'.join(map(str, w.input_shape))}, {w.num_classes} classes, "
-              f"{training_flops_per_image(name) / 1e9:.2f} GFLOP per image per training step")
-    return 0
+
+
+def list_models(given: list[str]) -> None:
+    """The built-in workloads (or the ones named) with parameters and FLOPs per image,
+    counted on the meta device, and the sources of other models."""
+    import strategies
+    from bench import workloads
+
+    names = given or workloads.names()
+    for name in names:
+        try:
+            workloads.check_name(name)
+        except workloads.WorkloadError as exc:
+            raise UsageError(f"{exc} (--models)") from None
+    print("Models (FLOPs: one forward+backward pass, torch.utils.flop_counter):")
+    for name in names:
+        try:
+            w, facts = workloads.get_workload(name), workloads.facts(name)
+        except Exception as exc:  # noqa: BLE001 - the user's model: say why, list the others
+            print(f"  {name}: cannot be built: {type(exc).__name__}: {str(exc).strip()[:300]}")
+            continue
+        print(f"  {name:<15} {facts['parameters'] / 1e6:8.2f} M parameters, "
+              f"{facts['flops_per_image'] / 1e9:8.2f} GFLOP per image per training step, "
+              f"input {'x'.join(map(str, w.input_shape))}, {w.num_classes} classes ({w.source})")
+        if w.summary:
+            print(f"  {'':<15} {w.summary}")
+        skipped = [f"{s}: {r}" for s in strategies.names() if (r := strategies.get(s).workload_unavailable_reason(name))]
+        if skipped:
+            print(f"  {'':<15} not in " + "; ".join(skipped))
+    if not given:
+        print("\nOther sources (--models PREFIX:NAME):")
+        for source in workloads.SOURCES.values():
+            state = f"{source.package} {source.version()} installed" if source.installed() else \
+                f"not installed: {source.install}"
+            print(f"  {source.prefix + ':NAME':<22} {source.summary} ({state})")
+        print(f"  {'package.module:factory':<22} your own: a callable returning an nn.Module, or a dict with 'model' "
+              f"and optionally 'input_shape', 'num_classes', 'loss', 'blocks' (the module on PYTHONPATH)")
 
 
 def add_parser(sub) -> None:
-    lst = sub.add_parser("list", help="strategies and precisions, and whether each can run here")
+    lst = sub.add_parser("list", help="strategies and precisions, and whether each can run here; the models")
     lst.add_argument("--gpus", help="as for run")
     lst.add_argument("--cpu-replicas", type=int, default=2)
+    lst.add_argument("--models", nargs="?", const="", default=None, metavar="NAMES",
+                     help="only the models: the built-in ones with parameters and FLOPs per image, and the sources; "
+                          "or the ones named (e.g. timm:resnet50,mypkg.models:build)")
     lst.set_defaults(func=cmd_list)

@@ -88,7 +88,13 @@ def cmd_run(args) -> int:
 
     names = check_names(csv(args.strategies) or strategies.names(), strategies.names(), "strategy", "--strategies")
     precisions = check_names(csv(args.precisions), list(PRECISIONS), "precision", "--precisions")
-    models = check_names(csv(args.models), workloads.names(), "model", "--models")
+    models = csv(args.models)
+    try:
+        for model in models:  # the syntax, and that its package or module exists: nothing imported here
+            workloads.check_name(model)
+        workloads.probe(models)  # names not built in: resolved in a process of their own
+    except workloads.WorkloadError as exc:
+        raise UsageError(f"{exc} (--models)") from None
     executions = csv(args.execution) or ["eager"]
     if args.compile:
         executions = ["compile"]  # --compile: the alias of --execution compile, kept for one release
@@ -273,7 +279,8 @@ def add_parser(sub) -> None:
     run = sub.add_parser("run", help="run a sweep and write results")
     run.add_argument("--strategies", help="comma-separated (default: every strategy)")
     run.add_argument("--precisions", default="fp32", help="fp32,amp-fp16,amp-bf16,apex-O1,apex-O2 (default fp32)")
-    run.add_argument("--models", default="resnet18-small", help="resnet18-small,resnet18 (default resnet18-small)")
+    run.add_argument("--models", default="resnet18-small", help="built-in (resnet18-small, resnet18, vit-large), timm:NAME, torchvision:NAME or "
+                     "package.module:factory (default resnet18-small; `list --models` shows them)")
     run.add_argument("--batch-sizes", help="per-GPU batch sizes (default 32,64,128,256 on GPUs, 2,4 on the CPU)")
     run.add_argument("--global-batch-sizes", help="global batch sizes, split evenly across the devices")
     run.add_argument("--gpus", help="CUDA ordinals, e.g. 0,1 (default: all visible; '' or cpu: the CPU)")

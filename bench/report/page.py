@@ -451,7 +451,7 @@ def achieved_vs_peak(frame: pd.DataFrame, peaks: dict[str, dict]) -> list[str]:
 
 
 # Parameters of each workload (bench/workloads/__init__.py; a test checks these against the built models).
-PARAMETERS = {"resnet18": 11_689_512, "resnet18-small": 11_172_810}
+PARAMETERS = {"resnet18": 11_689_512, "resnet18-small": 11_172_810, "vit-large": 304_326_632}
 SHARDED = {name: strategies.get(name).shards for name in STRATEGY_ORDER if strategies.get(name).shards}
 
 

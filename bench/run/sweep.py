@@ -27,6 +27,7 @@ from bench.cases.case import Case, Settings, execution_unavailable_reason, ident
 from bench.engine.launchers import Launcher, worker_environment
 from bench.core.precision import get_precision
 from bench.run.procs import Worker
+from bench import workloads
 
 
 class Terminated(Exception):
@@ -86,7 +87,7 @@ def worker_env(node_rank: int = 0) -> dict:
 def unavailable_reason(case: Case) -> str | None:
     strategy = strategies.get(case.strategy)
     return (strategy.unavailable_reason(case.placement, get_precision(case.precision), case.execution, case.options_dict)
-            or execution_unavailable_reason(case))
+            or strategy.workload_unavailable_reason(case.model) or execution_unavailable_reason(case))
 
 
 def worker_key(case: Case) -> tuple:
@@ -140,6 +141,7 @@ class Sweep:
         variables = worker_environment(launcher_of(case), case.placement, json.loads(row["environment"]))
         row["environment"] = json.dumps(variables, sort_keys=True)
         row["worker_scope"] = self.settings.worker_scope
+        row["workload_source"] = workloads.source_of(case.model)  # torch-free; the worker adds parameters
         row.update(figures)
         return row
 

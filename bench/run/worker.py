@@ -24,7 +24,7 @@ from bench.measure import anatomy, counters, envinfo
 from bench.engine import launchers, training
 from bench.run import procs
 from bench.core import protocol
-from bench.workloads import get_workload, training_flops_per_image
+from bench.workloads import facts, get_workload
 from bench.core.precision import get_precision
 from bench.core.stats import summarize
 from bench.measure.timing import StepClock, peak_memory_mib, reset_peak_memory
@@ -105,8 +105,10 @@ def build_step(job: Job, case: dict, parity: bool = False):
     ctx = make_context(case, job.rank, job.world_size, job.local_rank)
     strategy = strategies.get(case["strategy"])
     inputs, targets = job.data(case)
+    workload = get_workload(case["model"])
+    training.loss_fn = workload.criterion()  # every strategy's step takes the workload's loss
     torch.manual_seed(case["seed"])
-    step = strategy.build(get_workload(case["model"]).build(seed=case["seed"]), ctx)
+    step = strategy.build(workload.build(seed=case["seed"]), ctx)
     if case["data"] == "host":
         # Every step starts from a pinned host batch: the copy is part of the step.
         if step.devices[0].type == "cuda":
@@ -169,8 +171,9 @@ def measure_case(job: Job, case: dict) -> dict | None:
                        node_gpu_names=";".join(nodes[n]["gpu"] for n in sorted(nodes)))
     # Counters of the busiest rank (ranks of a data-parallel step do the same work).
     figures.update({k: max(r["work"][k] for r in per_rank) for k in counters.COUNTERS})
-    flops = training_flops_per_image(case["model"])
-    figures.update(flops_per_image=flops, tflops=flops * figures["img_per_s"] / 1e12)
+    model = facts(case["model"])  # on the meta device: no memory, whatever the model's size
+    figures.update(parameters=model["parameters"], flops_per_image=model["flops_per_image"],
+                   tflops=model["flops_per_image"] * figures["img_per_s"] / 1e12)
     if breakdown is not None:
         figures.update(anatomy_row(case, per_rank, figures["step_ms_p50"], time.perf_counter() - anatomy_started))
     if memory:

@@ -1,24 +1,40 @@
 """Workloads: the models the suite trains, each with its input shape and synthetic data.
 
-A workload is registered by a module in this folder (`register(Workload(...))`); every
-module here is imported when the registry is first asked, so adding a workload is adding
-one file (docs/extending.md). ResNet-18 (`resnet18`, `resnet18-small`) is the reference
-workload, the same network in every strategy and in MXNet (resnet18.py).
+A model name on the command line is one of:
 
-Importing this package loads no torch, so that the sweep's parent, which only needs the
-names, stays light; building a model or data loads it.
+- a built-in workload, registered by a module in this folder (`register(Workload(...))`);
+  every module here is imported when the registry is first asked, so adding one is adding
+  one file. ResNet-18 (`resnet18`, `resnet18-small`) is the reference workload, the same
+  network in every strategy and in MXNet (resnet18.py); `vit-large` is the one whose
+  model state is large enough for sharding to matter (vit.py);
+- `PREFIX:NAME` for a registered source (sources.py: `timm:NAME`, `torchvision:NAME`);
+- `package.module:factory`: the user's own code, a callable that returns the model, or a
+  dict (or object) with `model` and optionally `input_shape`, `num_classes`, `loss`,
+  `blocks` (see `from_factory_result`).
+
+Importing this package loads no torch, and neither does checking a name
+(`check_name`), nor naming its source (`source_of`), nor `probe`, which resolves names
+that are not built in in a process of its own: the sweep's parent stays light.
+Resolving such a name (`get_workload`) imports its package or module; building a model
+or data loads torch; both happen in the worker (or in `probe`'s process).
 """
 from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import pkgutil
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+import re
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
+
+
+class WorkloadError(LookupError):
+    """A model name that cannot be used; the message is one line that names the fix."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +50,12 @@ class Workload:
     # The arguments of the same network in MXNet Gluon (strategies/gluon/models.py), or None
     # where MXNet has no such network.
     mxnet: dict | None = None
+    # The modules that sharding strategies (FSDP2) wrap on their own: class names (every
+    # outermost module of those classes), or a callable model -> modules; None: the
+    # repeated blocks found by `repeated_blocks`.
+    blocks: tuple[str, ...] | Callable[["nn.Module"], list] | None = None
+    # The training loss, loss(output, targets) -> scalar; None: cross-entropy over the classes.
+    loss: Callable | None = field(default=None, compare=False)
 
     def build(self, seed: int = 0) -> nn.Module:
         """The model with weights that depend on `seed` alone (identical in every strategy)."""
@@ -42,6 +64,22 @@ class Workload:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             return self.factory()
+
+    def criterion(self) -> Callable:
+        """The loss the training step takes (the same in every strategy)."""
+        if self.loss is not None:
+            return self.loss
+        from torch import nn
+
+        return nn.CrossEntropyLoss()
+
+    def shard_units(self, model: nn.Module) -> list:
+        """The modules a sharding strategy wraps on their own, inner ones first."""
+        if callable(self.blocks):
+            return list(self.blocks(model))
+        if self.blocks:
+            return outermost(model, lambda m: type(m).__name__ in self.blocks)
+        return repeated_blocks(model)
 
     def synthetic_batch(self, batch: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """A fixed random batch on the CPU; the first rows are the same for any `batch`."""
@@ -106,36 +144,315 @@ def _load() -> None:
 
 
 def names() -> list[str]:
-    """Every registered workload, in registration order."""
+    """Every built-in workload, in registration order."""
     _load()
     return list(_REGISTRY)
 
 
-def get_workload(name: str) -> Workload:
+def builtin(name: str) -> Workload | None:
+    """The built-in workload of that name, or None (torch-free)."""
     _load()
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown model {name!r}: choose one of {', '.join(_REGISTRY)}")
-    return _REGISTRY[name]
+    return _REGISTRY.get(name)
 
 
-_FLOPS_CACHE: dict[str, float] = {}
+# --- sources: where a model that is not built in comes from ---------------------------
 
 
-def training_flops_per_image(name: str) -> float:
-    """FLOPs of one forward+backward pass per image, counted by torch.utils.flop_counter.
+@dataclass(frozen=True)
+class Source:
+    """Models named `PREFIX:NAME`: `resolve(NAME)` (in the worker) gives (factory,
+    input_shape or None, num_classes or None, summary). `package` must be importable."""
+
+    prefix: str
+    package: str
+    install: str  # what to run where the package is missing
+    resolve: Callable[[str], tuple]
+    summary: str = ""
+
+    def installed(self) -> bool:
+        return importlib.util.find_spec(self.package) is not None  # no import: torch-free
+
+    def version(self) -> str:
+        from importlib import metadata
+
+        try:
+            return metadata.version(self.package)
+        except metadata.PackageNotFoundError:
+            return ""
+
+
+SOURCES: dict[str, Source] = {}
+
+
+def register_source(source: Source) -> Source:
+    SOURCES[source.prefix] = source
+    return source
+
+
+_MODULE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
+
+
+def _split(name: str) -> tuple[str, str] | None:
+    left, sep, right = name.partition(":")
+    return (left, right) if sep else None
+
+
+def check_name(name: str) -> None:
+    """Raise WorkloadError (one line) if `name` cannot name a workload; imports nothing.
+    A registered prefix wins over a module of the same name (`timm:x` is timm's model x)."""
+    _load()
+    if name in _REGISTRY:
+        return
+    parts = _split(name)
+    if parts is None:
+        raise WorkloadError(f"unknown model {name!r}: choose from {', '.join(_REGISTRY)}, "
+                            f"{', '.join(p + ':NAME' for p in SOURCES)} or package.module:factory")
+    left, right = parts
+    if left in SOURCES:
+        source = SOURCES[left]
+        if not right:
+            raise WorkloadError(f"model {name!r} names no {left} model: write {left}:NAME")
+        if not source.installed():
+            raise WorkloadError(f"model {name!r} needs {source.package}, which is not installed: {source.install}")
+        return
+    if not (_MODULE.match(left) and _MODULE.match(right)):
+        raise WorkloadError(f"model {name!r} is neither built in ({', '.join(_REGISTRY)}) nor "
+                            f"{'|'.join(SOURCES)}:NAME nor package.module:factory")
+    if importlib.util.find_spec(left.split(".")[0]) is None:  # the top package only: nothing imported
+        raise WorkloadError(f"model {name!r}: no module named {left.split('.')[0]!r}: "
+                            f"put its folder on PYTHONPATH (the workers import it from there)")
+
+
+def source_of(name: str) -> str:
+    """Where the model comes from, for the row (torch-free): 'built-in', 'timm 1.0.15',
+    'module mymodels' and so on; '' for a name that names nothing."""
+    _load()
+    if name in _REGISTRY:
+        return _REGISTRY[name].source
+    parts = _split(name)
+    if parts is None:
+        return ""
+    if parts[0] in SOURCES:
+        source = SOURCES[parts[0]]
+        return f"{source.package} {source.version()}".strip()
+    return f"module {parts[0]}"
+
+
+def probe(names: list[str], timeout_s: float = 300) -> dict[str, dict]:
+    """Resolve the names that are not built in, in a process of their own (as a worker
+    would: the repository and PYTHONPATH on its path), so that the caller imports neither
+    torch nor the user's module: {name: facts}; WorkloadError (one line) for the first name
+    that cannot be built. Costs that process's torch import, only where such names are given."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    _load()
+    others = [n for n in dict.fromkeys(names) if n not in _REGISTRY]
+    if not others:
+        return {}
+    repo = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "bench.workloads._probe", *others], cwd=repo, env=env,
+                              capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise WorkloadError(f"resolving {', '.join(others)} took over {timeout_s:.0f} s") from None
+    found = {}
+    for line in proc.stdout.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # the user's module printing
+        if isinstance(entry, dict) and entry.get("name") in others:
+            found[entry["name"]] = entry
+    for name in others:
+        if name not in found:
+            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise WorkloadError(f"model {name!r}: resolving it failed (exit {proc.returncode}): {tail}")
+        if "error" in found[name]:
+            raise WorkloadError(found[name]["error"])
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def get_workload(name: str) -> Workload:
+    """The workload of any model name; a name that is not built in is resolved here (its
+    package or module imported, its model probed once on the meta device)."""
+    _load()
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    check_name(name)
+    left, right = _split(name)
+    if left in SOURCES:
+        factory, shape, classes, summary = SOURCES[left].resolve(right)
+        return _described(name, factory, shape, classes, summary=summary, source=source_of(name))
+    return _from_module(name, left, right)
+
+
+def _from_module(name: str, module_name: str, attr: str) -> Workload:
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - the user's module: any failure is this model's
+        raise WorkloadError(f"model {name!r}: importing {module_name} failed: {type(exc).__name__}: {exc}") from exc
+    target = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise WorkloadError(f"model {name!r}: {module_name} has no {attr!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise WorkloadError(f"model {name!r}: {module_name}.{attr} is not callable (it must return a model)")
+    declared = _probe(name, target)
+    return _described(name, lambda: from_factory_result(target())["model"], declared.get("input_shape"),
+                      declared.get("num_classes"), probe=declared["model"], source=source_of(name),
+                      summary=declared.get("summary") or (target.__doc__ or "").strip().split("\n")[0],
+                      loss=declared.get("loss"), blocks=declared.get("blocks"))
+
+
+def _probe(name: str, factory: Callable) -> dict:
+    """What the factory declares, from one call on the meta device (no memory, whatever
+    the model's size), or on the CPU where the factory needs real tensors."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            return from_factory_result(factory())
+    except WorkloadError:
+        raise
+    except Exception:  # noqa: BLE001 - e.g. a factory that loads weights: try for real
+        pass
+    try:
+        return from_factory_result(factory())
+    except WorkloadError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's code: any failure is this model's
+        raise WorkloadError(f"model {name!r}: its factory failed: {type(exc).__name__}: {exc}") from exc
+
+
+def from_factory_result(result: Any) -> dict:
+    """A user factory's result as a dict: an nn.Module alone, or a dict or object with
+    `model` and optionally `input_shape` (C, H, W: default 3x224x224), `num_classes`
+    (default: the model's output width), `loss` (default cross-entropy), `blocks` (the
+    modules FSDP2 wraps: class names or a callable; default the repeated blocks)."""
+    from torch import nn
+
+    if isinstance(result, nn.Module):
+        return {"model": result}
+    if not isinstance(result, dict):
+        result = {k: getattr(result, k) for k in ("model", "input_shape", "num_classes", "loss", "blocks", "summary")
+                  if hasattr(result, k)}
+    if not isinstance(result.get("model"), nn.Module):
+        raise WorkloadError(f"a model factory must return an nn.Module, or a dict or object whose 'model' is one; "
+                            f"got {type(result).__name__}")
+    return result
+
+
+def _described(name, factory, shape, classes, probe=None, **fields) -> Workload:
+    """The workload, its input shape defaulting to 3x224x224 and its class count to the
+    model's output width (one forward on the meta device: no memory, no arithmetic)."""
+    shape = tuple(int(d) for d in (shape or (3, 224, 224)))
+    if classes is None:
+        import torch
+
+        try:
+            with torch.device("meta"):
+                model = probe.to("meta") if probe is not None else factory()
+                out = model(torch.empty((2, *shape)))
+        except Exception as exc:  # noqa: BLE001 - the model's own code
+            raise WorkloadError(f"model {name!r}: a forward pass on a {'x'.join(map(str, shape))} input failed "
+                                f"({type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}): "
+                                f"declare input_shape and num_classes") from exc
+        if not isinstance(out, torch.Tensor) or out.dim() != 2:
+            raise WorkloadError(f"model {name!r} must return logits of shape (batch, classes) for input "
+                                f"{'x'.join(map(str, shape))}, got {getattr(out, 'shape', type(out).__name__)}")
+        classes = int(out.shape[-1])
+    return Workload(name, shape, int(classes), factory, **{k: v for k, v in fields.items() if v is not None})
+
+
+# --- facts measured from the model (torch, in the worker or `list`) ---------------------
+
+
+@functools.lru_cache(maxsize=None)
+def facts(name: str) -> dict:
+    """{'parameters', 'flops_per_image'} of a workload: the model built on the meta device
+    (no memory, no arithmetic) and one training step counted by torch.utils.flop_counter;
+    on the CPU at batch 2 where the model cannot be built on the meta device.
 
     The counter sees matrix products and convolutions (what the tensor cores do);
     element-wise work such as BatchNorm and ReLU is not counted, as is customary.
+    FLOPs per image are of one forward+backward pass.
     """
-    if name not in _FLOPS_CACHE:
-        from torch import nn
-        from torch.utils.flop_counter import FlopCounterMode
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
 
-        workload = get_workload(name)
-        model = workload.build()
-        inputs, targets = workload.synthetic_batch(2)
+    workload = get_workload(name)
+
+    def count(device: str) -> dict:
+        with torch.device(device):
+            model = workload.build()
+            inputs = torch.randn((2, *workload.input_shape))
+            targets = torch.randint(0, workload.num_classes, (2,))
         counter = FlopCounterMode(display=False)
         with counter:
-            nn.functional.cross_entropy(model(inputs), targets).backward()
-        _FLOPS_CACHE[name] = counter.get_total_flops() / 2
-    return _FLOPS_CACHE[name]
+            workload.criterion()(model(inputs), targets).backward()
+        # Counted after the step: lazy modules have their parameters by then.
+        return {"parameters": sum(p.numel() for p in model.parameters()),
+                "flops_per_image": counter.get_total_flops() / 2}
+
+    try:
+        return count("meta")
+    except Exception:  # noqa: BLE001 - a factory that needs real tensors (loads weights...)
+        return count("cpu")
+
+
+def training_flops_per_image(name: str) -> float:
+    """FLOPs of one forward+backward pass per image (see `facts`)."""
+    return facts(name)["flops_per_image"]
+
+
+def parameters(name: str) -> int:
+    return facts(name)["parameters"]
+
+
+# --- the units a sharding strategy wraps -----------------------------------------------
+
+
+def outermost(model: nn.Module, chosen: Callable[[nn.Module], bool]) -> list:
+    """The modules under `model` for which `chosen` holds, none inside another."""
+    found, stack = [], list(reversed(list(model.children())))
+    while stack:
+        module = stack.pop()
+        if chosen(module):
+            found.append(module)
+        else:
+            stack.extend(reversed(list(module.children())))
+    return found
+
+
+def repeated_blocks(model: nn.Module) -> list:
+    """A model's repeated blocks, found without knowing the model: walking down from the
+    root, where a module has two or more children of one class that hold parameters, those
+    children are blocks (and are not searched further). ResNet: its four stages; a
+    transformer: its layers (timm's `blocks`, torchvision's `encoder.layers`)."""
+    from collections import Counter
+
+    found, stack = [], [model]
+    while stack:
+        module = stack.pop()
+        children = [c for c in module.children() if next(c.parameters(), None) is not None]
+        counts = Counter(type(c) for c in children)
+        for child in children:
+            (found if counts[type(child)] > 1 else stack).append(child)
+    return found
+
+
+def shard_units(model: nn.Module, name: str | None = None) -> list:
+    """The modules a sharding strategy wraps on their own for the case's model `name`
+    (its declared blocks), or the repeated blocks where the name is not known here."""
+    try:
+        workload = get_workload(name) if name else None
+    except (KeyError, WorkloadError):
+        workload = None
+    return workload.shard_units(model) if workload else repeated_blocks(model)

@@ -82,6 +82,15 @@ class MXNetGluon(Strategy):
             return "mxnet.contrib.amp float16 needs GPU contexts"
         return None
 
+    def workload_unavailable_reason(self, model):
+        from bench import workloads
+
+        declared = workloads.builtin(model)
+        if declared is None or declared.mxnet is None:
+            reference = ", ".join(n for n in workloads.names() if workloads.builtin(n).mxnet is not None)
+            return f"MXNet has only the reference workload ({reference})"
+        return None
+
     def prepare_launch(self, spec: dict, workdir: str) -> None:
         """Export the PyTorch model's initial weights and the case's synthetic batch for the
         worker (into the worker's folder, removed with it)."""
@@ -89,9 +98,7 @@ class MXNetGluon(Strategy):
 
         from bench.workloads import get_workload, training_flops_per_image
 
-        workload = get_workload(spec["model"])
-        if workload.mxnet is None:
-            raise ValueError(f"MXNet has only the reference workload (resnet18, resnet18-small), not {workload.name}")
+        workload = get_workload(spec["model"])  # one with an MXNet network (workload_unavailable_reason)
         stem = os.path.join(workdir, f"mx-{abs(hash(tuple(spec['key'])))}")
         weights = {k: v.numpy() for k, v in workload.build(seed=spec["seed"]).state_dict().items()}
         inputs, targets = workload.synthetic_batch(spec["global_batch"], seed=spec["seed"])

@@ -1,0 +1,28 @@
+"""Resolve model names in a process of their own: `python -m bench.workloads._probe NAME...`
+prints one JSON line per name, {"name", "error"} or {"name", "parameters",
+"flops_per_image", "input_shape", "num_classes"}. The sweep's parent asks this (through
+bench.workloads.probe) for names that are not built in, so that it never imports torch or
+the user's module itself, and a model that cannot be built fails before anything runs."""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def main(names: list[str]) -> None:
+    from bench import workloads
+
+    for name in names:
+        try:
+            w = workloads.get_workload(name)
+            found = {"name": name, **workloads.facts(name), "input_shape": list(w.input_shape),
+                     "num_classes": w.num_classes}
+        except Exception as exc:  # noqa: BLE001 - every failure is this name's one line
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            found = {"name": name, "error": text if isinstance(exc, workloads.WorkloadError)
+                     else f"model {name!r} cannot be built: {type(exc).__name__}: {text}"}
+        print(json.dumps(found), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

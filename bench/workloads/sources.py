@@ -1,0 +1,46 @@
+"""The sources of models that are not built in: `PREFIX:NAME` on the command line.
+
+Adding a source is adding one `register_source(Source(...))` here: its prefix, the
+package it needs (checked without importing it) and a resolver that, in the worker,
+gives the model's factory, input shape, number of classes and a summary (None where the
+model itself says: bench.workloads probes it on the meta device).
+"""
+from __future__ import annotations
+
+from bench.workloads import Source, WorkloadError, register_source
+
+
+def _timm(name: str) -> tuple:
+    import timm
+
+    if not timm.is_model(name):
+        raise WorkloadError(f"timm has no model {name!r} (timm.list_models() lists them)")
+    try:  # the input size the model was made for (timm >= 0.9)
+        from timm.models import get_pretrained_cfg
+
+        config = get_pretrained_cfg(name)
+        shape = tuple(config.input_size) if config is not None and config.input_size else None
+    except Exception:  # noqa: BLE001 - older timm: 3x224x224
+        shape = None
+    return (lambda: timm.create_model(name)), shape, None, f"timm {name}"
+
+
+def _torchvision(name: str) -> tuple:
+    from torchvision import models
+
+    if name not in models.list_models():
+        raise WorkloadError(f"torchvision has no model {name!r} (torchvision.models.list_models() lists them)")
+    shape, classes = None, None
+    try:  # the input size and classes of its published weights, where it has some
+        weights = models.get_model_weights(name).DEFAULT
+        crop = getattr(weights.transforms, "keywords", {}).get("crop_size")
+        shape = (3, *((crop, crop) if isinstance(crop, int) else crop)) if crop else None
+        classes = len(weights.meta["categories"]) if weights.meta.get("categories") else None
+    except Exception:  # noqa: BLE001 - no weights: the defaults (3x224x224, output width)
+        pass
+    return (lambda: models.get_model(name, weights=None)), shape, classes, f"torchvision.models.{name}"
+
+
+register_source(Source("timm", "timm", "pip install timm", _timm, "timm.create_model(NAME), random weights"))
+register_source(Source("torchvision", "torchvision", "pip install torchvision (the build that matches your torch)",
+                       _torchvision, "torchvision.models.get_model(NAME), random weights"))
