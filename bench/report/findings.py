@@ -1,11 +1,7 @@
-"""The answer, first: for each hardware, model, precision and device count, which strategy
-to use at each batch size, what it gives and what it costs, and how close the next one is.
-
-Computed from the report's frame (one row per case, speed-ups paired within a run); no
-torch. A "tie" is where the two spreads (p10-p90 of images/s) overlap: the order of the
-two is not a finding. Where the fastest and the runner-up come from different results
-files, the gap says "different runs" (the machine may have been busier in one of them);
-the sentences divide only cases of the same run.
+"""Findings in sentences, computed from one hardware/model frame: every ratio divides two
+cases of the same results file, and a summary over cases names their regime (host-bound
+or GPU-bound, bench/report/regime.py): a median over host-bound cases measures the host,
+not the knob. No torch.
 """
 from __future__ import annotations
 
@@ -15,17 +11,9 @@ import pandas as pd
 
 import strategies
 from bench.report.frame import amp_speedups
+from bench.report.regime import GPU, HOST
 
 BASELINE = strategies.baseline()
-
-
-def _name(row) -> str:
-    knobs = row.get("variant") or ""
-    return f"{row['strategy']}" + (f" ({knobs})" if knobs else "")
-
-
-def _devices(row) -> int:
-    return int(row["n_gpus"]) if row["n_gpus"] else int(row["n_replicas"])
 
 
 def rate(x: float) -> str:
@@ -51,63 +39,6 @@ def efficiency_cell(row) -> str:
         low = row.get("efficiency_lo")
         text += ", noise" if low is not None and not pd.isna(low) and low <= 1 else ", above linear"
     return text
-
-
-def answer_table(group: pd.DataFrame) -> pd.DataFrame:
-    """One line per per-GPU batch of a hardware/model/precision/device-count group: the
-    fastest case (any strategy, any knobs), and the fastest case of another strategy."""
-    lines = []
-    for batch in sorted(group["batch_per_gpu"].unique()):
-        at = group[group["batch_per_gpu"] == batch]
-        ok = at[at["status"] == "ok"].sort_values("img_per_s", ascending=False)
-        oom = sorted(set(at[at["status"] == "oom"]["strategy"]))
-        line = {"batch/GPU": int(batch)}
-        if ok.empty:
-            line.update({"fastest": "none ran" + (f" (out of memory: {', '.join(oom)})" if oom else ""),
-                         "images/s": "", "speed-up (efficiency)": "", "memory/GPU MiB": "", "runner-up": "",
-                         "gap": ""})
-            lines.append(line)
-            continue
-        top = ok.iloc[0]
-        others = ok[ok["strategy"] != top["strategy"]]
-        speedup = top.get("speedup")
-        line.update({
-            "fastest": _name(top),
-            "images/s": f"{rate(top['img_per_s'])} ({rate(top['img_per_s_p10'])}-{rate(top['img_per_s_p90'])})",
-            "speed-up (efficiency)": "" if speedup is None or pd.isna(speedup)
-            else f"x{speedup:.2f} ({efficiency_cell(top)})",
-            "memory/GPU MiB": "" if pd.isna(top.get("peak_alloc_mib")) else f"{top['peak_alloc_mib']:.0f}",
-        })
-        if others.empty:
-            line.update({"runner-up": "only one strategy ran", "gap": ""})
-        else:
-            second = others.iloc[0]
-            gap = 100 * (top["img_per_s"] / second["img_per_s"] - 1)
-            tie = top["img_per_s_p10"] <= second["img_per_s_p90"]
-            # Two runs may have met different machine loads: the gap then says so.
-            other_run = "source" in second and second["source"] != top["source"]
-            notes = [n for n, on in (("tie", tie), ("different runs", other_run)) if on]
-            line.update({"runner-up": _name(second), "gap": f"{gap:.1f}%" + (f" ({', '.join(notes)})" if notes else "")})
-        if oom:
-            line["runner-up"] += f"; out of memory: {', '.join(oom)}"
-        lines.append(line)
-    return pd.DataFrame(lines)
-
-
-def answer_groups(frame: pd.DataFrame):
-    """(precision, device label, group) for the multi-device comparisons of one hardware/model
-    frame; `single` is the baseline of each (its row sits in the speed-up)."""
-    multi = frame[frame["strategy"] != BASELINE]
-    multi = multi.assign(_devices=[_devices(r) for _, r in multi.iterrows()], _nnodes=multi.get("nnodes", 1))
-    multi["_nnodes"] = multi["_nnodes"].fillna(1).astype(int)
-    for precision in sorted(set(multi["precision"])):
-        p = multi[multi["precision"] == precision]
-        for (devices, nnodes), group in p.groupby(["_devices", "_nnodes"], sort=True):
-            on_gpu = bool(group["n_gpus"].iloc[0])
-            where = f"{devices} GPU{'s' if devices > 1 else ''}" if on_gpu else f"CPU x{devices}"
-            if nnodes > 1:
-                where += f" on {nnodes} hosts"
-            yield precision, where, group.drop(columns=["_devices", "_nnodes"])
 
 
 def twins(rows: pd.DataFrame, row, same: tuple, **fixed) -> pd.DataFrame:
@@ -150,6 +81,20 @@ def sharding_pairs(ok: pd.DataFrame) -> list[tuple]:
     return pairs
 
 
+def by_regime(ratios: list[tuple[float, str]]) -> str:
+    """'x1.84 median over 6 GPU-bound cases (x1.52-x2.10); x0.97 over 10 host-bound cases
+    (...)': a median is taken within one regime only."""
+    parts = []
+    for regime, note in ((GPU, ""), (HOST, ", where the host sets the pace"), ("", "")):
+        values = [x for x, r in ratios if (r == regime if regime else r not in (GPU, HOST)) and pd.notna(x)]
+        if not values:
+            continue
+        where = f"{regime} cases" if regime else "cases of unknown regime"
+        parts.append(f"median x{statistics.median(values):.2f} over {len(values)} {where} "
+                     f"(x{min(values):.2f}-x{max(values):.2f}{note})")
+    return "; ".join(parts)
+
+
 def sentences(frame: pd.DataFrame) -> list[str]:
     """Three to six statements computed from one hardware/model frame; every ratio divides
     two cases of the same results file."""
@@ -162,20 +107,19 @@ def sentences(frame: pd.DataFrame) -> list[str]:
         out.append(f"DataParallel-style strategies ({', '.join(threaded)}) reach {100 * min(pairs):.0f}-"
                    f"{100 * max(pairs):.0f}% of {reference}'s throughput on the same GPUs ({len(pairs)} pairs, "
                    "default knobs).")
-    gains = amp_speedups(frame)["amp_speedup"].dropna().tolist()
+    merged = amp_speedups(frame)
+    gains = list(zip(merged["amp_speedup"], merged.get("regime", pd.Series("", index=merged.index))))
     if gains:
-        out.append(f"Mixed precision gives a median x{statistics.median(gains):.2f} images/s over fp32 "
-                   f"(x{min(gains):.2f}-x{max(gains):.2f} over {len(gains)} cases; same strategy, GPUs, batch and run).")
+        out.append("Mixed precision over fp32 (same strategy, GPUs, batch and run): " + by_regime(gains) + ".")
     cl = []
     for _, r in ok[ok["channels_last"].astype(str).str.lower() == "true"].iterrows():
         twin = twins(ok, r, ("strategy", "n_gpus", "batch_per_gpu", "precision"))
         twin = twin[(twin["channels_last"].astype(str).str.lower() != "true")
                     & (twin["variant"].fillna("") == str(r["variant"]).replace("channels_last", "").strip(", "))]
         if len(twin):
-            cl.append(r["img_per_s"] / twin["img_per_s"].iloc[0])
+            cl.append((r["img_per_s"] / twin["img_per_s"].iloc[0], r.get("regime", "")))
     if cl:
-        out.append(f"channels_last gives a median x{statistics.median(cl):.2f} images/s "
-                   f"(x{min(cl):.2f}-x{max(cl):.2f} over {len(cl)} pairs, same run).")
+        out.append("channels_last over the default layout (same run): " + by_regime(cl) + ".")
     saved = [(ref["peak_alloc_mib"] - r["peak_alloc_mib"], r["img_per_s"] / ref["img_per_s"])
              for r, ref in sharding_pairs(ok)]
     if saved:
