@@ -131,7 +131,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
         line.update({
             "fastest": r["label"], "images/s (p10-p90)": f"{rate(r['img_per_s'])} ({rate(r['img_per_s_p10'])}-"
                                                           f"{rate(r['img_per_s_p90'])})",
-            "vs single": speed, "MiB/GPU": "" if r["peak_alloc_mib"] is None else f"{r['peak_alloc_mib']:.0f}",
+            f"vs {BASELINE}": speed, "MiB/GPU": "" if r["peak_alloc_mib"] is None else f"{r['peak_alloc_mib']:.0f}",
             "regime": r["regime"], "runner-up": r["runner_up"] or "only one strategy", "gap": _verdict(r)})
         lines.append(line)
     return pd.DataFrame(lines).fillna("")

@@ -244,7 +244,7 @@ def figure_efficiency(group: pd.DataFrame, folder: Path, name: str) -> list[Path
     sub = primary(sub)  # knob variants: the knobs figure and the tables
     return _bar_figure(sub.assign(efficiency_pct=sub["efficiency"] * 100, efficiency_lo_pct=sub["efficiency_lo"] * 100,
                                   efficiency_hi_pct=sub["efficiency_hi"] * 100),
-                       f"Scaling efficiency (speed-up over single / GPUs; bars: both p10-p90 spreads; fastest knobs) - "
+                       f"Scaling efficiency (speed-up over {BASELINE} / GPUs; bars: both p10-p90 spreads; fastest knobs) - "
                        f"{caption(group)}",
                        lambda p: p.apply(label, axis=1), "efficiency_pct", lambda precision: precision,
                        "scaling efficiency, % (100% = perfect)", 100, folder, name,
@@ -308,7 +308,7 @@ def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
             counts |= set(line["n_gpus"])
         ax.set_xticks(sorted(counts))
         ax.set_xlabel("GPUs")
-        ax.set_ylabel("images/s (hollow: single; dotted: linear from single)")
+        ax.set_ylabel(f"images/s (hollow: {BASELINE}; dotted: linear from {BASELINE})")
         ax.set_title(precision)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.12))

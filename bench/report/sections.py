@@ -23,6 +23,7 @@ from bench.report.frame import STRATEGY_ORDER, THREADED, _flag, label, run_name
 from bench.report.labels import Legend
 
 _k = answer.rate
+REFERENCE = strategies.reference()
 
 
 @dataclass
@@ -186,7 +187,7 @@ def findings(group: pd.DataFrame) -> list[str]:
             if min(x for _, x in ratios) < 0.9:
                 worst = min(ratios, key=lambda t: t[1])
                 out.append(f"{precision}: {threaded} reaches {100 * min(x for _, x in ratios):.0f}-"
-                           f"{100 * max(x for _, x in ratios):.0f}% of DDP's throughput on the same GPUs "
+                           f"{100 * max(x for _, x in ratios):.0f}% of {REFERENCE}'s throughput on the same GPUs "
                            f"(worst at batch {worst[0]}/GPU; batches {', '.join(str(b) for b, _ in ratios)}).")
     for precision, prow in group.groupby("precision", sort=False):
         fits = []
@@ -280,21 +281,21 @@ def memory_section(group: pd.DataFrame) -> list[str]:
         n = int(base["n_gpus"])
         rows.append({"precision": r["precision"], "GPUs": n, "batch/GPU": int(r["batch_per_gpu"]),
                      "case": label(r), "peak MiB": f"{r['peak_alloc_mib']:.0f}",
-                     "ddp peak MiB": f"{base['peak_alloc_mib']:.0f}",
+                     f"{REFERENCE} peak MiB": f"{base['peak_alloc_mib']:.0f}",
                      "saved MiB": f"{base['peak_alloc_mib'] - r['peak_alloc_mib']:.0f}",
                      "at most MiB": f"{state[SHARDED[r['strategy']]] * (n - 1) / n:.0f}",
-                     "images/s vs ddp": f"{100 * r['img_per_s'] / base['img_per_s']:.0f}% "
+                     f"images/s vs {REFERENCE}": f"{100 * r['img_per_s'] / base['img_per_s']:.0f}% "
                                         f"({100 * r['img_per_s_p10'] / base['img_per_s_p90']:.0f}-"
                                         f"{100 * r['img_per_s_p90'] / base['img_per_s_p10']:.0f})"})
     share, at = max((((b["peak_alloc_mib"] - 3 * tensor_mib) / b["peak_alloc_mib"], b) for _, b in pairs),
                     key=lambda t: t[0])
     what = {"optimizer": f"the momentum ({tensor_mib:.0f} MiB)", "all": "all three"}
     who = "; ".join(f"{name} shards {what[kind]}" for name, kind in SHARDED.items())
-    return ["## Memory, explained: sharding against DDP", "",
+    return [f"## Memory, explained: sharding against {REFERENCE}", "",
             f"{model} has {parameters / 1e6:.2f} M parameters: its model state (fp32 weights, gradients and "
             f"SGD momentum) is {3 * tensor_mib:.0f} MiB per replica. {who}; on N GPUs a strategy can save at most "
             "(N-1)/N of what it shards, per GPU ('at most'). The rest of the peak is activations and workspace, "
-            f"which no strategy here shards: up to {100 * share:.0f}% of ddp's peak ({label(at)}, {at['precision']}, "
+            f"which no strategy here shards: up to {100 * share:.0f}% of {REFERENCE}'s peak ({label(at)}, {at['precision']}, "
             f"batch {int(at['batch_per_gpu'])}/GPU). Where the saving exceeds the bound or is negative, the "
             "difference is the strategies' own buffers (DDP's gradient buckets, gathered parameters).", "",
             pd.DataFrame(rows).to_markdown(index=False), ""]
