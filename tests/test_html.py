@@ -69,4 +69,4 @@ def test_the_recommendation_is_on_the_first_screen(site):
     height = int(re.search(r'data-viewport-height="(\d+)"', body).group(1))
     first_list = dom.split("<ul>", 1)[1].split("</ul>", 1)[0]
     assert "Fastest:" in first_list and "Avoid dp" in first_list
-    assert height == 900 and bottom <= height, (bottom, height)
+    assert 700 < height <= 900 and bottom <= height, (bottom, height)  # the window less its frame
