@@ -210,7 +210,7 @@ def test_missing_and_out_of_memory_cells_say_so():
     assert lines[256][f"vs {answer.BASELINE}"] == ""  # no single at 256 in this run: no speed-up invented
     sentence = answer.actions(frame, one_group(frame))
     assert sentence.startswith("Fastest: `ddp` (fp32, 2 GPUs, 256/GPU): 40.0k img/s")
-    assert "At 64/GPU the fastest cases are host-bound" in sentence
+    assert "At 64/GPU every fastest case is host-bound" in sentence
 
 
 def test_efficiency_above_100_percent_is_flagged():
@@ -322,7 +322,7 @@ def test_the_first_screen_is_the_answer(fixture_file, tmp_path):
     assert lines[0].startswith("# parabench report")
     first = "\n".join(lines[:40])
     assert "- **resnet18-small on NVIDIA H200**: Fastest: `ddp` (fp32, 2 GPUs, 128/GPU): 35.0k img/s" in first
-    assert "Avoid dp" in first and "cudnn.benchmark on: up to 30x slower" in first
+    assert "Avoid dp at 64/GPU" in first and "cudnn.benchmark on: up to 30x slower" in first
     assert any(line.startswith("| ") and "fastest" in line and "runner-up" in line for line in lines[:40])
     assert max(map(len, cells(lines[:40]))) <= 40
     text = "\n".join(lines)

@@ -149,12 +149,14 @@ def _avoid(run: pd.DataFrame, recs: list[dict]) -> list[str]:
     ok = run[run["status"] == "ok"]
     out = []
     pairs = reference_pairs(ok)
-    slow = sorted({r["strategy"] for r, x in pairs if x < 0.9})
+    slow = [(r, x) for r, x in pairs if x < 0.9]
     if slow:
-        ratios = [x for r, x in pairs if r["strategy"] in slow]
-        text = (f"avoid {', '.join(slow)}: {100 * min(ratios):.0f}-{100 * max(ratios):.0f}% of "
+        ratios = [x for _, x in slow]
+        batches = ", ".join(str(b) for b in sorted({int(r["batch_per_gpu"]) for r, _ in slow}))
+        text = (f"avoid {', '.join(sorted({r['strategy'] for r, _ in slow}))} at {batches}/GPU: "
+                f"{100 * min(ratios):.0f}-{100 * max(ratios):.0f}% of "
                 f"{strategies.reference()}'s throughput on the same GPUs (replicas in threads, one process)")
-        trap = [(on, off) for _, g in ok[ok["strategy"].isin(slow)].groupby(["strategy", "precision", "n_gpus",
+        trap = [(on, off) for _, g in ok[ok["strategy"].isin({r["strategy"] for r, _ in slow})].groupby(["strategy", "precision", "n_gpus",
                                                                              "batch_per_gpu"])
                 for on in g[g["cudnn_benchmark"].astype(str).str.lower() == "true"]["img_per_s"][:1]
                 for off in g[g["cudnn_benchmark"].astype(str).str.lower() != "true"]["img_per_s"][:1]]
@@ -163,10 +165,11 @@ def _avoid(run: pd.DataFrame, recs: list[dict]) -> list[str]:
             text += (f", and never with cudnn.benchmark on: up to {worst:.0f}x slower (cuDNN's plan cache is "
                      "per thread, so every step autotunes again)")
         out.append(text)
-    host = sorted({r["batch_per_gpu"] for r in recs if r.get("regime") == HOST})
+    known = [r for r in recs if r.get("regime") in (HOST, GPU)]
+    host = sorted({r["batch_per_gpu"] for r in known} - {r["batch_per_gpu"] for r in known if r["regime"] == GPU})
     busy = sorted({r["batch_per_gpu"] for r in recs if r.get("regime") == GPU and host and r["batch_per_gpu"] > host[-1]})
     if host:
-        out.append(f"at {', '.join(map(str, host))}/GPU the fastest cases are host-bound (the GPU idles more than "
+        out.append(f"at {', '.join(map(str, host))}/GPU every fastest case is host-bound (the GPU idles more than "
                    "half the step): differences there are host costs; "
                    + (f"compare at {busy[0]}/GPU or above" if busy else "use larger batches")
                    + " or a whole-step CUDA graph")
