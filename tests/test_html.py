@@ -60,3 +60,13 @@ def test_the_page_renders(site, tmp_path):
     pixels = imread(shot)
     assert pixels.shape[:2] == (900, 1200)
     assert pixels[..., :3].std() > 0.05  # text and tables, not a blank page
+
+
+def test_the_recommendation_is_on_the_first_screen(site):
+    dom = browse("--window-size=1400,900", "--virtual-time-budget=10000", "--dump-dom", (site / "index.html").as_uri())
+    body = re.search(r"<body[^>]*>", dom).group(0)
+    bottom = int(re.search(r'data-first-list-bottom="(\d+)"', body).group(1))
+    height = int(re.search(r'data-viewport-height="(\d+)"', body).group(1))
+    first_list = dom.split("<ul>", 1)[1].split("</ul>", 1)[0]
+    assert "Fastest:" in first_list and "Avoid dp" in first_list
+    assert 700 < height <= 900 and bottom <= height, (bottom, height)  # the window less its frame

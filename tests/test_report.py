@@ -5,7 +5,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.report import page as report
+from bench.report import frame as report
+from bench.report import pages, sections
 from bench.cases import results
 from tests.conftest import run_cli
 
@@ -56,13 +57,13 @@ def test_report_produces_every_figure_and_table(fixture_file, tmp_path):
         assert (out / f"nvidia-h200-resnet18-small-{kind}.png").stat().st_size > 10_000
         assert (out / f"nvidia-h200-resnet18-small-{kind}.svg").exists()
         assert f"](../nvidia-h200-resnet18-small-{kind}.png)" in text  # from the details page, one folder down
-    assert "## resnet18-small on NVIDIA H200" in text and "## resnet18-small on NVIDIA A100" in text
+    assert "**resnet18-small on NVIDIA H200**" in text and "**resnet18-small on NVIDIA A100**" in text
     assert (out / "nvidia-h200" / "resnet18-small.md").exists()
     # Status cells, never blanks or zeros.
     assert "oom" in text and "skipped: not attempted" in text and "error: worker died" in text
     assert "x1.90 (95%)" in text  # ddp 19000 / single 10000 over 2 GPUs
     assert "fastest is ddp (2 GPU)" in text
-    assert "dp reaches 32-32% of DDP's throughput" in text
+    assert "dp reaches 32-32% of ddp's throughput" in text
     assert "cudnn.benchmark on" in text and "30x faster off" in text
     assert "single (1 GPU) 128 (OOM at 256)" in text
     csv_tables = list(out.glob("*images-s.csv"))
@@ -130,21 +131,25 @@ def test_achieved_tflops_are_set_against_the_measured_peak(fixture_file, tmp_pat
 def test_the_report_shows_the_step_anatomy_of_the_committed_h200_rows(tmp_path):
     """Rows with a breakdown get a stacked-bar figure per precision and batch and findings
     computed from it, even where a later run of the same cases had no --anatomy."""
-    from bench.report import page as report
-
     folder = Path(__file__).resolve().parent.parent / "results" / "reference" / "h200" / "anatomy"
-    report.write_report(sorted(folder.glob("*.json")), tmp_path)
+    pages.write_report(sorted(folder.glob("*.json")), tmp_path, every_run=True)
     text = everything(tmp_path)
-    assert text.count("## Step anatomy") == 2
+    assert text.count("## Step anatomy") == 3  # REPORT.md's pointer, and one section on each details page
     assert (tmp_path / "nvidia-h200-resnet18-anatomy-amp-fp16-b256.svg").exists()
     assert "ddp (2 GPU, channels_last) takes +1.83 ms per profiled step against single (1 GPU, channels_last): idle +1.20" in text
     assert "dp (2 GPU, channels_last) is host-bound" in text
 
 
 # --- the answer, first ------------------------------------------------------------------
-def answer_frame(rows):
+def answer_frame(rows, source="run.json"):
     frame = pd.DataFrame(rows).assign(hardware="NVIDIA H200", variant=lambda f: f.apply(report.variant, axis=1))
-    return report.add_speedups(frame.assign(source="run.json"))
+    return report.add_regimes(report.add_speedups(frame.assign(source=source)))
+
+
+def one_group(frame, where="2 GPUs"):
+    from bench.report import answer
+
+    return [r for r in answer.records(frame) if r["where"] == where]
 
 
 def test_the_answer_names_the_fastest_and_the_runner_up_with_the_gap():
@@ -152,24 +157,44 @@ def test_the_answer_names_the_fastest_and_the_runner_up_with_the_gap():
 
     frame = answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000), row("dp", 2, 64, ips=6000),
                           row("zero1", 2, 64, ips=18500)])
-    ((precision, where, group),) = list(answer.answer_groups(frame))
-    assert (precision, where) == ("fp32", "2 GPUs")
-    (line,) = answer.answer_table(group).to_dict("records")
-    assert line["fastest"] == "ddp" and line["speed-up (efficiency)"] == "x1.90 (95%)"
-    assert line["images/s"] == "19.0k (18.1k-19.9k)" and line["memory/GPU MiB"] == "6400"
+    (rec,) = one_group(frame)
+    assert rec["strategy"] == "ddp" and rec["speedup"] == pytest.approx(1.9) and rec["peak_alloc_mib"] == 6400
     # 19000 vs 18500: 2.7% apart, and the spreads (+-5%) overlap: a tie, said so.
-    assert line["runner-up"] == "zero1" and line["gap"] == "2.7% (tie)"
+    assert rec["runner_up"] == "zero1" and rec["gap_pct"] == 2.7 and rec["tie"] and not rec["unstable"]
+    (line,) = answer.table([rec]).to_dict("records")
+    assert line["fastest"] == "ddp" and line[f"vs {answer.BASELINE}"] == "x1.90 (95%)" and line["gap"] == "+2.7%, tie"
+    assert line["images/s (p10-p90)"] == "19.0k (18.1k-19.9k)" and line["MiB/GPU"] == "6400"
 
 
-def test_a_clear_gap_is_not_a_tie_and_knobs_name_the_configuration():
+def test_a_wide_spread_is_unstable_not_a_tie():
+    wide = row("zero1", 2, 64, ips=11700)
+    wide.update(img_per_s_p10=9500.0, img_per_s_p90=13900.0)  # 38% of the median
+    (rec,) = one_group(answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=12000), wide]))
+    assert rec["strategy"] == "ddp" and rec["unstable"] and not rec["tie"]
+
+
+def test_a_clear_gap_is_not_a_tie_and_knobs_get_a_short_label():
     from bench.report import answer
+    from bench.report.labels import Legend
 
-    frame = answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000, channels_last=True),
+    legend = Legend()
+    frame = answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000, channels_last=True,
+                                                                execution="cuda-graph", sgd_impl="fused"),
                           row("ddp", 2, 64, ips=17000), row("dp", 2, 64, ips=6000)])
-    ((_, _, group),) = list(answer.answer_groups(frame))
-    (line,) = answer.answer_table(group).to_dict("records")
+    (rec,) = [r for r in answer.records(frame, legend) if r["where"] == "2 GPUs"]
     # The runner-up is another strategy, not the same one with other knobs.
-    assert line["fastest"] == "ddp (channels_last)" and line["runner-up"] == "dp" and line["gap"] == "216.7%"
+    assert rec["label"] == "ddp+graph+CL+fused" and rec["runner_up"] == "dp" and rec["gap_pct"] == 216.7
+    assert rec["config"] == {"execution": "cuda-graph", "channels_last": True, "sgd": "fused"}
+    assert "`ddp+graph+CL+fused` = ddp (execution=cuda-graph, channels_last, sgd=fused)" in legend.lines()[0]
+    long = row("ddp", 2, 64, ips=1, channels_last=True, execution="compile", compile_mode="max-autotune-no-cudagraphs",
+               sgd_impl="fused", tf32="on", data="host", options='{"bucket_cap_mb": 100, "static_graph": true}')
+    assert len(legend.short(pd.Series({**long, "variant": report.variant(long)}))) <= 40
+
+
+def test_at_one_device_the_baseline_competes():
+    (rec,) = one_group(answer_frame([row("single", 1, 64, ips=10000), row("ddp", 1, 64, ips=9800, sgd_impl="fused")]),
+                       "1 GPU")
+    assert rec["strategy"] == "single" and rec["runner_up"] == "ddp+fused"
 
 
 def test_missing_and_out_of_memory_cells_say_so():
@@ -179,23 +204,21 @@ def test_missing_and_out_of_memory_cells_say_so():
                           row("ddp", 2, 128, status="oom", reason="CUDA out of memory"),
                           row("dp", 2, 128, status="oom", reason="CUDA out of memory"),
                           row("ddp", 2, 256, ips=40000), row("dp", 2, 256, status="oom", reason="CUDA out of memory")])
-    ((_, _, group),) = list(answer.answer_groups(frame))
-    lines = {line["batch/GPU"]: line for line in answer.answer_table(group).to_dict("records")}
-    assert lines[64]["runner-up"] == "only one strategy ran" and lines[64]["gap"] == ""
-    assert lines[128]["fastest"] == "none ran (out of memory: ddp, dp)"
-    assert lines[256]["runner-up"] == "only one strategy ran; out of memory: dp"
-    # No single at 256 in this run: no speed-up invented.
-    assert lines[256]["speed-up (efficiency)"] == ""
+    lines = {line["batch/GPU"]: line for line in answer.table(one_group(frame)).to_dict("records")}
+    assert lines[64]["runner-up"] == "only one strategy" and lines[64]["gap"] == ""
+    assert lines[128]["fastest"] == "none ran (OOM)"
+    assert lines[256][f"vs {answer.BASELINE}"] == ""  # no single at 256 in this run: no speed-up invented
+    sentence = answer.actions(frame, one_group(frame))
+    assert sentence.startswith("Fastest: `ddp` (fp32, 2 GPUs, 256/GPU): 40.0k img/s")
+    assert "At 64/GPU every fastest case is host-bound" in sentence
 
 
 def test_efficiency_above_100_percent_is_flagged():
     from bench.report import answer
 
-    noisy = answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=20400)])
-    tight = answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=24000)])
-    for frame, expected in ((noisy, "x2.04 (102%, noise)"), (tight, "x2.40 (120%, above linear)")):
-        ((_, _, group),) = list(answer.answer_groups(frame))
-        assert answer.answer_table(group).to_dict("records")[0]["speed-up (efficiency)"] == expected
+    for ips, expected in ((20400, "x2.04 (102%, noise)"), (24000, "x2.40 (120%, above linear)")):
+        recs = one_group(answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=ips)]))
+        assert answer.table(recs).to_dict("records")[0][f"vs {answer.BASELINE}"] == expected
 
 
 def test_small_rates_keep_their_digits():
@@ -205,49 +228,166 @@ def test_small_rates_keep_their_digits():
     assert answer.rate(19000) == "19.0k"
 
 
+def ladder(strategy, n, steps_ms: dict, **extra):
+    """Rows of one series with the given median step times (ms) per batch."""
+    return [row(strategy, n, b, ips=b * n / t * 1000, **extra) for b, t in steps_ms.items()]
+
+
+def test_the_regime_comes_from_the_batch_ladder_or_the_anatomy():
+    # DESIGN.md section 5's eager single, bf16 + CL: 6.0 / 7.0 / 8.0 / 12.9 ms at 32 / 256 / 512 / 1024.
+    frame = answer_frame(ladder("single", 1, {32: 6.0, 256: 7.0, 512: 8.0, 1024: 12.9})
+                         + ladder("ddp", 2, {32: 6.0, 64: 6.2})  # flat: host-bound throughout
+                         + [row("dp", 2, 64, ips=3000, anatomy_idle_ms=1.0, anatomy_step_ms=10.0)])
+    got = {(r["strategy"], r["batch_per_gpu"]): r["regime"] for _, r in frame.iterrows()}
+    assert got[("single", 32)] == got[("single", 256)] == "host-bound"
+    assert got[("single", 512)] == got[("single", 1024)] == "GPU-bound"
+    assert got[("ddp", 32)] == got[("ddp", 64)] == "host-bound"
+    assert got[("dp", 64)] == "GPU-bound"  # measured: idle 10% of the step
+
+
+def test_summaries_name_their_regime():
+    from bench.report import findings
+
+    rows = (ladder("single", 1, {32: 6.0, 1024: 40.0}) + ladder("single", 1, {32: 6.3, 1024: 25.0}, precision="amp-bf16"))
+    text = " ".join(findings.sentences(answer_frame(rows)))
+    assert "Mixed precision over fp32" in text and "over 1 GPU-bound cases" in text and "over 1 host-bound cases" in text
+    assert "where the host sets the pace" in text
+
+
+def write_run(path, rows, date):
+    results.write(path, [{**r, "date": date} for r in rows])
+    return path
+
+
+def answer_json(*args):
+    proc = run_cli("answer", "--json", *map(str, args))
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_answer_json_names_single_at_one_gpu_and_the_fastest_at_two(tmp_path):
+    path = write_run(tmp_path / "run.json", [row("single", 1, 64, ips=10000), row("ddp", 1, 64, ips=9000),
+                                             row("ddp", 2, 64, ips=19000), row("zero1", 2, 64, ips=15000)], "2026-11-21")
+    recs = {r["devices"]: r for r in answer_json(path)}
+    assert recs[1]["strategy"] == "single" and recs[1]["runner_up"] == "ddp"
+    assert recs[2]["strategy"] == "ddp" and recs[2]["speedup"] == pytest.approx(1.9) and recs[2]["runner_up"] == "zero1"
+    for key in ("hardware", "model", "precision", "batch_per_gpu", "config", "img_per_s", "peak_alloc_mib", "gap_pct",
+                "tie", "regime", "unstable"):
+        assert key in recs[2]
+
+
+def test_no_ratio_divides_rows_of_two_runs(tmp_path):
+    old = write_run(tmp_path / "old.json", [row("single", 1, 64, ips=10000), row("dp", 2, 64, ips=6000)], "2026-11-20")
+    new = write_run(tmp_path / "new.json", [row("ddp", 2, 64, ips=30000), row("zero1", 2, 64, ips=20000)], "2026-11-21")
+    recs = answer_json(old, new, "--all")
+    by_run = {(r["run"], r["devices"]): r for r in recs}
+    # The newer run has no single: no speed-up, and the runner-up is of its own run.
+    assert by_run[("new.json", 2)]["speedup"] is None and by_run[("new.json", 2)]["runner_up"] == "zero1"
+    assert by_run[("old.json", 2)]["speedup"] == pytest.approx(0.6) and by_run[("old.json", 2)]["runner_up"] is None
+    # By default: the newest run alone.
+    assert {r["run"] for r in answer_json(old, new)} == {"new.json"}
+
+
+def test_a_strategy_skipped_in_the_newest_run_is_not_named_from_an_older_one(tmp_path):
+    cpu = {"device": "cpu", "gpu_name": None, "cpu": "AMD EPYC (2 threads)", "peak_alloc_mib": None}
+
+    def cpu_row(strategy, n, **kw):
+        r = row(strategy, n, 4, **kw)
+        return {**r, **cpu, "gpus": "", "n_gpus": 0, "cudnn_benchmark": None,
+                **({"peak_alloc_mib": None, "peak_alloc_mib_min": None} if r["status"] == "ok" else {})}
+
+    write_run(tmp_path / "run-old.json", [cpu_row("single", 1, ips=50), cpu_row("mxnet-gluon", 2, ips=200)], "2026-11-01")
+    write_run(tmp_path / "run-new.json", [cpu_row("single", 1, ips=56), cpu_row("allreduce-scratch", 2, ips=47),
+                                          cpu_row("mxnet-gluon", 2, status="skipped", reason="MXNet not installed")],
+              "2026-11-22")
+    recs = answer_json("--results-dir", tmp_path)
+    assert all(r["strategy"] != "mxnet-gluon" and r["runner_up"] != "mxnet-gluon" for r in recs)
+    (multi,) = [r for r in recs if r["devices"] == 2]
+    assert multi["strategy"] == "allreduce-scratch" and multi["speedup"] == pytest.approx(47 / 56)
+    out = tmp_path / "plots"
+    assert run_cli("report", "--results-dir", str(tmp_path), "--out", str(out)).returncode == 0
+    head = "\n".join((out / "REPORT.md").read_text().splitlines()[:40])
+    assert "run-new.json" in head and "mxnet-gluon" not in head.split("## The answer")[1].split("Configurations")[0]
+
+
+def cells(lines):
+    return [c.strip() for line in lines if line.startswith("|") and not set(line) <= set("|-: ")
+            for c in line.strip("|").split("|")]
+
+
 def test_the_first_screen_is_the_answer(fixture_file, tmp_path):
     out = tmp_path / "plots"
     assert run_cli("report", str(fixture_file), "--out", str(out)).returncode == 0
     lines = (out / "REPORT.md").read_text().splitlines()
-    # Title, one paragraph, then the first answer table within the first screen (40 lines).
     assert lines[0].startswith("# parabench report")
-    first_table = next(i for i, line in enumerate(lines) if line.startswith("|"))
-    assert first_table < 12 and "fastest" in lines[first_table] and "runner-up" in lines[first_table]
+    first = "\n".join(lines[:40])
+    assert "- **resnet18-small on NVIDIA H200**: Fastest: `ddp` (fp32, 2 GPUs, 128/GPU): 35.0k img/s" in first
+    assert "Avoid dp at 64/GPU" in first and "cudnn.benchmark on: up to 30x slower" in first
+    assert any(line.startswith("| ") and "fastest" in line and "runner-up" in line for line in lines[:40])
+    assert max(map(len, cells(lines[:40]))) <= 40
     text = "\n".join(lines)
-    assert ("Details, figures and every table: [resnet18-small on NVIDIA H200](nvidia-h200/resnet18-small.md)"
-            in text)
+    assert "[resnet18-small on NVIDIA H200](nvidia-h200/resnet18-small.md)" in text
     assert "DataParallel-style strategies (dp, dp-fn, dp-manual) reach 32-32% of ddp's throughput" in text
-    assert "cuDNN 9.19" in text and "91900" not in text
+    assert "cuDNN 9.19" in (out / "nvidia-h200" / "resnet18-small.md").read_text()
 
 
-def test_the_parameter_counts_are_the_models():
-    from bench.workloads import facts, names
+def test_a_section_is_one_function_in_a_list(fixture_file, tmp_path, monkeypatch):
+    def toy(rep):
+        return ["## Toy section", "", f"{len(rep.frame)} cases seen.", ""]
 
-    for name in names():  # counted on the meta device (vit-large's weights are 1.2 GB)
-        assert report.PARAMETERS[name] == facts(name)["parameters"]
+    monkeypatch.setattr(sections, "SECTIONS", sections.SECTIONS + [toy])
+    pages.write_report([fixture_file], tmp_path)
+    assert "## Toy section\n\n12 cases seen." in (tmp_path / "REPORT.md").read_text()
+
+
+def test_make_plot_twice_gives_identical_files(fixture_file, tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    if not shutil.which("make"):
+        pytest.skip("no make here")
+    out = tmp_path / "plots"
+
+    def plot():
+        proc = subprocess.run(["make", "-s", "plot", f"PY={sys.executable}", f"RESULTS={fixture_file.parent}",
+                               f"PLOTS={out}"], cwd=Path(__file__).resolve().parent.parent, capture_output=True,
+                              text=True, env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+        assert proc.returncode == 0, proc.stderr
+        return {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+    first, second = plot(), plot()
+    assert first.keys() == second.keys() and len(first) > 10
+    assert [p for p in first if first[p] != second[p]] == []
 
 
 def test_the_memory_section_bounds_what_sharding_can_save():
     rows = [row("ddp", 2, 64, ips=19000, model="resnet18"), row("zero1", 2, 64, ips=15000, model="resnet18"),
             row("fsdp2", 2, 64, ips=12000, model="resnet18")]
     rows[1]["peak_alloc_mib"], rows[2]["peak_alloc_mib"] = 6378.0, 6300.0
-    frame = answer_frame(rows)
-    text = "\n".join(report.memory_section(frame))
+    assert sections.memory_section(answer_frame(rows)) == []  # no parameter count in the rows: no bound
+    frame = answer_frame([{**r, "parameters": 11_689_512} for r in rows])
+    text = "\n".join(sections.memory_section(frame))
     assert "its model state (fp32 weights, gradients and SGD momentum) is 134 MiB per replica" in text
-    cells = {c[3]: c for c in ([x.strip() for x in line.split("|")[1:-1]] for line in text.splitlines()
+    cells_ = {c[3]: c for c in ([x.strip() for x in line.split("|")[1:-1]] for line in text.splitlines()
                                 if line.startswith("| fp32"))}
     # ZeRO-1 shards the momentum (44.6 MiB): on 2 GPUs at most 22 MiB; FSDP2 all of it: 67 MiB.
-    assert cells["zero1 (2 GPU)"][4:9] == ["6378", "6400", "22", "22", "79% (71-87)"]
-    assert cells["fsdp2 (2 GPU)"][4:9] == ["6300", "6400", "100", "67", "63% (57-70)"]
+    assert cells_["zero1 (2 GPU)"][4:9] == ["6378", "6400", "22", "22", "79% (71-87)"]
+    assert cells_["fsdp2 (2 GPU)"][4:9] == ["6300", "6400", "100", "67", "63% (57-70)"]
 
 
-def test_a_gap_between_two_runs_says_so():
-    from bench.report import answer
+def test_sentences_divide_cases_of_one_run_only():
+    from bench.report import findings
 
     frame = pd.concat([answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000)]),
-                       answer_frame([row("dp", 2, 64, ips=6000)]).assign(source="other.json")])
-    ((_, _, group),) = list(answer.answer_groups(frame))
-    (line,) = answer.answer_table(group).to_dict("records")
-    assert line["runner-up"] == "dp" and line["gap"] == "216.7% (different runs)"
-    # Sentences divide cases of one run only: dp and ddp ran in different files here.
-    assert not any("DataParallel" in s for s in answer.sentences(frame))
+                       answer_frame([row("dp", 2, 64, ips=6000)], source="other.json")])
+    assert not any("DataParallel" in s for s in findings.sentences(frame))
+
+
+def test_the_end_of_a_sweep_says_where_its_time_went():
+    from bench.report.phases import summary
+
+    rows = [{"status": "ok", "worker_start_s": 5.0, "build_s": 2.0, "warmup_s": 10.0, "timed_s": 30.0, "counters_s": 3.0},
+            {"status": "skipped"}]
+    assert summary(rows, 60.0) == ("60 s in all: measuring 40 s (warm-up 10, timed 30), worker start-up 5 s, "
+                                   "building and compiling 2 s, counting 3 s, the rest 10 s")

@@ -5,6 +5,7 @@ import datetime
 import math
 import socket
 import sys
+import time
 from pathlib import Path
 
 from bench.cli.common import RESULTS_DIR, UsageError, check_names, csv, ints, resolve_gpus
@@ -76,6 +77,7 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
 
 
 def cmd_run(args) -> int:
+    started = time.monotonic()
     import strategies
     from bench.cases import results
     from bench.cases.case import EXECUTIONS
@@ -83,6 +85,7 @@ def cmd_run(args) -> int:
     from bench.cases.grid import build_cases
     from bench.core.precision import PRECISIONS
     from bench.run.progress import ConsoleReporter
+    from bench.report.phases import summary as time_spent
     from bench.run import nodes as nodes_mod
     from bench.run.sweep import NodeGone, Sweep, Terminated, WriteFailed, ignore_further_signals
 
@@ -192,6 +195,7 @@ def cmd_run(args) -> int:
         counts_by_status[row["status"]] = counts_by_status.get(row["status"], 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts_by_status.items()))
     print(f"{len(rows)} cases ({summary}) written to {results.json_path(out)} and {results.json_path(out).with_suffix('.csv')}")
+    print(f"time: {time_spent(rows, time.monotonic() - started)}")
     return 0
 
 

@@ -14,6 +14,7 @@ import strategies
 from bench.cases import results
 from bench.cases.case import Case, hardware
 from bench.cases.knobs import STEP_KNOBS
+from bench.report.regime import add_regimes
 
 STRATEGY_ORDER = strategies.names()
 BASELINE = strategies.baseline()
@@ -43,8 +44,38 @@ def load_frame(paths: list[Path]) -> pd.DataFrame:
     frame = pd.DataFrame(rows).assign(hardware=[hardware(r) for r in rows], variant=[variant(r) for r in rows],
                                       _kept=[id(r) in kept for r in rows])
     frame = add_speedups(frame)
+    frame = add_regimes(frame)  # within each file's ladders, before the merge drops rows
     frame = frame[frame["_kept"]].drop(columns="_kept")
     return frame.sort_values("date", kind="stable").reset_index(drop=True)
+
+
+def newest(paths: list[Path]) -> list[Path]:
+    """The newest run of `paths`: the file whose latest row is the latest (by the rows' own
+    dates, not the files' times: a copied file keeps its run's date); ties go to the later
+    name. A file without rows is no run."""
+    dated = []
+    for path in paths:
+        rows = results.load(path)
+        if rows:
+            dated.append((max(str(r.get("date") or "") for r in rows), str(path), path))
+    return [max(dated)[2]] if dated else list(paths[-1:])
+
+
+def load_runs(paths: list[Path]) -> pd.DataFrame:
+    """Every file's own rows, one per case within each file (its latest ok row), speed-ups
+    paired within the file, and each case's regime: what the answer compares, run by run.
+    Unlike `load_frame`, a case measured in two files stays twice, once per run."""
+    rows = []
+    for path in paths:
+        rows += results.latest(results.load(path))
+    if not rows:
+        raise results.ResultsError(f"{', '.join(map(str, paths))}: no result rows to report")
+    frame = pd.DataFrame(rows).assign(hardware=[hardware(r) for r in rows], variant=[variant(r) for r in rows])
+    return add_regimes(add_speedups(frame))
+
+
+def run_name(source) -> str:
+    return Path(str(source)).name
 
 
 def load_anatomy(paths: list[Path]) -> pd.DataFrame:

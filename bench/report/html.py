@@ -27,6 +27,13 @@ window.addEventListener("load", function () {
   var images = Array.prototype.slice.call(document.images);
   document.body.dataset.imagesTotal = images.length;
   document.body.dataset.imagesLoaded = images.filter(function (i) { return i.complete && i.naturalWidth > 0; }).length;
+  // Where the first list (on the report: the answer's sentences) ends, against the window's
+  // height: a browser test reads whether the answer is on the first screen.
+  var first = document.querySelector("ul");
+  if (first) {
+    document.body.dataset.firstListBottom = Math.ceil(first.getBoundingClientRect().bottom);
+    document.body.dataset.viewportHeight = window.innerHeight;
+  }
 });
 </script>
 """

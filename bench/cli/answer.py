@@ -1,0 +1,42 @@
+"""`answer`: which configuration to use, from the newest run (or the runs named)."""
+from __future__ import annotations
+
+from bench.cli.common import UsageError
+from bench.cli.report import add_inputs, inputs
+
+
+def cmd_answer(args) -> int:
+    from bench.cases import results
+    from bench.report import answer
+    from bench.report.frame import load_runs, newest, run_name
+    from bench.report.labels import Legend
+
+    paths = inputs(args)
+    shown = paths if args.all else newest(paths)
+    try:
+        runs = load_runs(shown)
+    except results.ResultsError as exc:
+        raise UsageError(str(exc)) from None
+    legend = Legend()
+    recs = answer.records(runs, legend)
+    if args.json:
+        print(answer.to_json(recs))
+        return 0
+    for (source, hw, model), run in runs.groupby(["source", "hardware", "model"], sort=True):
+        mine = [r for r in recs if (r["run"], r["hardware"], r["model"]) == (run_name(source), hw, model)]
+        print(f"{model} on {hw} (run {run_name(source)}): {answer.actions(run, mine)}\n")
+        for where in dict.fromkeys((r["precision"], r["where"]) for r in mine):
+            print(f"{where[0]}, {where[1]}:")
+            table = answer.table([r for r in mine if (r["precision"], r["where"]) == where])
+            print(table.to_string(index=False) + "\n")
+    for line in legend.lines():
+        print(line)
+    return 0
+
+
+def add_parser(sub) -> None:
+    cmd = sub.add_parser("answer", help="the fastest configuration at each batch, from the newest run's results")
+    add_inputs(cmd)
+    cmd.add_argument("--json", action="store_true", help="one JSON object per run, hardware, model, precision, "
+                     "device count and batch")
+    cmd.set_defaults(func=cmd_answer)

@@ -1,0 +1,79 @@
+"""Host-bound or GPU-bound: which side sets the pace of a case's step.
+
+A GPU step is *host-bound* when its devices idle more than half of it: the CPU launching
+kernels, not the arithmetic, sets the pace (DESIGN.md section 5: eager resnet18-small at
+batch 32 reaches a third of the launch-free rate). Strategy differences measured there are
+differences in host cost, and precision or layout changes barely show.
+
+The rule, in order:
+
+1. The step anatomy (`run --anatomy`) measures it: idle share = anatomy_idle_ms /
+   anatomy_step_ms on the busiest device; above 50%: host-bound.
+2. Otherwise the batch ladder of the same series (strategy, devices, precision, knobs,
+   same results file) bounds it. Model a step as max(host time, g x batch): the GPU's
+   share of the step at batch b is at most
+   per-image time at the series' largest batch / per-image time at b
+   (the largest batch's per-image time is an upper bound on g). Below 50%: host-bound.
+   The largest batch itself is GPU-bound when its step takes more than GROWTH times the
+   step of the batch below it (a host-bound step barely grows with the batch: eager
+   resnet18-small went from 6.0 to 7.0 ms for 8x the images, DESIGN.md section 5); if it
+   does not, the whole series is host-bound.
+3. A series measured at one batch only, without an anatomy: "unknown". CPU rows: "CPU".
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+HOST, GPU, UNKNOWN, CPU = "host-bound", "GPU-bound", "unknown", "CPU"
+IDLE_SHARE = 0.5  # host-bound above this share of the step idle (or bounded idle)
+GROWTH = 1.25  # the largest batch is GPU-bound when its step grew more than this from the batch below
+
+SERIES = ("source", "hardware", "strategy", "model", "precision", "n_gpus", "n_replicas", "nnodes", "variant")
+
+
+def _from_anatomy(row) -> str | None:
+    idle, step = row.get("anatomy_idle_ms"), row.get("anatomy_step_ms")
+    if idle is None or step is None or pd.isna(idle) or pd.isna(step) or step <= 0:
+        return None
+    return HOST if idle / step > IDLE_SHARE else GPU
+
+
+def _ladder(series: pd.DataFrame) -> dict:
+    """index -> regime for the ok rows of one series, from their step times."""
+    s = series.sort_values("batch_per_gpu")
+    batches, steps = s["batch_per_gpu"].tolist(), s["step_ms_p50"].tolist()
+    if len(s) < 2:
+        return {i: UNKNOWN for i in s.index}
+    if steps[-1] <= GROWTH * steps[-2]:
+        return {i: HOST for i in s.index}
+    top = steps[-1] / batches[-1]
+    return {i: HOST if top / (t / b) < IDLE_SHARE else GPU for i, b, t in zip(s.index, batches, steps)}
+
+
+def add_regimes(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with a `regime` column (ok rows; others empty)."""
+    regime = pd.Series("", index=frame.index, dtype=object)
+    if frame.empty:
+        return frame.assign(regime=regime)
+    ok = frame[frame["status"] == "ok"]
+    gpu = ok[ok["n_gpus"].fillna(0) > 0]
+    regime[ok.index.difference(gpu.index)] = CPU
+    keys = [c for c in SERIES if c in gpu]
+    filled = gpu.assign(**{c: gpu[c].fillna("") for c in keys if gpu[c].dtype == object})
+    for _, series in filled.groupby(keys, sort=False, dropna=False):
+        # Several rows of one batch (repeats in one file): the ladder takes the latest.
+        for i, value in _ladder(series.drop_duplicates("batch_per_gpu", keep="last")).items():
+            regime[series.index[series["batch_per_gpu"] == series.loc[i, "batch_per_gpu"]]] = value
+    for i, row in gpu.iterrows():
+        measured = _from_anatomy(row)
+        if measured:
+            regime[i] = measured
+    return frame.assign(regime=regime)
+
+
+def idle_share(row) -> float | None:
+    """The measured idle share of the step, where an anatomy was taken."""
+    idle, step = row.get("anatomy_idle_ms"), row.get("anatomy_step_ms")
+    if idle is None or step is None or pd.isna(idle) or pd.isna(step) or step <= 0:
+        return None
+    return idle / step

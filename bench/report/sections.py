@@ -1,0 +1,301 @@
+"""The report's sections, a registry: REPORT.md is the concatenation of SECTIONS, each
+details page (one per hardware and model) that of PAGE_SECTIONS.
+
+A section is one function: it takes the `Report` (the cases, the runs, the folder, the
+short-label legend) or, on a details page, the `Page`, and returns Markdown lines (none
+where it has nothing to say). Adding a section is one function plus one entry in a list.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+import strategies
+from bench.report import answer as answers
+from bench.report import findings as answer
+from bench.report.anatomy import anatomy_section as _anatomy_details
+from bench.report.figures import (PRECISION_ORDER, figure_amp, figure_efficiency, figure_knobs, figure_memory,
+                                  figure_scaling, figure_throughput, slug)
+from bench.report.frame import STRATEGY_ORDER, THREADED, _flag, label, run_name
+from bench.report.labels import Legend
+
+_k = answer.rate
+REFERENCE = strategies.reference()
+
+
+@dataclass
+class Report:
+    """What every section of REPORT.md reads."""
+
+    frame: pd.DataFrame  # one row per case shown (the newest run, or every run with --all)
+    runs: pd.DataFrame  # each run's own rows: what the answer compares
+    anatomy: pd.DataFrame
+    paths: list[Path]
+    out: Path
+    legend: Legend = field(default_factory=Legend)
+    pages: dict = field(default_factory=dict)  # (hardware, model) -> details page, relative to out
+
+
+@dataclass
+class Page:
+    """What every section of one details page reads."""
+
+    group: pd.DataFrame  # one hardware and model
+    anatomy: pd.DataFrame
+    out: Path
+    name: str  # the figures' file prefix
+
+
+# --- REPORT.md ----------------------------------------------------------------------------
+def answer_section(rep: Report) -> list[str]:
+    """The recommendation in sentences (one per run, hardware and model), the legend of
+    short labels, then one compact table per precision and device count."""
+    recs = answers.records(rep.runs, rep.legend)
+    several = rep.runs["source"].nunique() > 1
+    lines, tables = ["## The answer", ""], []
+    for (source, hw, model), run in rep.runs.groupby(["source", "hardware", "model"], sort=True):
+        mine = [r for r in recs if (r["run"], r["hardware"], r["model"]) == (run_name(source), hw, model)]
+        head = f"{model} on {hw}" + (f", run `{run_name(source)}`" if several else "")
+        lines.append(f"- **{head}**: {answers.actions(run, mine)}")
+        for (precision, where), _ in pd.DataFrame(mine).groupby(["precision", "where"], sort=False):
+            sub = [r for r in mine if (r["precision"], r["where"]) == (precision, where)]
+            tables += [f"**{head}: {precision}, {where}**", "", answers.table(sub).to_markdown(index=False), ""]
+    lines += [""] + rep.legend.lines()
+    return lines + [f"Per batch: the fastest configuration, its images/s (median, p10-p90), speed-up over "
+                    f"{answers.BASELINE} of the same run (* over its fastest setting where none had the same knobs), "
+                    "peak memory per GPU, regime, and the fastest other strategy. A tie: the spreads overlap; "
+                    f"unstable: a spread wider than {100 * answers.UNSTABLE:.0f}% of its median, re-run it.", ""] + tables
+
+
+def findings_section(rep: Report) -> list[str]:
+    lines = []
+    for (hw, model), group in rep.frame.groupby(["hardware", "model"], sort=False):
+        said = answer.sentences(group)
+        if said:
+            lines += [f"**{model} on {hw}**", ""] + [f"- {s}" for s in said] + [""]
+    return (["## Findings", ""] + lines) if lines else []
+
+
+def _figures(rep: Report, title: str, kinds: tuple[str, ...]) -> list[str]:
+    lines = []
+    for (hw, model), page in rep.pages.items():
+        found = [f"{slug(hw, model)}-{k}.png" for k in kinds if (rep.out / f"{slug(hw, model)}-{k}.png").exists()]
+        if found:
+            lines += [f"**{model} on {hw}** ([details]({page}))", ""] + [f"![{f[:-4]}]({f})" for f in found] + [""]
+    return ([f"## {title}", ""] + lines) if lines else []
+
+
+def throughput_section(rep: Report) -> list[str]:
+    return _figures(rep, "Throughput", ("throughput",))
+
+
+def scaling_section(rep: Report) -> list[str]:
+    return _figures(rep, "Scaling", ("efficiency", "scaling"))
+
+
+def memory_overview(rep: Report) -> list[str]:
+    lines = []
+    for (hw, model), group in rep.frame.groupby(["hardware", "model"], sort=False):
+        lines += [line.replace("## Memory, explained", f"## {model} on {hw}: memory") for line in memory_section(group)]
+    return lines
+
+
+def anatomy_overview(rep: Report) -> list[str]:
+    if rep.anatomy.empty:
+        return []
+    lines = ["## Step anatomy", ""]
+    for (hw, model), rows in rep.anatomy.groupby(["hardware", "model"], sort=False):
+        if (hw, model) in rep.pages:
+            lines.append(f"- {model} on {hw}: {len(rows)} profiled case(s), figures and tables in "
+                         f"[the details]({rep.pages[(hw, model)]}).")
+    return lines + [""]
+
+
+def cudnn_section(rep: Report) -> list[str]:
+    effect = cudnn_effect(rep.frame)
+    if not effect:
+        return []
+    threaded = ", ".join(s for s in STRATEGY_ORDER if s in THREADED)
+    return ["## DataParallel and cuDNN autotuning", "",
+            "DataParallel runs each replica in a new Python thread every step; cuDNN's plan cache is "
+            "thread-local, so with `cudnn.benchmark` on every step autotunes every convolution again. "
+            f"parabench's default (`--cudnn-benchmark auto`) turns it off for {threaded} and on "
+            "for the rest; every row records the setting.", ""] + [f"- {s}" for s in effect] + [""]
+
+
+def peak_section(rep: Report) -> list[str]:
+    return achieved_vs_peak(rep.frame, peak_rates(rep.paths))
+
+
+SECTIONS = [answer_section, findings_section, throughput_section, scaling_section, memory_overview, anatomy_overview,
+            cudnn_section, peak_section]
+
+
+# --- details pages --------------------------------------------------------------------------
+def figures_section(page: Page) -> list[str]:
+    g, out, name = page.group, page.out, page.name
+    figs = []
+    for kind, draw in (("throughput", figure_throughput), ("knobs", figure_knobs), ("memory", figure_memory),
+                       ("efficiency", figure_efficiency), ("amp-speedup", figure_amp), ("scaling", figure_scaling)):
+        figs += draw(g, out, f"{name}-{kind}")
+    return [f"![{p.stem}]({p.name})" for p in figs if p.suffix == ".png"] + [""]
+
+
+def page_findings(page: Page) -> list[str]:
+    return ["## Findings", ""] + [f"- {s}" for s in findings(page.group)] + [""]
+
+
+def page_memory(page: Page) -> list[str]:
+    return memory_section(page.group)
+
+
+def page_anatomy(page: Page) -> list[str]:
+    if page.anatomy.empty:
+        return []
+    hw, model = page.group["hardware"].iloc[0], page.group["model"].iloc[0]
+    return _anatomy_details(page.anatomy[(page.anatomy["hardware"] == hw) & (page.anatomy["model"] == model)],
+                            page.out, page.name)
+
+
+PAGE_SECTIONS = [figures_section, page_findings, page_memory, page_anatomy]  # then every table (pages.py)
+
+
+# --- the sentences and tables these sections are made of -----------------------------------
+
+
+
+def findings(group: pd.DataFrame) -> list[str]:
+    """Plain sentences computed from the data of one hardware/model group."""
+    out = []
+    ok = group[group["status"] == "ok"]
+    for precision in [p for p in PRECISION_ORDER if p in set(group["precision"])]:
+        p = ok[ok["precision"] == precision]
+        for (batch, _), b in p.groupby(["batch_per_gpu", "source"], sort=True):  # within one run
+            b = b.sort_values("img_per_s", ascending=False)
+            if b["strategy"].nunique() > 1:  # "fastest" among one strategy's settings is not a finding
+                top, second = b.iloc[0], b.iloc[1]
+                overlap = top["img_per_s_p10"] <= second["img_per_s_p90"]
+                regime = f", {top['regime']}" if top.get("regime") else ""
+                out.append(f"{precision}, batch {batch}/GPU: fastest is {label(top)} at {_k(top['img_per_s'])} img/s"
+                           f"{regime}{' (within the spread of the next, ' + label(second) + ')' if overlap else ''}.")
+        pairs = answer.reference_pairs(p)
+        for threaded in sorted({r["strategy"] for r, _ in pairs}):
+            ratios = [(r["batch_per_gpu"], x) for r, x in pairs if r["strategy"] == threaded]
+            if min(x for _, x in ratios) < 0.9:
+                worst = min(ratios, key=lambda t: t[1])
+                out.append(f"{precision}: {threaded} reaches {100 * min(x for _, x in ratios):.0f}-"
+                           f"{100 * max(x for _, x in ratios):.0f}% of {REFERENCE}'s throughput on the same GPUs "
+                           f"(worst at batch {worst[0]}/GPU; batches {', '.join(str(b) for b, _ in ratios)}).")
+    for precision, prow in group.groupby("precision", sort=False):
+        fits = []
+        for lab, rows in prow.groupby(prow.apply(label, axis=1), sort=False):
+            fit, oom = rows[rows["status"] == "ok"]["batch_per_gpu"], rows[rows["status"] == "oom"]["batch_per_gpu"]
+            if len(fit):
+                fits.append(f"{lab} {int(fit.max())}" + (f" (OOM at {int(oom.min())})" if len(oom) else ""))
+        if fits:
+            out.append(f"{precision}: largest batch per GPU that ran: " + "; ".join(fits) + ".")
+    return out
+
+
+def _step_ms(row) -> str:
+    return f"{row['step_ms_p50']:.1f} ms/step (p10-p90 {row['step_ms_p10']:.1f}-{row['step_ms_p90']:.1f})"
+
+
+def cudnn_effect(frame: pd.DataFrame) -> list[str]:
+    """The DataParallel cuDNN-autotuning effect, where both settings were measured."""
+    out = []
+    ok = frame[(frame["status"] == "ok") & frame["strategy"].isin(THREADED)]
+    keys = ["hardware", "model", "precision", "strategy", "n_gpus", "batch_per_gpu", "source"]  # within one run
+    for key, g in ok.groupby(keys):
+        on = g[g["cudnn_benchmark"].map(_flag)]
+        off = g[~g["cudnn_benchmark"].map(_flag)]
+        if len(on) and len(off):
+            on, off = on.iloc[0], off.iloc[0]
+            out.append(f"{key[3]}, {key[1]} {key[2]}, {key[4]} GPUs, batch {key[5]}/GPU on {key[0]}: "
+                       f"cudnn.benchmark on {_step_ms(on)} ({_k(on['img_per_s'])} img/s), "
+                       f"off {_step_ms(off)} ({_k(off['img_per_s'])} img/s): "
+                       f"{off['img_per_s'] / on['img_per_s']:.0f}x faster off.")
+    return out
+
+
+def peak_rates(paths: list[Path]) -> dict[str, dict]:
+    """GPU name -> the newest `python -m bench peak` probe (*.probe.json) beside the inputs."""
+    found = {}
+    for probe in sorted({f for p in paths for f in Path(p).parent.glob("*.probe.json")}, key=lambda f: f.stat().st_mtime):
+        try:
+            doc = json.loads(probe.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if isinstance(doc, dict) and doc.get("gpu") and doc.get("bf16_matmul_tflops"):
+            found[doc["gpu"]] = {**doc, "file": probe.name}
+    return found
+
+
+def achieved_vs_peak(frame: pd.DataFrame, peaks: dict[str, dict]) -> list[str]:
+    """Markdown: each strategy's best achieved TFLOP/s per GPU against the measured dense bf16 rate."""
+    lines = []
+    for gpu, peak in peaks.items():
+        ok = frame[(frame["status"] == "ok") & (frame["gpu_name"] == gpu) & frame["tflops"].notna()]
+        if ok.empty:
+            continue
+        ok = ok.assign(per_gpu=ok["tflops"] / ok["n_gpus"].clip(lower=1))
+        rows = []
+        for strategy, g in ok.groupby("strategy", sort=False):
+            best = g.loc[g["per_gpu"].idxmax()]
+            rows.append({"strategy": strategy, "best case": f"{best['model']} {best['precision']}, batch "
+                         f"{int(best['batch_per_gpu'])}/GPU, {int(best['n_gpus'])} GPU"
+                         f"{', ' + best['variant'] if best['variant'] else ''}",
+                         "TFLOP/s (all GPUs)": round(best["tflops"], 1), "TFLOP/s per GPU": round(best["per_gpu"], 1),
+                         "% of bf16 peak": round(100 * best["per_gpu"] / peak["bf16_matmul_tflops"], 1)})
+        table = pd.DataFrame(rows).sort_values("TFLOP/s per GPU", ascending=False)
+        lines += [f"## Achieved TFLOP/s on {gpu} against its dense bf16 matrix rate", "",
+                  f"Dense matrix rates measured by `python -m bench peak` ({peak['file']}): "
+                  + ", ".join(f"{k} {peak[f'{k}_matmul_tflops']:.0f}" for k in ("bf16", "fp16", "tf32", "fp32")
+                              if peak.get(f"{k}_matmul_tflops"))
+                  + " TFLOP/s. Training FLOPs per image come from "
+                  "torch.utils.flop_counter (forward and backward); each strategy's best case per GPU:", "",
+                  table.to_markdown(index=False), ""]
+    return lines
+
+
+SHARDED = {name: strategies.get(name).shards for name in STRATEGY_ORDER if strategies.get(name).shards}
+
+
+def memory_section(group: pd.DataFrame) -> list[str]:
+    """Per-GPU peak memory of the sharded strategies against DDP at equal batch, GPUs,
+    precision and layout (same run), with what sharding can save at most: the part of the
+    model state (fp32 weights, gradients and SGD momentum) it splits, (N-1)/N of it."""
+    model = group["model"].iloc[0]
+    pairs = answer.sharding_pairs(group[group["status"] == "ok"])
+    counts = group["parameters"].dropna() if "parameters" in group else []
+    if not len(counts) or not pairs:  # the parameter count comes with the rows (the workload's)
+        return []
+    parameters = float(counts.iloc[0])
+    tensor_mib = parameters * 4 / 2**20  # one fp32 copy of the parameters
+    state = {"optimizer": tensor_mib, "all": 3 * tensor_mib}  # momentum; weights + gradients + momentum
+    rows = []
+    for r, base in pairs:
+        n = int(base["n_gpus"])
+        rows.append({"precision": r["precision"], "GPUs": n, "batch/GPU": int(r["batch_per_gpu"]),
+                     "case": label(r), "peak MiB": f"{r['peak_alloc_mib']:.0f}",
+                     f"{REFERENCE} peak MiB": f"{base['peak_alloc_mib']:.0f}",
+                     "saved MiB": f"{base['peak_alloc_mib'] - r['peak_alloc_mib']:.0f}",
+                     "at most MiB": f"{state[SHARDED[r['strategy']]] * (n - 1) / n:.0f}",
+                     f"images/s vs {REFERENCE}": f"{100 * r['img_per_s'] / base['img_per_s']:.0f}% "
+                                        f"({100 * r['img_per_s_p10'] / base['img_per_s_p90']:.0f}-"
+                                        f"{100 * r['img_per_s_p90'] / base['img_per_s_p10']:.0f})"})
+    share, at = max((((b["peak_alloc_mib"] - 3 * tensor_mib) / b["peak_alloc_mib"], b) for _, b in pairs),
+                    key=lambda t: t[0])
+    what = {"optimizer": f"the momentum ({tensor_mib:.0f} MiB)", "all": "all three"}
+    who = "; ".join(f"{name} shards {what[kind]}" for name, kind in SHARDED.items())
+    return [f"## Memory, explained: sharding against {REFERENCE}", "",
+            f"{model} has {parameters / 1e6:.2f} M parameters: its model state (fp32 weights, gradients and "
+            f"SGD momentum) is {3 * tensor_mib:.0f} MiB per replica. {who}; on N GPUs a strategy can save at most "
+            "(N-1)/N of what it shards, per GPU ('at most'). The rest of the peak is activations and workspace, "
+            f"which no strategy here shards: up to {100 * share:.0f}% of {REFERENCE}'s peak ({label(at)}, {at['precision']}, "
+            f"batch {int(at['batch_per_gpu'])}/GPU). Where the saving exceeds the bound or is negative, the "
+            "difference is the strategies' own buffers (DDP's gradient buckets, gathered parameters).", "",
+            pd.DataFrame(rows).to_markdown(index=False), ""]
