@@ -40,7 +40,7 @@ def _token(key: str, value) -> str:
 
 
 def knobs(row) -> dict:
-    return Case.from_row(dict(row)).knobs()
+    return Case.from_row(dict(row)).changed_knobs()
 
 
 def full(row) -> str:
