@@ -36,13 +36,19 @@ GPU_TOLERANCE = {"rtol": 1e-3, "atol": 5e-5}
 
 
 def reference_parameters(model: str, global_batch: int, shards: int, seed: int = 0, steps: int = 1,
-                         device: str = "cpu") -> dict:
+                         device: str = "cpu", dtype: str = "float32") -> dict:
     """The reference step on `device` (GPU strategies are compared with a GPU reference:
-    CPU and GPU convolution arithmetic alone differ by ~1e-4 after one step)."""
+    CPU and GPU convolution arithmetic alone differ by ~1e-4 after one step), with model
+    and data built in `dtype` (float64: see FLOAT64_TOLERANCE)."""
     workload = get_workload(model)
-    net = workload.build(seed).to(device)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(getattr(torch, dtype))
+    try:
+        net = workload.build(seed).to(device)
+        inputs, targets = (t.to(device) for t in workload.synthetic_batch(global_batch, seed))
+    finally:
+        torch.set_default_dtype(previous)
     optimizer = torch.optim.SGD(net.parameters(), **sgd_arguments("foreach" if device != "cpu" else "for-loop"))
-    inputs, targets = (t.to(device) for t in workload.synthetic_batch(global_batch, seed))
     if device != "cpu":
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
         torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
@@ -51,21 +57,24 @@ def reference_parameters(model: str, global_batch: int, shards: int, seed: int =
             (loss_fn(net(x), y) / shards).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    return {name: p.detach().float().cpu() for name, p in net.named_parameters()}
+    keep = torch.float64 if dtype == "float64" else torch.float32
+    return {name: p.detach().to(keep).cpu() for name, p in net.named_parameters()}
 
 
 def parity_case(strategy: str, model: str, batch_per_replica: int, gpus: tuple[int, ...] = (), n_replicas: int = 1,
                 options: dict | None = None, seed: int = 0, steps: int = 1, sgd_impl: str = "auto",
-                execution: str = "eager") -> Case:
-    """The fp32 case whose training step the parity tests compare (TF32 off, no autotuning)."""
+                execution: str = "eager", precision: str = "fp32") -> Case:
+    """The case whose training step the parity tests compare (TF32 off, no autotuning; fp32
+    unless `precision` says otherwise)."""
     settings = Settings(warmup=0, steps=steps, trials=1, seed=seed, cudnn_benchmark="off", tf32="off",
                         sgd_impl=sgd_impl, options=tuple(sorted((options or {}).items())))
-    return Case.make(strategy, "fp32", model, Placement(tuple(gpus), n_replicas), batch_per_replica, execution, settings)
+    return Case.make(strategy, precision, model, Placement(tuple(gpus), n_replicas), batch_per_replica, execution, settings)
 
 
-def run_parity(cases: list[Case], timeout_s: float = 300) -> list[dict]:
+def run_parity(cases: list[Case], timeout_s: float = 300, dtype: str = "float32") -> list[dict]:
     """Run `cases` in one worker, exactly as a sweep launches it, in parity mode; the
-    parameters each case ends with, in order."""
+    parameters each case ends with, in order. `dtype` float64 builds model and data in
+    float64 in the worker (fp32 precision cases only)."""
     first = cases[0]
     launcher = launcher_of(first)
     with tempfile.TemporaryDirectory(prefix="parabench-parity-") as tmp:
@@ -74,6 +83,7 @@ def run_parity(cases: list[Case], timeout_s: float = 300) -> list[dict]:
             raise RuntimeError(f"preparing {failed[0][0].label()} failed: {failed[0][1]}")
         for i, case_spec in enumerate(spec["cases"]):
             case_spec["parity_out"] = os.path.join(tmp, f"params-{i}.pt")
+            case_spec["parity_dtype"] = dtype
         spec_path = os.path.join(tmp, "spec.json")
         with open(spec_path, "w") as fh:
             json.dump(spec, fh)
@@ -104,9 +114,11 @@ def run_parity(cases: list[Case], timeout_s: float = 300) -> list[dict]:
 
 def strategy_parameters(strategy: str, model: str, batch_per_replica: int, gpus: tuple[int, ...] = (),
                         n_replicas: int = 1, options: dict | None = None, seed: int = 0, steps: int = 1,
-                        timeout_s: float = 300, sgd_impl: str = "auto", execution: str = "eager") -> dict:
-    case = parity_case(strategy, model, batch_per_replica, gpus, n_replicas, options, seed, steps, sgd_impl, execution)
-    return run_parity([case], timeout_s)[0]
+                        timeout_s: float = 300, sgd_impl: str = "auto", execution: str = "eager",
+                        precision: str = "fp32", dtype: str = "float32") -> dict:
+    case = parity_case(strategy, model, batch_per_replica, gpus, n_replicas, options, seed, steps, sgd_impl, execution,
+                       precision)
+    return run_parity([case], timeout_s, dtype)[0]
 
 
 def max_abs_difference(a: dict, b: dict) -> float:

@@ -25,7 +25,7 @@ from bench.engine import launchers, training
 from bench.run import procs
 from bench.core import protocol
 from bench.workloads import get_workload, training_flops_per_image
-from bench.core.precision import get_precision
+from bench.core.precision import get_precision, release_apex
 from bench.core.stats import summarize
 from bench.measure.timing import StepClock, peak_memory_mib, reset_peak_memory
 from bench.core.placement import Placement
@@ -208,12 +208,21 @@ def anatomy_row(case: dict, per_rank: list[dict], timed_step_ms: float, wall_s: 
 
 
 def parity_step(job: Job, case: dict) -> None:
-    """`steps` training steps, no timing; the reporting rank saves the parameters it ends with."""
-    step, run = build_step(job, case, parity=True)
-    for _ in range(case["steps"]):
-        run()
+    """`steps` training steps, no timing; the reporting rank saves the parameters it ends with
+    (the fp32 masters where Apex O2 keeps them). `parity_dtype` float64 builds the model and
+    the data in float64: a step free of fp32's rounding (bench/checks/parity.py says why)."""
+    dtype = getattr(torch, case.get("parity_dtype") or "float32")
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        step, run = build_step(job, case, parity=True)
+        for _ in range(case["steps"]):
+            run()
+    finally:
+        torch.set_default_dtype(previous)
     job.launcher.barrier()
-    params = {name: training.full_tensor(p).detach().float().cpu() for name, p in step.model.named_parameters()}
+    params = {name: training.full_tensor(p).detach().to(dtype if dtype == torch.float64 else torch.float32).cpu()
+              for name, p in training.trained_parameters(step.model, step.optimizer).items()}
     if job.reporting:
         torch.save(params, case["parity_out"])
 
@@ -223,6 +232,7 @@ def reset_between_cases(case: dict) -> None:
     (cycles included) and the blocks the allocator keeps cached."""
     if case["execution"] == "compile":
         torch._dynamo.reset()
+    release_apex()  # Apex O1's process-wide patches must not reach the next case
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
