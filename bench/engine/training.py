@@ -165,8 +165,7 @@ def _capture(step: TrainStep, placed, device, warmup_steps: int, restore: bool):
     torch.cuda.synchronize(device)
     if step.optimizer is not None:
         grad_clearer(step.optimizer)()
-    # The graph's private pool is the step's memory: count it in the case's peak.
-    torch.cuda.reset_peak_memory_stats(device)
+    # The graph's private pool holds the step's memory from here on: timing.peak_memory_mib counts it.
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         step.run(placed)

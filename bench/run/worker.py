@@ -135,8 +135,8 @@ def measure_case(job: Job, case: dict) -> dict | None:
         run()
     clock.synchronize()
     phase("warmup_s")
-    if case["execution"] != "cuda-graph":  # a captured step's peak was reset before its capture
-        reset_peak_memory(step.devices)
+    # Every execution alike: the peak from here on, graph pools added (timing.peak_memory_mib).
+    reset_peak_memory(step.devices)
     job.launcher.barrier()
 
     step_ms, trial_wall = [], []
