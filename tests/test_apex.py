@@ -6,7 +6,6 @@ the master weights the parity step reads, and the strategies' reasons. GPU (one 
 Apex importable, e.g. PYTHONPATH=/tmp/apex; shared/vendor/README.md): one step of each level
 through the worker, as a sweep runs it, against amp-fp16.
 """
-import importlib.util
 import types
 
 import pytest

@@ -2,6 +2,9 @@
 step, compile's reduce-overhead CUDA-graph trees) is memory the step uses at every replay,
 though the allocator's allocated-bytes statistic stops seeing it once the capture is over
 (bench/measure/timing.py: graph_pool_bytes)."""
+import os
+from pathlib import Path
+
 import pytest
 
 from bench.workloads import get_workload
@@ -27,10 +30,13 @@ def test_training_state_of_the_small_model():
 @pytest.mark.gpu
 @pytest.mark.skipif(cuda_gpus() < 1, reason="needs a CUDA GPU")
 def test_gpu_peak_memory_holds_the_training_state_in_every_execution(tmp_path):
+    # PARABENCH_TEST_RESULTS=DIR keeps the two results files (memory-*.json) for the record.
+    folder = Path(os.environ.get("PARABENCH_TEST_RESULTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
     rows = []
     for name, extra in (("eager-compile-graph", ["--execution", "eager,compile,cuda-graph"]),
                         ("reduce-overhead", ["--execution", "compile", "--compile-mode", "reduce-overhead"])):
-        out = tmp_path / f"{name}.json"
+        out = folder / f"memory-{name}.json"
         proc = run_cli("run", *COMMON, *extra, "--out", str(out))
         assert proc.returncode == 0, proc.stderr[-3000:]
         rows += rows_of(out)

@@ -39,15 +39,11 @@ def reference_parameters(model: str, global_batch: int, shards: int, seed: int =
                          device: str = "cpu", dtype: str = "float32") -> dict:
     """The reference step on `device` (GPU strategies are compared with a GPU reference:
     CPU and GPU convolution arithmetic alone differ by ~1e-4 after one step), with model
-    and data built in `dtype` (float64: see FLOAT64_TOLERANCE)."""
+    and data held in `dtype` (the same numbers; float64: see FLOAT64_UPDATE_FRACTION)."""
     workload = get_workload(model)
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(getattr(torch, dtype))
-    try:
-        net = workload.build(seed).to(device)
-        inputs, targets = (t.to(device) for t in workload.synthetic_batch(global_batch, seed))
-    finally:
-        torch.set_default_dtype(previous)
+    net = workload.build(seed).to(device=device, dtype=getattr(torch, dtype))
+    inputs, targets = workload.synthetic_batch(global_batch, seed)
+    inputs, targets = inputs.to(device=device, dtype=getattr(torch, dtype)), targets.to(device)
     optimizer = torch.optim.SGD(net.parameters(), **sgd_arguments("foreach" if device != "cpu" else "for-loop"))
     if device != "cpu":
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
@@ -73,8 +69,8 @@ def parity_case(strategy: str, model: str, batch_per_replica: int, gpus: tuple[i
 
 def run_parity(cases: list[Case], timeout_s: float = 300, dtype: str = "float32") -> list[dict]:
     """Run `cases` in one worker, exactly as a sweep launches it, in parity mode; the
-    parameters each case ends with, in order. `dtype` float64 builds model and data in
-    float64 in the worker (fp32 precision cases only)."""
+    parameters each case ends with, in order. `dtype` float64 holds the same weights and
+    data in float64 in the worker (fp32 precision cases only)."""
     first = cases[0]
     launcher = launcher_of(first)
     with tempfile.TemporaryDirectory(prefix="parabench-parity-") as tmp:
@@ -141,6 +137,24 @@ def all_close(a: dict, b: dict, rtol: float, atol: float) -> bool:
 # H200; a step that sums gradients instead of averaging them is 100%, one that shards
 # BatchNorm differently 133%.
 COMPILE_UPDATE_FRACTION = 0.02
+
+# Why fp32 cannot settle whether compiled DDP computes the step, and float64 can. At 4 samples
+# per BatchNorm shard (resnet18-small, global batch 8 over 2 ranks) fp32 eager itself lands
+# 3.6% (rows 4-7) and 5.2% (rows 0-3) of a tensor's update away from the same step in
+# float64: its activations differ from float64's by up to 1e-6 (first layers) to 3e-5 (last),
+# and a few pre-activations lie closer to zero than that (the closest 1.4e-7), so their ReLU
+# decides the other way (1 flip on rows 0-3, 4 on rows 4-7; none on rows 0-7 as one shard,
+# whose step is 1.2e-4 of an update from float64). A flipped element changes the backward
+# through it, by percents of the update of a tensor whose gradient sums few terms at
+# 4 samples (worst: layer2.0.conv2 on rows 0-3, layer4.1.conv1 on rows 4-7). Inductor's kernels round differently from eager's,
+# so they flip other ReLUs: compiled single passed 2% on rows 0-7 by having no flip, compiled
+# DDP failed it on its shards. In float64 the rounding is 2^29 times smaller: a flip needs a
+# pre-activation within ~1e-13 of zero (none among the ~2 million), and the rest of
+# rounding's effect, amplified as in fp32 (~2e3 eps), is ~1e-13 of an update. So in float64
+# every execution must land within FLOAT64_UPDATE_FRACTION of the reference step: a million
+# times tighter than the fp32 bound and ~1e7 above float64's rounding, while a wrong step
+# (other shards, summed gradients) is 100%+ away.
+FLOAT64_UPDATE_FRACTION = 1e-6
 
 
 def update_share(params: dict, reference: dict, initial: dict) -> tuple[str, float]:

@@ -106,7 +106,12 @@ def build_step(job: Job, case: dict, parity: bool = False):
     strategy = strategies.get(case["strategy"])
     inputs, targets = job.data(case)
     torch.manual_seed(case["seed"])
-    step = strategy.build(get_workload(case["model"]).build(seed=case["seed"]), ctx)
+    model = get_workload(case["model"]).build(seed=case["seed"])
+    if parity and case.get("parity_dtype", "float32") != "float32":
+        # The same weights and data, held in another dtype (bench/checks/parity.py: float64).
+        dtype = getattr(torch, case["parity_dtype"])
+        model, inputs = model.to(dtype), inputs.to(dtype)
+    step = strategy.build(model, ctx)
     if case["data"] == "host":
         # Every step starts from a pinned host batch: the copy is part of the step.
         if step.devices[0].type == "cuda":
@@ -209,19 +214,14 @@ def anatomy_row(case: dict, per_rank: list[dict], timed_step_ms: float, wall_s: 
 
 def parity_step(job: Job, case: dict) -> None:
     """`steps` training steps, no timing; the reporting rank saves the parameters it ends with
-    (the fp32 masters where Apex O2 keeps them). `parity_dtype` float64 builds the model and
-    the data in float64: a step free of fp32's rounding (bench/checks/parity.py says why)."""
-    dtype = getattr(torch, case.get("parity_dtype") or "float32")
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        step, run = build_step(job, case, parity=True)
-        for _ in range(case["steps"]):
-            run()
-    finally:
-        torch.set_default_dtype(previous)
+    (the fp32 masters where Apex O2 keeps them). `parity_dtype` float64 holds the same weights
+    and data in float64: a step free of fp32's rounding (bench/checks/parity.py says why)."""
+    step, run = build_step(job, case, parity=True)
+    for _ in range(case["steps"]):
+        run()
     job.launcher.barrier()
-    params = {name: training.full_tensor(p).detach().to(dtype if dtype == torch.float64 else torch.float32).cpu()
+    keep = torch.float64 if case.get("parity_dtype") == "float64" else torch.float32
+    params = {name: training.full_tensor(p).detach().to(keep).cpu()
               for name, p in training.trained_parameters(step.model, step.optimizer).items()}
     if job.reporting:
         torch.save(params, case["parity_out"])
