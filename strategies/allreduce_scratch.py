@@ -30,6 +30,9 @@ class AllreduceScratch(Strategy):
     name = "allreduce-scratch"
     summary = "hand-written all-reduce: per-device replicas, sum grads, broadcast"
     order, colour = 30, "tab:purple"
+    apex_unavailable = ("one optimiser per replica, each with its own amp.scale_loss: Apex O2 unscales "
+                        "into fp32 masters that the hand-written all-reduce does not see, and its overflow "
+                        "skip is per optimiser, so replicas could part")
     options = {"coalesce": False}  # True: one flat gradient buffer per replica instead of one copy per tensor
 
     def build(self, model, ctx):

@@ -39,7 +39,9 @@ class Strategy:
     min_replicas: int = 1
     max_replicas: int | None = None  # 1 for strategies that use one device
     needs_cuda: bool = False
-    supports_apex: bool = False
+    # The Apex amp opt levels ("O1", "O2", "O3") the strategy runs, and why it cannot run the others.
+    apex_levels: tuple[str, ...] = ()
+    apex_unavailable: str = "Apex amp is not wired into this strategy"
     executions: tuple[str, ...] = ("eager", "compile")  # what `--execution` values it supports
     options: dict[str, Any] = {}  # strategy knobs and their defaults (--option name=value)
     option_choices: dict[str, tuple] = {}  # options that take one of a fixed set of values
@@ -56,8 +58,11 @@ class Strategy:
             return f"needs {self.min_replicas}+ devices, got {placement.n_replicas}"
         if self.max_replicas is not None and placement.n_replicas > self.max_replicas:
             return f"uses at most {self.max_replicas} device(s)"
-        if precision.apex_opt_level and not self.supports_apex:
-            return "Apex amp is wired only into single-model strategies (single, ddp)"
+        if precision.apex_opt_level and precision.apex_opt_level not in self.apex_levels:
+            return f"{precision.name}: {self.apex_unavailable}"
+        if precision.apex_opt_level and execution == "cuda-graph":
+            return ("Apex's loss scaler reads its overflow flag on the host after every backward: "
+                    "a step that synchronises cannot be captured")
         if execution not in self.executions:
             return f"{self.name} supports --execution {', '.join(self.executions)}, not {execution}"
         return precision.unavailable_reason(placement.device_type)

@@ -30,7 +30,7 @@ class DDP(Strategy):
     name = "ddp"
     summary = "DistributedDataParallel, one process per device (torchrun; NCCL or gloo)"
     order, colour, reference = 20, "tab:red", True
-    supports_apex = True
+    apex_levels = ("O1", "O2", "O3")  # amp.initialize runs before the DDP wrapping (build)
     executions = ("eager", "compile", "cuda-graph")
     options = {
         "launcher": "torchrun",  # or "spawn" (torch.multiprocessing.spawn)

@@ -12,6 +12,12 @@ class FromDeviceZero(Strategy):
     needs_cuda = True
     replicas_in_threads = True
     executions = ("eager",)  # replicas are rebuilt in new threads every step: nothing to compile or capture
+    # Apex O1 patches torch functions process-wide, which the replicas' threads use too.
+    # O2/O3 patch forward on the model object: replicate() copies that bound method into
+    # every replica, which would then run device 0's model on every device's shard.
+    apex_levels = ("O1",)
+    apex_unavailable = ("Apex O2/O3 patch forward on the model object; DataParallel's replicas copy "
+                        "that bound method and would all run device 0's model")
 
     def make_forward(self, module, devices):
         raise NotImplementedError
@@ -23,6 +29,7 @@ class FromDeviceZero(Strategy):
         model = training.model_to(model, devices[0], ctx)
         optimizer = training.make_optimizer(model.parameters(), ctx)
         runtime = ctx.precision.runtime("cuda")
+        model, optimizer = runtime.prepare(model, optimizer)  # Apex: before the replicas are made
         forward = self.make_forward(training.AutocastForward(model, runtime), devices)
 
         def place(inputs, targets):

@@ -28,7 +28,9 @@ class FSDP2(DDP):
     summary = "FSDP2 fully_shard per block (ResNet stage, transformer layer) and at the root (all state sharded)"
     shards = "all"
     order, colour, reference = 24, "tab:olive", False
-    supports_apex = False
+    apex_levels = ()
+    apex_unavailable = ("fully_shard turns parameters into DTensor shards; Apex casts and copies plain "
+                        "CUDA tensors (FSDP2's MixedPrecisionPolicy is its mixed precision)")
     executions = ("eager", "compile")
     options = {**{k: DDP.options[k] for k in LAUNCHER_OPTIONS}, "reshard_after_forward": True, "mixed_precision": "off"}
     option_choices = {**{k: v for k, v in DDP.option_choices.items() if k in LAUNCHER_OPTIONS},

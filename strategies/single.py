@@ -9,7 +9,7 @@ class Single(Strategy):
     summary = "one device, plain training loop (the baseline)"
     order, colour, baseline = 0, "black", True
     max_replicas = 1
-    supports_apex = True
+    apex_levels = ("O1", "O2", "O3")
     executions = ("eager", "compile", "cuda-graph")
 
     def build(self, model, ctx):

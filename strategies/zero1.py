@@ -14,7 +14,9 @@ class Zero1(DDP):
     summary = "DDP + ZeroRedundancyOptimizer (optimiser state sharded across ranks)"
     shards = "optimizer"
     order, colour, reference = 22, "tab:brown", False
-    supports_apex = False
+    apex_levels = ()
+    apex_unavailable = ("ZeroRedundancyOptimizer partitions the parameters when it is built; Apex swaps "
+                        "optimiser parameters (O2 masters) and patches step and zero_grad on a plain optimiser")
     executions = ("eager", "compile")  # the step broadcasts parameters between ranks from Python
 
     def make_optimizer(self, model, ctx):

@@ -106,6 +106,57 @@ def test_a_host_sleep_shows_as_idle_on_a_gpu(tmp_path):
         assert abs(row["anatomy_vs_timed_pct"]) <= anatomy.TOLERANCE_PCT or row["anatomy_note"]
 
 
+# --- waiting for a slow rank against transfer ----------------------------------------
+def per_device(row, value) -> dict:
+    return {k: float(v) for k, v in (item.split("=") for item in row[f"anatomy_{value}_ms_per_device"].split(";"))}
+
+
+def test_the_wait_for_the_last_rank_is_split_from_the_transfer():
+    # Rank 1 enters both collectives 300 us before rank 0; rank 0's clock reads 1000 us later
+    # than rank 1's. Each collective ends 10 us after rank 0 entered it, on both ranks.
+    def device(collectives, exposed):
+        comm = sum(b - a for a, b in exposed) / 1000
+        return {"device": "cpu", "steps": 1, "collectives": collectives, "exposed_spans": exposed, "exposed_comm": comm}
+
+    rank0 = device([[1300, 1310], [1900, 1910]], [[1300, 1310], [1900, 1910]])
+    rank1 = device([[0, 310], [600, 910]], [[0, 310], [700, 910]])  # 100 us of the second one hidden
+    assert anatomy.split_exposed_comm([rank0, rank1]) is None
+    assert rank0["wait"] == pytest.approx(0) and rank0["transfer"] == pytest.approx(0.020)
+    assert rank1["wait"] == pytest.approx(0.300 + 0.200) and rank1["transfer"] == pytest.approx(0.020)
+    lone = device([[0, 5]], [[0, 5]])
+    assert anatomy.split_exposed_comm([lone]) is None and lone["wait"] == 0  # nobody to wait for
+    odd = [device([[0, 5]], []), device([[0, 5], [6, 7]], [])]
+    assert "different numbers of collectives" in anatomy.split_exposed_comm(odd)
+
+
+def test_a_slow_rank_shows_as_its_peers_wait_not_as_transfer(tmp_path):
+    # Rank 0 sleeps 300 ms in every step before its forward (gloo, 2 processes): rank 1
+    # reaches the step's first collective 300 ms early and waits there. Bounds allow for a
+    # busy 2-core machine: at least 200 ms of the wait seen, transfer well under it.
+    where = [*CPU, "--option", "launcher=torchrun"]
+    row = sleepy(tmp_path, "slow-rank", 300, where)
+    wait, transfer, exposed = (per_device(row, v) for v in ("wait", "transfer", "exposed_comm"))
+    print(f"wait {wait}, transfer {transfer}, exposed {exposed}")
+    for rank in ("0:cpu", "1:cpu"):
+        assert wait[rank] + transfer[rank] == pytest.approx(exposed[rank], rel=1e-3, abs=0.01)
+    assert wait["1:cpu"] >= 200, wait
+    assert transfer["1:cpu"] < 0.5 * wait["1:cpu"], (wait, transfer)
+    assert wait["1:cpu"] > wait["0:cpu"] + 150, wait  # the sleeper itself waits for nobody
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(cuda_gpus() < 2, reason="needs 2 CUDA GPUs: two ranks cannot share one GPU through NCCL")
+def test_a_slow_rank_shows_as_its_peers_wait_on_gpus(tmp_path):
+    where = ["--gpus", "0,1", "--models", "resnet18-small", "--precisions", "amp-bf16", "--batch-sizes", "64",
+             "--warmup", "5", "--steps", "5", "--trials", "1", "--anatomy", "--option", "launcher=torchrun"]
+    row = sleepy(tmp_path, "slow-rank-gpu", 20, where)
+    wait, transfer, exposed = (per_device(row, v) for v in ("wait", "transfer", "exposed_comm"))
+    print(f"wait {wait}, transfer {transfer}, exposed {exposed}")
+    assert wait["1:cuda:1"] >= 15, wait
+    assert transfer["1:cuda:1"] < 0.2 * wait["1:cuda:1"], (wait, transfer)
+    assert wait["1:cuda:1"] > wait["0:cuda:0"] + 10, wait
+
+
 # --- a real H200 trace ----------------------------------------------------------------
 # ddp, resnet18-small amp-bf16 + channels_last, 32 per GPU on 2 H200s, 2 profiled steps
 # (scripts/campaign4_anatomy.sh, step "fixture"): every rank's labelled trace and GPU timeline.
@@ -141,6 +192,19 @@ def test_the_breakdown_of_a_real_h200_trace(rank):
     assert len(copies) == 258 and len(nccl) == 8
     assert got["copy"] == pytest.approx(sum(copies) / steps, rel=1e-4)
     assert got["comm"] == pytest.approx(sum(nccl) / steps, rel=1e-4)
+
+
+def test_the_exposed_communication_of_a_real_h200_trace_is_mostly_waiting():
+    # Host-bound DDP at batch 32: each rank's NCCL kernels spin while the other rank's host
+    # catches up. What is left once the wait is taken out is the transfer: ~0.18 ms per step,
+    # the 2-GPU all-reduce of these 45 MiB of fp32 gradients measured alone (0.19 ms, DESIGN 4).
+    per_rank = [anatomy.analyse_rank(str(DDP_H200), rank) for rank in (0, 1)]
+    row = anatomy.summarise(per_rank, 11.0, on_gpu=True)
+    wait, transfer, exposed = (per_device(row, v) for v in ("wait", "transfer", "exposed_comm"))
+    for where in ("0:cuda:0", "1:cuda:1"):
+        assert wait[where] + transfer[where] == pytest.approx(exposed[where], rel=1e-3)
+        assert 0.1 < transfer[where] < 0.3 and wait[where] > 1.0, (wait, transfer)
+    assert row["anatomy_wait_ms"] + row["anatomy_transfer_ms"] == pytest.approx(row["anatomy_exposed_comm_ms"], rel=1e-3)
 
 
 def test_the_timeline_finds_the_optimizer_kernels_the_labels_mark():

@@ -36,13 +36,15 @@ GPU_TOLERANCE = {"rtol": 1e-3, "atol": 5e-5}
 
 
 def reference_parameters(model: str, global_batch: int, shards: int, seed: int = 0, steps: int = 1,
-                         device: str = "cpu") -> dict:
+                         device: str = "cpu", dtype: str = "float32") -> dict:
     """The reference step on `device` (GPU strategies are compared with a GPU reference:
-    CPU and GPU convolution arithmetic alone differ by ~1e-4 after one step)."""
+    CPU and GPU convolution arithmetic alone differ by ~1e-4 after one step), with model
+    and data held in `dtype` (the same numbers; float64: see FLOAT64_UPDATE_FRACTION)."""
     workload = get_workload(model)
-    net = workload.build(seed).to(device)
+    net = workload.build(seed).to(device=device, dtype=getattr(torch, dtype))
+    inputs, targets = workload.synthetic_batch(global_batch, seed)
+    inputs, targets = inputs.to(device=device, dtype=getattr(torch, dtype)), targets.to(device)
     optimizer = torch.optim.SGD(net.parameters(), **sgd_arguments("foreach" if device != "cpu" else "for-loop"))
-    inputs, targets = (t.to(device) for t in workload.synthetic_batch(global_batch, seed))
     loss_fn = workload.criterion()
     if device != "cpu":
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
@@ -52,22 +54,25 @@ def reference_parameters(model: str, global_batch: int, shards: int, seed: int =
             (loss_fn(net(x), y) / shards).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    return {name: p.detach().float().cpu() for name, p in net.named_parameters()}
+    keep = torch.float64 if dtype == "float64" else torch.float32
+    return {name: p.detach().to(keep).cpu() for name, p in net.named_parameters()}
 
 
 def parity_case(strategy: str, model: str, batch_per_replica: int, gpus: tuple[int, ...] = (), n_replicas: int = 1,
                 options: dict | None = None, seed: int = 0, steps: int = 1, execution: str = "eager",
-                **knobs) -> Case:
-    """The fp32 case whose training step the parity tests compare (TF32 off, no autotuning)."""
+                precision: str = "fp32", **knobs) -> Case:
+    """The case whose training step the parity tests compare (TF32 off, no autotuning; fp32
+    unless `precision` says otherwise)."""
     knobs = {"cudnn_benchmark": "off", "tf32": "off", **knobs}
     settings = make_settings(warmup=0, steps=steps, trials=1, seed=seed, options=tuple(sorted((options or {}).items())),
                              **knobs)
-    return Case.make(strategy, "fp32", model, Placement(tuple(gpus), n_replicas), batch_per_replica, execution, settings)
+    return Case.make(strategy, precision, model, Placement(tuple(gpus), n_replicas), batch_per_replica, execution, settings)
 
 
-def run_parity(cases: list[Case], timeout_s: float = 300) -> list[dict]:
+def run_parity(cases: list[Case], timeout_s: float = 300, dtype: str = "float32") -> list[dict]:
     """Run `cases` in one worker, exactly as a sweep launches it, in parity mode; the
-    parameters each case ends with, in order."""
+    parameters each case ends with, in order. `dtype` float64 holds the same weights and
+    data in float64 in the worker (fp32 precision cases only)."""
     first = cases[0]
     launcher = launcher_of(first)
     with tempfile.TemporaryDirectory(prefix="parabench-parity-") as tmp:
@@ -76,6 +81,7 @@ def run_parity(cases: list[Case], timeout_s: float = 300) -> list[dict]:
             raise RuntimeError(f"preparing {failed[0][0].label()} failed: {failed[0][1]}")
         for i, case_spec in enumerate(spec["cases"]):
             case_spec["parity_out"] = os.path.join(tmp, f"params-{i}.pt")
+            case_spec["parity_dtype"] = dtype
         spec_path = os.path.join(tmp, "spec.json")
         with open(spec_path, "w") as fh:
             json.dump(spec, fh)
@@ -106,9 +112,11 @@ def run_parity(cases: list[Case], timeout_s: float = 300) -> list[dict]:
 
 def strategy_parameters(strategy: str, model: str, batch_per_replica: int, gpus: tuple[int, ...] = (),
                         n_replicas: int = 1, options: dict | None = None, seed: int = 0, steps: int = 1,
-                        timeout_s: float = 300, execution: str = "eager", **knobs) -> dict:
-    case = parity_case(strategy, model, batch_per_replica, gpus, n_replicas, options, seed, steps, execution, **knobs)
-    return run_parity([case], timeout_s)[0]
+                        timeout_s: float = 300, execution: str = "eager", precision: str = "fp32",
+                        dtype: str = "float32", **knobs) -> dict:
+    case = parity_case(strategy, model, batch_per_replica, gpus, n_replicas, options, seed, steps, execution, precision,
+                       **knobs)
+    return run_parity([case], timeout_s, dtype)[0]
 
 
 def max_abs_difference(a: dict, b: dict) -> float:
@@ -131,6 +139,24 @@ def all_close(a: dict, b: dict, rtol: float, atol: float) -> bool:
 # H200; a step that sums gradients instead of averaging them is 100%, one that shards
 # BatchNorm differently 133%.
 COMPILE_UPDATE_FRACTION = 0.02
+
+# Why fp32 cannot settle whether compiled DDP computes the step, and float64 can. At 4 samples
+# per BatchNorm shard (resnet18-small, global batch 8 over 2 ranks) fp32 eager itself lands
+# 3.6% (rows 4-7) and 5.2% (rows 0-3) of a tensor's update away from the same step in
+# float64: its activations differ from float64's by up to 1e-6 (first layers) to 3e-5 (last),
+# and a few pre-activations lie closer to zero than that (the closest 1.4e-7), so their ReLU
+# decides the other way (1 flip on rows 0-3, 4 on rows 4-7; none on rows 0-7 as one shard,
+# whose step is 1.2e-4 of an update from float64). A flipped element changes the backward
+# through it, by percents of the update of a tensor whose gradient sums few terms at
+# 4 samples (worst: layer2.0.conv2 on rows 0-3, layer4.1.conv1 on rows 4-7). Inductor's kernels round differently from eager's,
+# so they flip other ReLUs: compiled single passed 2% on rows 0-7 by having no flip, compiled
+# DDP failed it on its shards. In float64 the rounding is 2^29 times smaller: a flip needs a
+# pre-activation within ~1e-13 of zero (none among the ~2 million), and the rest of
+# rounding's effect, amplified as in fp32 (~2e3 eps), is ~1e-13 of an update. So in float64
+# every execution must land within FLOAT64_UPDATE_FRACTION of the reference step: a million
+# times tighter than the fp32 bound and ~1e7 above float64's rounding, while a wrong step
+# (other shards, summed gradients) is 100%+ away.
+FLOAT64_UPDATE_FRACTION = 1e-6
 
 
 def update_share(params: dict, reference: dict, initial: dict) -> tuple[str, float]:

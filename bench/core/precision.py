@@ -74,6 +74,12 @@ class PrecisionRuntime:
 
 
 class ApexRuntime(PrecisionRuntime):
+    """Apex amp: `prepare` is amp.initialize, called before any DistributedDataParallel or
+    DataParallel wrapping (Apex's documented order). O1 patches torch functions to cast
+    per op; O2 casts the model to fp16 (BatchNorm kept fp32) and keeps fp32 master weights
+    in the optimiser; O3 is pure fp16. O2 and O3 also replace the optimiser's zero_grad by
+    one without arguments (training.grad_clearer copes)."""
+
     def __init__(self, precision: Precision, device_type: str):
         super().__init__(precision, device_type)
         from apex import amp  # only reached where unavailable_reason() said it imports
@@ -101,9 +107,22 @@ PRECISIONS: dict[str, Precision] = {
         Precision("amp-fp16", "torch.amp autocast to float16 with GradScaler", "float16", grad_scaler=True),
         Precision("amp-bf16", "torch.amp autocast to bfloat16", "bfloat16"),
         Precision("apex-O1", "NVIDIA Apex amp, opt level O1", apex_opt_level="O1"),
-        Precision("apex-O2", "NVIDIA Apex amp, opt level O2", apex_opt_level="O2"),
+        Precision("apex-O2", "NVIDIA Apex amp, opt level O2 (fp16 model, fp32 master weights)", apex_opt_level="O2"),
+        Precision("apex-O3", "NVIDIA Apex amp, opt level O3 (pure fp16, BatchNorm included)", apex_opt_level="O3"),
     )
 }
+
+
+def release_apex() -> None:
+    """Undo what Apex O1 patched process-wide (torch functions cast to fp16), so that the next
+    case in the same worker runs unpatched torch; a no-op where Apex was never initialised."""
+    import sys
+
+    state = sys.modules.get("apex.amp._amp_state")
+    handle = getattr(getattr(state, "_amp_state", None), "handle", None)
+    if handle is not None:
+        handle._deactivate()  # restores every function amp.init() replaced
+        del state._amp_state.handle
 
 
 def get_precision(name: str) -> Precision:

@@ -84,11 +84,39 @@ class AutocastForward(nn.Module):
             return self.module(x)
 
 
+def grad_clearer(optimizer):
+    """A callable that clears the optimiser's gradients after a step: zero_grad(set_to_none=True)
+    where zero_grad takes it. Apex O2/O3 replace an optimiser's zero_grad by one without
+    arguments (it zeroes the fp16 model gradients in place and drops the fp32 master ones):
+    that one is called as it is. Resolved once, when the step is built, after amp.initialize."""
+    import inspect
+
+    try:
+        params = inspect.signature(optimizer.zero_grad).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: the standard call
+        return lambda: optimizer.zero_grad(set_to_none=True)
+    if any(p.name == "set_to_none" or p.kind is p.VAR_KEYWORD for p in params):
+        return lambda: optimizer.zero_grad(set_to_none=True)
+    return optimizer.zero_grad
+
+
+def trained_parameters(model: nn.Module, optimizer) -> dict:
+    """Name -> the tensor the optimiser updates: Apex O2's fp32 master copy of an fp16
+    parameter (paired by Apex itself), the model's own parameter otherwise."""
+    stash = getattr(optimizer, "_amp_stash", None)
+    masters = {}
+    if stash is not None and getattr(stash, "lazy_init_called", False) and hasattr(stash, "all_fp32_from_fp16_params"):
+        masters = {id(half): master for half, master in zip(stash.all_fp16_params, stash.all_fp32_from_fp16_params)}
+    return {name: masters.get(id(p), p) for name, p in model.named_parameters()}
+
+
 def standard_step(forward, optimizer, runtime):
     """`run` for strategies whose forward returns the batch's output on one device (single,
     DataParallel and friends, DDP and the sharded strategies). The phases are labelled for
     the profiler, so that the step anatomy can tell the optimiser apart exactly."""
     from torch.profiler import record_function
+
+    clear_grads = grad_clearer(optimizer)
 
     def run(batch):
         inputs, targets = batch
@@ -99,7 +127,7 @@ def standard_step(forward, optimizer, runtime):
         with record_function("parabench.optimizer"):
             runtime.step(optimizer)
             runtime.update()
-            optimizer.zero_grad(set_to_none=True)
+            clear_grads()
 
     return run
 
@@ -136,9 +164,8 @@ def _capture(step: TrainStep, placed, device, warmup_steps: int, restore: bool):
     torch.cuda.current_stream(device).wait_stream(side)
     torch.cuda.synchronize(device)
     if step.optimizer is not None:
-        step.optimizer.zero_grad(set_to_none=True)
-    # The graph's private pool is the step's memory: count it in the case's peak.
-    torch.cuda.reset_peak_memory_stats(device)
+        grad_clearer(step.optimizer)()
+    # The graph's private pool holds the step's memory from here on: timing.peak_memory_mib counts it.
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         step.run(placed)

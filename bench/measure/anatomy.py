@@ -19,7 +19,17 @@ so that they add up to the profiled step (milliseconds per step):
 - idle: no kernel at all: the device waits for the host to launch work (a launch- or
   Python-bound step).
 
-`comm` is all communication kernel time, hidden or not (not part of the sum). Kernel
+`comm` is all communication kernel time, hidden or not (not part of the sum).
+
+Exposed communication is split in two (wait + transfer = exposed_comm), from every rank's
+trace together: a collective cannot finish before its last rank enters it, and a rank that
+enters early spends the time until then waiting for the slowest rank (its host being
+late, say), not moving data. The ranks' clocks are aligned on the collectives' end times,
+which coincide on every rank (the median offset over the window's collectives); then, per
+collective, each rank's span up to the last rank's entry is `wait`, and the exposed part of
+that is `anatomy_wait_ms`; the rest of the exposed time is `anatomy_transfer_ms`. This
+needs the same sequence of collectives on every rank (data-parallel steps have it);
+otherwise the split is left empty and the note says so. Kernel
 classes follow Holistic Trace Analysis (a name with "nccl" is communication, "memcpy"
 or "memset" is a copy). A whole-step CUDA graph replays from one host call, so its
 optimiser kernels count as compute.
@@ -45,10 +55,11 @@ import re
 
 PARTS = ("compute", "optimizer", "copy", "exposed_comm", "idle")
 VALUES = ("step",) + PARTS + ("comm",)
-COLUMNS = ([f"anatomy_{v}_ms" for v in VALUES] + [f"anatomy_{v}_ms_per_device" for v in VALUES]
+SPLIT = ("wait", "transfer")  # exposed_comm = wait + transfer, from all ranks' traces together
+COLUMNS = ([f"anatomy_{v}_ms" for v in VALUES + SPLIT] + [f"anatomy_{v}_ms_per_device" for v in VALUES + SPLIT]
            + ["anatomy_device", "anatomy_basis", "anatomy_steps", "anatomy_traces", "anatomy_wall_s",
               "anatomy_vs_timed_pct", "anatomy_note"])
-FLOAT_COLUMNS = {f"anatomy_{v}_ms" for v in VALUES} | {"anatomy_wall_s", "anatomy_vs_timed_pct"}
+FLOAT_COLUMNS = {f"anatomy_{v}_ms" for v in VALUES + SPLIT} | {"anatomy_wall_s", "anatomy_vs_timed_pct"}
 TOLERANCE_PCT = 5.0  # the profiled step against the timed median step (GPUs)
 
 OPTIMIZER_PHASE = "parabench.optimizer"
@@ -90,17 +101,41 @@ def overlap(a: list, b: list) -> float:
     return total
 
 
+def subtract(a: list, b: list) -> list[tuple[float, float]]:
+    """The parts of disjoint sorted intervals `a` that disjoint sorted intervals `b` leave."""
+    out = []
+    for start, end in a:
+        for lo, hi in b:
+            if hi <= start or lo >= end:
+                continue
+            if lo > start:
+                out.append((start, lo))
+            start = max(start, hi)
+            if start >= end:
+                break
+        if start < end:
+            out.append((start, end))
+    return out
+
+
+def partition_spans(window: tuple[float, float], layers: list[tuple[str, list]]) -> dict[str, list]:
+    """Each layer's own intervals in `window`: the time it covers that no earlier layer covers."""
+    start, end = window
+    covered: list = []
+    spans = {}
+    for name, intervals in layers:
+        mine = union(clip(intervals, start, end))
+        spans[name] = subtract(mine, covered)
+        covered = union(covered + mine)
+    return spans
+
+
 def partition(window: tuple[float, float], layers: list[tuple[str, list]]) -> dict[str, float]:
     """Split `window` among the layers in priority order: each gets the time it covers that
     no earlier layer covers; `idle` gets the rest. The parts add up to the window."""
-    start, end = window
-    covered: list = []
-    parts = {}
-    for name, intervals in layers:
-        mine = union(clip(intervals, start, end))
-        parts[name] = length(mine) - overlap(mine, covered)
-        covered = union(covered + mine)
-    parts["idle"] = (end - start) - length(covered)
+    spans = partition_spans(window, layers)
+    parts = {name: length(s) for name, s in spans.items()}
+    parts["idle"] = (window[1] - window[0]) - sum(parts.values())
     return parts
 
 
@@ -266,25 +301,69 @@ def _analyse_cpu(events, n_steps, window, main_tid) -> dict:
 
 
 def _per_step(device: str, basis: str, n_steps: int, window, layers, comm) -> dict:
-    parts = partition(window, layers)
+    spans = partition_spans(window, layers)
+    parts = {name: length(s) for name, s in spans.items()}
+    parts["idle"] = (window[1] - window[0]) - sum(parts.values())
     per_ms = 1 / (1000 * n_steps)  # trace timestamps are microseconds
     out = {"device": device, "basis": basis, "steps": n_steps, "step": (window[1] - window[0]) * per_ms}
     out.update({p: parts[p] * per_ms for p in PARTS})
     out["comm"] = length(union(clip(comm, *window))) * per_ms
+    # For the wait/transfer split across ranks (split_exposed_comm): every collective that
+    # starts in the window, whole, in this trace's clock (us), and the exposed intervals.
+    out["collectives"] = [[a, b] for a, b in sorted(comm) if window[0] <= a < window[1] and b > a]
+    out["exposed_spans"] = [[a, b] for a, b in spans["exposed_comm"]]
     return out
+
+
+def split_exposed_comm(devices: list[dict]) -> str | None:
+    """Set `wait` and `transfer` (ms per step) on every device of every rank (see the module
+    notes); None where that worked, else why not (the values are then None)."""
+    for d in devices:
+        d["wait"] = d["transfer"] = None
+    talking = [d for d in devices if d.get("collectives")]
+    if not talking:
+        for d in devices:
+            d["wait"], d["transfer"] = 0.0, d["exposed_comm"]
+        return None
+    counts = {len(d["collectives"]) for d in talking}
+    if len(counts) > 1 or len(talking) < len(devices) and len(devices) > 1:
+        return ("wait/transfer not split: the devices' traces hold different numbers of collectives "
+                f"({', '.join(str(len(d.get('collectives') or [])) for d in devices)})")
+    ends = [[b for _, b in d["collectives"]] for d in talking]
+    offsets = [_median([e - r for e, r in zip(mine, ends[0])]) for mine in ends]
+    last_entry = [max(d["collectives"][k][0] - off for d, off in zip(talking, offsets))
+                  for k in range(counts.pop())]
+    for d, off in zip(talking, offsets):
+        waits = union((a, min(b, last + off)) for (a, b), last in zip(d["collectives"], last_entry))
+        exposed = [tuple(s) for s in d["exposed_spans"]]
+        per_ms = 1 / (1000 * d["steps"])
+        d["wait"] = overlap(waits, exposed) * per_ms
+        d["transfer"] = max(0.0, d["exposed_comm"] - d["wait"])
+    for d in devices:
+        if d["wait"] is None:
+            d["wait"], d["transfer"] = 0.0, d["exposed_comm"]
+    return None
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 # --- the row ---------------------------------------------------------------------------
 def summarise(per_rank: list[list[dict]], timed_step_ms: float, on_gpu: bool) -> dict:
     """The row's anatomy columns from every rank's per-device breakdown."""
     devices = [dict(d, where=f"{rank}:{d['device']}") for rank, ds in enumerate(per_rank) for d in ds]
+    unsplit = split_exposed_comm(devices)
     busiest = max(devices, key=lambda d: d["step"] - d["idle"])
-    row = {f"anatomy_{v}_ms": round(busiest[v], 4) for v in VALUES}
-    row.update({f"anatomy_{v}_ms_per_device": ";".join(f"{d['where']}={d[v]:.4g}" for d in devices) for v in VALUES})
+    values = VALUES if unsplit else VALUES + SPLIT
+    row = {f"anatomy_{v}_ms": round(busiest[v], 4) for v in values}
+    row.update({f"anatomy_{v}_ms_per_device": ";".join(f"{d['where']}={d[v]:.4g}" for d in devices) for v in values})
     row.update(anatomy_device=busiest["where"], anatomy_basis=busiest["basis"], anatomy_steps=busiest["steps"])
     gap = 100 * (busiest["step"] - timed_step_ms) / timed_step_ms
     row["anatomy_vs_timed_pct"] = round(gap, 2)
-    notes = []
+    notes = [unsplit] if unsplit else []
     if on_gpu and abs(gap) > TOLERANCE_PCT:
         share = busiest["idle"] / busiest["step"]
         cause = ("the step is host-bound (idle %.0f%% of it) and the profiler adds host time to every launch"

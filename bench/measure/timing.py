@@ -54,9 +54,35 @@ def reset_peak_memory(devices: list[torch.device]) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
+def graph_pool_bytes() -> dict[int, int]:
+    """Per CUDA ordinal: bytes of private memory pools that no live tensor holds.
+
+    A CUDA graph (torch.cuda.graph, and the CUDA-graph trees of torch.compile's
+    reduce-overhead mode) allocates its temporaries from a private pool while it is
+    captured; the capture then frees them to that pool, and every replay writes into the
+    same memory without allocating. The allocator's allocated-bytes statistic, and so
+    max_memory_allocated after a reset, never sees that memory again: a captured step's
+    activations and (set-to-None) gradients vanish from the peak. The pool's segments stay
+    reserved for the graphs, so their free part is what the graphs hold beyond the
+    allocator's count. Private pools are the segments whose pool id is not the default
+    pool's (0, 0) (torch.cuda.memory_snapshot)."""
+    held: dict[int, int] = {}
+    for segment in torch.cuda.memory_snapshot():
+        if tuple(segment.get("segment_pool_id") or (0, 0)) != (0, 0):
+            device = segment["device"]
+            held[device] = held.get(device, 0) + segment["total_size"] - segment["allocated_size"]
+    return held
+
+
 def peak_memory_mib(devices: list[torch.device]) -> dict[int, tuple[float, float]]:
-    """Per CUDA ordinal: (peak allocated, peak reserved) in MiB since the last reset."""
+    """Per CUDA ordinal: (peak allocated, peak reserved) in MiB since the last reset, for
+    every execution by one rule: the allocator's peak plus what CUDA-graph pools hold
+    beyond it (graph_pool_bytes; zero for eager and compile's default mode). Reserved
+    memory already includes the pools' segments."""
+    cuda = {d for d in devices if d.type == "cuda"}
+    pools = graph_pool_bytes() if cuda else {}
     return {
-        d.index: (torch.cuda.max_memory_allocated(d) / 2**20, torch.cuda.max_memory_reserved(d) / 2**20)
-        for d in {d for d in devices if d.type == "cuda"}
+        d.index: ((torch.cuda.max_memory_allocated(d) + pools.get(d.index, 0)) / 2**20,
+                  torch.cuda.max_memory_reserved(d) / 2**20)
+        for d in cuda
     }

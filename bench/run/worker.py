@@ -25,7 +25,7 @@ from bench.engine import launchers, training
 from bench.run import procs
 from bench.core import protocol
 from bench.workloads import facts, get_workload
-from bench.core.precision import get_precision
+from bench.core.precision import get_precision, release_apex
 from bench.core.stats import summarize
 from bench.measure.timing import StepClock, peak_memory_mib, reset_peak_memory
 from bench.core.placement import Placement
@@ -108,7 +108,12 @@ def build_step(job: Job, case: dict, parity: bool = False):
     workload = get_workload(case["model"])
     training.loss_fn = workload.criterion()  # every strategy's step takes the workload's loss
     torch.manual_seed(case["seed"])
-    step = strategy.build(workload.build(seed=case["seed"]), ctx)
+    model = workload.build(seed=case["seed"])
+    if parity and case.get("parity_dtype", "float32") != "float32":
+        # The same weights and data, held in another dtype (bench/checks/parity.py: float64).
+        dtype = getattr(torch, case["parity_dtype"])
+        model, inputs = model.to(dtype), inputs.to(dtype)
+    step = strategy.build(model, ctx)
     if case["data"] == "host":
         # Every step starts from a pinned host batch: the copy is part of the step.
         if step.devices[0].type == "cuda":
@@ -137,8 +142,8 @@ def measure_case(job: Job, case: dict) -> dict | None:
         run()
     clock.synchronize()
     phase("warmup_s")
-    if case["execution"] != "cuda-graph":  # a captured step's peak was reset before its capture
-        reset_peak_memory(step.devices)
+    # Every execution alike: the peak from here on, graph pools added (timing.peak_memory_mib).
+    reset_peak_memory(step.devices)
     job.launcher.barrier()
 
     step_ms, trial_wall = [], []
@@ -211,12 +216,16 @@ def anatomy_row(case: dict, per_rank: list[dict], timed_step_ms: float, wall_s: 
 
 
 def parity_step(job: Job, case: dict) -> None:
-    """`steps` training steps, no timing; the reporting rank saves the parameters it ends with."""
+    """`steps` training steps, no timing; the reporting rank saves the parameters it ends with
+    (the fp32 masters where Apex O2 keeps them). `parity_dtype` float64 holds the same weights
+    and data in float64: a step free of fp32's rounding (bench/checks/parity.py says why)."""
     step, run = build_step(job, case, parity=True)
     for _ in range(case["steps"]):
         run()
     job.launcher.barrier()
-    params = {name: training.full_tensor(p).detach().float().cpu() for name, p in step.model.named_parameters()}
+    keep = torch.float64 if case.get("parity_dtype") == "float64" else torch.float32
+    params = {name: training.full_tensor(p).detach().to(keep).cpu()
+              for name, p in training.trained_parameters(step.model, step.optimizer).items()}
     if job.reporting:
         torch.save(params, case["parity_out"])
 
@@ -226,6 +235,7 @@ def reset_between_cases(case: dict) -> None:
     (cycles included) and the blocks the allocator keeps cached."""
     if case["execution"] == "compile":
         torch._dynamo.reset()
+    release_apex()  # Apex O1's process-wide patches must not reach the next case
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
