@@ -66,8 +66,8 @@ def test_the_trained_parameters_are_apex_masters_where_it_keeps_them():
 
 
 @pytest.mark.parametrize("strategy, level, runs", [
-    ("single", "O1", True), ("single", "O2", True), ("single", "O3", True),
-    ("ddp", "O1", True), ("ddp", "O2", True), ("ddp", "O3", True),
+    ("single", "O1", True), ("single", "O2", True), ("single", "O3", False),
+    ("ddp", "O1", True), ("ddp", "O2", True), ("ddp", "O3", False),
     ("dp", "O1", True), ("dp", "O2", False), ("dp-manual", "O3", False),
     ("zero1", "O1", False), ("fsdp2", "O2", False), ("allreduce-scratch", "O1", False),
 ])
