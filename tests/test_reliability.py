@@ -1,6 +1,7 @@
 """Nothing measured is ever lost: one test per fault an adversarial user found (issue list
 of the reliability work), each on the CPU. Process checks look only at the processes
 that carry this test's own tag (PARABENCH_TEST_TAG, inherited by every worker)."""
+import json
 import os
 import signal
 import subprocess
@@ -73,22 +74,106 @@ def test_a_second_sweep_on_the_same_file_is_refused(tmp_path):
     assert wait_for(lambda: not processes_with(env["PARABENCH_TEST_TAG"]), 20)
 
 
-# 2. Workers die with their parent, torchrun's whole tree included; no temp file survives.
-@pytest.mark.parametrize("launcher, replicas", [("local", "1"), ("torchrun", "2")])
-def test_workers_die_with_a_killed_sweep(tmp_path, launcher, replicas):
+# 2. Workers die with their parent, torchrun's whole tree included, at every moment of their
+# start-up, also where orphans go to a subreaper rather than PID 1; nothing stays on disk.
+def worker_processes(tag: str) -> list[str]:
+    """Command lines of the tagged worker processes (torchrun's agent names the worker too)."""
+    found = []
+    for proc in processes_with(tag):
+        try:
+            found.append(" ".join(proc.cmdline()))
+        except psutil.Error:
+            pass
+    return [c for c in found if "bench.run.worker" in c]
+
+
+MOMENTS = {
+    # The worker's first process exists: it is still starting Python and importing torch.
+    "worker starting": lambda tag, mark: bool(worker_processes(tag)),
+    # torchrun has started both ranks (they import torch now); local: the one process.
+    "ranks starting": lambda tag, mark: len([c for c in worker_processes(tag) if "torch.distributed.run" not in c]) >= 2,
+    # The case is under way (the fault fired): the worker hangs in it.
+    "case running": lambda tag, mark: mark.exists(),
+}
+
+
+def kill_sweep_at(tmp_path, launcher, replicas, moment):
     env = tagged()
+    tag, mark = env["PARABENCH_TEST_TAG"], tmp_path / "fault-fired"
     sweep = start(["--strategies", "faulty", "--cpu-replicas", replicas, *FAST, "--batch-sizes", "1",
-                   "--option", f"launcher={launcher}", "--option", "fault=hang", "--case-timeout", "120",
-                   "--out", str(tmp_path / "r.json")], {**env, "TMPDIR": str(tmp_path)})
-    tag = env["PARABENCH_TEST_TAG"]
-    # The worker (and for torchrun both ranks) are up and hanging in the case.
-    assert wait_for(lambda: len(processes_with(tag)) >= (2 if launcher == "local" else 4))
-    time.sleep(2)
-    sweep.send_signal(signal.SIGKILL)
-    sweep.communicate()
-    assert wait_for(lambda: not processes_with(tag), 20), [p.cmdline() for p in processes_with(tag)]
-    # The spec file was removed by the worker once read; only the (empty) worker folder may stay.
-    assert list(tmp_path.glob("parabench-worker-*")) and not list(tmp_path.glob("parabench-worker-*/spec.json"))
+                   "--option", f"launcher={launcher}", "--option", "fault=hang", "--case-timeout", "300",
+                   "--out", str(tmp_path / "r.json")], {**env, "TMPDIR": str(tmp_path), "PARABENCH_FAULTY_MARK": str(mark)})
+    try:
+        assert wait_for(lambda: MOMENTS[moment](tag, mark), 300), sweep.stderr.read() if sweep.poll() is not None else ""
+    finally:
+        sweep.send_signal(signal.SIGKILL)
+        sweep.communicate()
+    return tag
+
+
+@pytest.mark.parametrize("launcher, replicas, moment", [
+    ("local", "1", "worker starting"), ("local", "1", "case running"),
+    ("torchrun", "2", "worker starting"), ("torchrun", "2", "ranks starting"), ("torchrun", "2", "case running"),
+])
+def test_workers_die_with_a_killed_sweep(tmp_path, launcher, replicas, moment):
+    tag = kill_sweep_at(tmp_path, launcher, replicas, moment)
+    assert wait_for(lambda: not processes_with(tag), 60), [p.cmdline() for p in processes_with(tag)]
+    # The workers' folder (spec, events) went with the sweep: nothing is left in the temp folder.
+    assert wait_for(lambda: not list(tmp_path.glob("parabench-*")), 60), list(tmp_path.rglob("*"))
+
+
+@pytest.fixture
+def subreaper():
+    """This test's process adopts orphans (as a container's init or systemd --user does), so an
+    orphaned rank's parent is not PID 1; orphans that end here are reaped here."""
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    assert prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    try:
+        yield
+    finally:
+        prctl(36, 0, 0, 0, 0)
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+
+
+@pytest.mark.parametrize("moment", ["ranks starting", "case running"])
+def test_ranks_die_with_a_killed_sweep_under_a_subreaper(tmp_path, subreaper, moment):
+    tag = kill_sweep_at(tmp_path, "torchrun", "2", moment)
+
+    def none_left():
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:  # orphans come here now: reap the ones that ended
+                pass
+        except ChildProcessError:
+            pass
+        return not processes_with(tag)
+
+    assert wait_for(none_left, 60), [p.cmdline() for p in processes_with(tag)]
+    assert wait_for(lambda: not list(tmp_path.glob("parabench-*")), 60)
+
+
+def test_a_stale_scratch_folder_is_removed_by_the_next_sweep(tmp_path):
+    from bench.run import procs
+
+    dead = tmp_path / f"{procs.SCRATCH_PREFIX}dead"
+    (dead / "worker-x").mkdir(parents=True)
+    (dead / procs.OWNER).write_text(json.dumps({"pid": 2**22 + 1, "create_time": 0.0}))  # above any PID
+    reused = tmp_path / f"{procs.SCRATCH_PREFIX}reused"  # the PID runs, but it is another process now
+    reused.mkdir()
+    (reused / procs.OWNER).write_text(json.dumps({"pid": os.getpid(), "create_time": 1.0}))
+    alive = tmp_path / f"{procs.SCRATCH_PREFIX}alive"
+    alive.mkdir()
+    me = psutil.Process()
+    (alive / procs.OWNER).write_text(json.dumps({"pid": me.pid, "create_time": me.create_time()}))
+    unknown = tmp_path / f"{procs.SCRATCH_PREFIX}unknown"  # no owner file: whose it is cannot be told
+    unknown.mkdir()
+    assert sorted(procs.remove_stale(str(tmp_path))) == sorted([str(dead), str(reused)])
+    assert alive.exists() and unknown.exists() and not dead.exists() and not reused.exists()
 
 
 # The clean-up after the first takes milliseconds: the second lands during it or after it.

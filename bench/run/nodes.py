@@ -26,7 +26,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -234,7 +233,7 @@ def follow(nodes: Nodes, store: Store, env: dict, cwd: str, gpus: list[int]) -> 
     --gpus), and end it when node 0 says so."""
     from bench.engine import launchers
     from bench.core import protocol
-    from bench.run.procs import Worker
+    from bench.run.procs import Scratch, Worker
     from bench.core.placement import Placement
 
     stop = threading.Event()
@@ -248,13 +247,14 @@ def follow(nodes: Nodes, store: Store, env: dict, cwd: str, gpus: list[int]) -> 
 
     threading.Thread(target=heartbeat, daemon=True).start()
     failures, launch = [], 0
+    scratch = Scratch()
     try:
         while True:
             published = _wait(store, ("launch", launch))
             if published.get("finished"):
                 store.set(True, "bye", nodes.node_rank)
                 break
-            workdir = tempfile.mkdtemp(prefix="parabench-node-")
+            workdir = scratch.folder("node-")
             worker = None
             try:
                 spec = on_these_gpus(published["spec"], gpus)
@@ -291,6 +291,7 @@ def follow(nodes: Nodes, store: Store, env: dict, cwd: str, gpus: list[int]) -> 
         return 1
     finally:
         stop.set()
+        scratch.close()
     if failures:
         print(f"node {nodes.node_rank}: {len(failures)} failure(s) here: " + "; ".join(failures)[:2000], file=sys.stderr)
         return 1
