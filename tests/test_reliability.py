@@ -192,6 +192,48 @@ def test_a_second_interrupt_during_clean_up_leaves_nothing_running(tmp_path, sec
     assert wait_for(lambda: not processes_with(env["PARABENCH_TEST_TAG"]), 20)
 
 
+# The sweep's parent never imports torch (seconds of start-up; a Ctrl-C inside it was a
+# 40-line traceback), also when it looks for GPUs on a host that has none.
+PARENT_WITHOUT_TORCH = """
+import sys
+from bench.cli import main
+from bench.cli.common import resolve_gpus
+gpus = resolve_gpus(None)
+status = main(sys.argv[1:])
+assert "torch" not in sys.modules, "the parent imported torch"
+print("gpus", gpus, "status", status)
+"""
+
+
+def test_the_sweeps_parent_never_imports_torch(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", PARENT_WITHOUT_TORCH, "run", *FAULTY, "--batch-sizes", "1",
+                           "--out", str(tmp_path / "r.json")], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO), **tagged()}, timeout=600)
+    assert proc.returncode == 0 and "status 0" in proc.stdout, proc.stderr
+    assert rows_of(tmp_path / "r.json")[0]["status"] == "ok"
+
+
+# Ctrl-C while the command starts (here: while it looks for GPUs): one line, exit 130.
+CTRL_C_AT_START = """
+import os, signal, sys
+import bench.cli.run as run
+def interrupted(text):
+    os.kill(os.getpid(), signal.SIGINT)
+run.resolve_gpus = interrupted
+from bench.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_at_start_up_is_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", CTRL_C_AT_START, "run", "--out", str(tmp_path / "r.json")],
+                          cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+                          timeout=300)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip() == "parabench: interrupted before any case finished: nothing was written"
+    assert not list(tmp_path.iterdir())
+
+
 # 3. User output on stdout cannot break or fake the results.
 def test_output_without_a_newline_does_not_break_the_protocol(tmp_path):
     out = tmp_path / "r.json"

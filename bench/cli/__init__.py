@@ -31,3 +31,6 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"parabench: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a command without its own clean-up: one line, not a traceback
+        print("parabench: interrupted", file=sys.stderr)
+        return 130

@@ -78,6 +78,28 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
 
 
 def cmd_run(args) -> int:
+    """Exit status: 0 when the sweep ran (every case's outcome is in its row), 1 when it could
+    not go on (results not writable, a node gone), 2 bad input, 130/143/129 stopped by Ctrl-C,
+    SIGTERM or SIGHUP (finished rows kept, resumable)."""
+    from bench.run.sweep import Terminated, stop_on_signals
+
+    stop_on_signals()  # from the start: stopped before the first case, nothing is left behind either
+    try:
+        return _sweep(args)
+    except (KeyboardInterrupt, Terminated) as exc:
+        print(f"parabench: {_stopped(exc)} before any case finished: nothing was written", file=sys.stderr)
+        return _stop_status(exc)
+
+
+def _stopped(exc: BaseException) -> str:
+    return "interrupted" if isinstance(exc, KeyboardInterrupt) else f"stopped by {exc}"
+
+
+def _stop_status(exc: BaseException) -> int:
+    return 130 if isinstance(exc, KeyboardInterrupt) else exc.exit_status
+
+
+def _sweep(args) -> int:
     import strategies
     from bench.cases import results
     from bench.cases.case import EXECUTIONS
@@ -158,18 +180,16 @@ def cmd_run(args) -> int:
             print(f"resuming {out}: {len(cases) - todo} case(s) measured already, {todo} to run", file=sys.stderr)
         try:
             rows = sweep.run()
-        except KeyboardInterrupt:
+            ignore_further_signals()  # measured and written: a late signal must not say otherwise
+        except (KeyboardInterrupt, Terminated) as exc:
             ignore_further_signals()
             reporter.close()
-            print(f"interrupted: {len(sweep.rows)} finished case(s) are in {out}; "
-                  f"continue with: python -m bench run --resume --out {out} (same arguments)", file=sys.stderr)
-            return 130
-        except Terminated:
-            ignore_further_signals()
-            reporter.close()
-            print(f"terminated: {len(sweep.rows)} finished case(s) are in {out}; resume with --resume --out {out}",
-                  file=sys.stderr)
-            return 143
+            if not out.exists():
+                print(f"parabench: {_stopped(exc)} before any case finished: nothing was written", file=sys.stderr)
+            else:
+                print(f"parabench: {_stopped(exc)}: {len(sweep.rows)} finished case(s) are in {out}; continue with: "
+                      f"python -m bench run --resume --out {out} (same arguments)", file=sys.stderr)
+            return _stop_status(exc)
         except (WriteFailed, NodeGone, nodes_mod.NodesError) as exc:
             reporter.close()
             print(f"parabench: error: {exc}" + ("" if isinstance(exc, WriteFailed) else f"; finished cases are in {out}"),
