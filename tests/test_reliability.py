@@ -427,3 +427,35 @@ def test_compare_rejects_bad_thresholds(tmp_path):
     results.write(tmp_path / "a.json", good_rows())
     proc = run_cli("compare", str(tmp_path / "a.json"), str(tmp_path / "a.json"), "--max-slowdown", "nan")
     assert proc.returncode == 2 and "--max-slowdown must be a finite number" in proc.stderr
+
+
+# --cpu-replicas the host cannot hold is refused before anything starts: beyond the cores
+# without --oversubscribe, beyond the memory (at the measured size of one rank) ever.
+def test_too_many_cpu_replicas_are_refused_before_starting():
+    env = tagged()
+    proc = run_cli("run", "--strategies", "ddp", *FAST, "--batch-sizes", "2", "--cpu-replicas", "100000",
+                   "--oversubscribe", env=env)
+    assert proc.returncode == 2, proc.stderr
+    line, = proc.stderr.strip().splitlines()
+    assert "--cpu-replicas 100000 needs about" in line and "MiB per rank, the measured peak" in line
+    assert "use at most" in line
+    assert not processes_with(env["PARABENCH_TEST_TAG"])
+
+
+def test_replica_limits():
+    from bench.run.limits import RANK_MEMORY_MIB, LimitError, check_cpu_replicas
+
+    big = 64 * 2**30
+    check_cpu_replicas(4, ["resnet18-small"], False, cores=4, available=big)
+    with pytest.raises(LimitError, match="more than the 4 CPU cores.*pass --oversubscribe"):
+        check_cpu_replicas(5, ["resnet18-small"], False, cores=4, available=big)
+    check_cpu_replicas(5, ["resnet18-small"], True, cores=4, available=big)
+    # Memory: the larger workload's rank decides, and no flag lifts it.
+    room = 3 * RANK_MEMORY_MIB["resnet18"] * 2**20
+    check_cpu_replicas(3, ["resnet18-small", "resnet18"], True, cores=1, available=room)
+    with pytest.raises(LimitError, match=r"--cpu-replicas 4 needs about .* use at most 3$"):
+        check_cpu_replicas(4, ["resnet18-small", "resnet18"], True, cores=64, available=room)
+    # A workload without its own figure counts as the largest measured one.
+    with pytest.raises(LimitError, match="one resnet18 rank"):
+        check_cpu_replicas(4, ["another"], True, cores=64, available=room)
+    check_cpu_replicas(1, ["resnet18"], False, cores=1, available=0)  # one process: nothing to share

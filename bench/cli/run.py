@@ -107,7 +107,7 @@ def _sweep(args) -> int:
     from bench.cases.grid import build_cases
     from bench.core.precision import PRECISIONS
     from bench.run.progress import ConsoleReporter
-    from bench.run import nodes as nodes_mod
+    from bench.run import limits, nodes as nodes_mod
     from bench.run.sweep import NodeGone, Sweep, Terminated, WriteFailed, ignore_further_signals
 
     names = check_names(csv(args.strategies) or strategies.names(), strategies.names(), "strategy", "--strategies")
@@ -150,6 +150,11 @@ def _sweep(args) -> int:
                         nodes.nnodes)
     if not cases:
         raise UsageError("nothing to run: the grid of strategies, precisions, models and batch sizes is empty")
+    try:  # before anything starts
+        cpu_replicas = 1 if on_gpu else max(c.placement.per_node for c in cases)
+        limits.check_cpu_replicas(cpu_replicas, models, args.oversubscribe)
+    except limits.LimitError as exc:
+        raise UsageError(str(exc)) from None
     leader = None
     if nodes.nnodes > 1:
         try:
@@ -300,6 +305,8 @@ def add_parser(sub) -> None:
     run.add_argument("--gpus", help="CUDA ordinals, e.g. 0,1 (default: all visible; '' or cpu: the CPU)")
     run.add_argument("--gpu-counts", help="run multi-GPU strategies on the first N of --gpus for each N, e.g. 1,2,4")
     run.add_argument("--cpu-replicas", type=int, default=2, help="replicas/processes for multi-device strategies on the CPU")
+    run.add_argument("--oversubscribe", action="store_true",
+                     help="allow more --cpu-replicas than CPU cores (never more than the memory holds)")
     run.add_argument("--warmup", type=int, help="warm-up steps per case (default 10 on GPUs, 1 on the CPU)")
     run.add_argument("--steps", type=int, help="timed steps per trial (default 20 on GPUs, 3 on the CPU)")
     run.add_argument("--trials", type=int, help="trials per case (default 3 on GPUs, 2 on the CPU)")
