@@ -30,7 +30,12 @@ def cmd_compare(args) -> int:
     if args.json:
         write_json(args.json, verdicts)
     status = compare.exit_status(verdicts)
-    if status == 2:
+    unusable = [v["case"] for v in verdicts if v["verdict"] == "unusable"]
+    if status == 2 and unusable:
+        print(f"parabench: error: {len(unusable)} case(s) of {args.current[0]} lack work counters that "
+              f"{args.baseline} has ({unusable[0]}{', ...' if len(unusable) > 1 else ''}): re-measure them",
+              file=sys.stderr)
+    elif status == 2:
         print(f"parabench: error: no case of {args.current[0]} could be compared with {args.baseline} "
               "(different cases or hardware); pick the baseline for this hardware", file=sys.stderr)
     return status
