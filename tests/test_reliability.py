@@ -459,3 +459,38 @@ def test_replica_limits():
     with pytest.raises(LimitError, match="one resnet18 rank"):
         check_cpu_replicas(4, ["another"], True, cores=64, available=room)
     check_cpu_replicas(1, ["resnet18"], False, cores=1, available=0)  # one process: nothing to share
+
+
+# --resume never destroys data: a results CSV without its JSON is resumed from, another
+# file beside the results is refused and left as it was.
+@pytest.mark.parametrize("out_name", ["r.csv", "r.json"])
+def test_resume_from_the_csv_when_the_json_is_gone(tmp_path, out_name):
+    out = tmp_path / "r.json"
+    assert run_cli("run", *FAULTY, "--batch-sizes", "1", "--out", str(out), env=tagged()).returncode == 0
+    first = rows_of(out)[0]
+    out.unlink()
+    proc = run_cli("run", *FAULTY, "--batch-sizes", "1,2", "--out", str(tmp_path / out_name), "--resume", env=tagged())
+    assert proc.returncode == 0, proc.stderr
+    assert "1 case(s) measured already, 1 to run" in proc.stderr
+    rows = {r["batch_per_gpu"]: r for r in rows_of(out)}
+    assert rows[1]["date"] == first["date"] and rows[1]["img_per_s"] == pytest.approx(first["img_per_s"])
+    assert rows[2]["status"] == "ok" and len(results.load(tmp_path / "r.csv")) == 2
+
+
+@pytest.mark.parametrize("other, out_name", [("lone.csv", "lone.json"), ("lone.json", "lone.csv"),
+                                             ("lone.csv", "lone.csv")])
+def test_resume_refuses_to_overwrite_a_file_it_did_not_write(tmp_path, other, out_name):
+    (tmp_path / other).write_text("name,notes\nx,precious\n" if other.endswith(".csv") else '{"precious": 1}')
+    env = tagged()
+    proc = run_cli("run", *FAULTY, "--batch-sizes", "1", "--out", str(tmp_path / out_name), "--resume", env=env)
+    assert proc.returncode == 2, proc.stderr
+    line, = proc.stderr.strip().splitlines()
+    assert str(tmp_path / other) in line and "not a parabench results file" in line and "left untouched" in line
+    assert [p.name for p in tmp_path.iterdir()] == [other] and not processes_with(env["PARABENCH_TEST_TAG"])
+
+
+@pytest.mark.parametrize("name", ["notes.txt", "results", "r.json.bak"])
+def test_out_takes_json_or_csv_only(tmp_path, name):
+    proc = run_cli("run", *FAULTY, "--batch-sizes", "1", "--out", str(tmp_path / name), env=tagged())
+    assert proc.returncode == 2 and "--out takes a name ending in .json or .csv" in proc.stderr
+    assert not list(tmp_path.iterdir())

@@ -232,6 +232,8 @@ def _output_path(args) -> Path:
 
     folder = Path(args.results_dir)
     if args.out:
+        if Path(args.out).suffix not in (".json", ".csv"):
+            raise UsageError(f"--out takes a name ending in .json or .csv (both files are written), got {args.out}")
         return results.json_path(args.out)
     if args.resume:
         host = envinfo.collect_light()["host"]
@@ -251,6 +253,17 @@ def _output_path(args) -> Path:
     return folder / f"run-{stamp}-{socket.gethostname()}.json"
 
 
+def _results_in(path: Path) -> list[dict]:
+    """The rows of a results file that a resumed sweep will rewrite; anything else is refused
+    and left untouched."""
+    from bench.cases import results
+
+    try:
+        return results.load(path)
+    except results.ResultsError as exc:
+        raise UsageError(f"{exc} (the file was left untouched; --resume rewrites it)") from None
+
+
 def _existing_rows(args, out: Path, cases) -> list[dict]:
     """Rows already in `out` (with --resume), after checking that they were measured on
     this hardware with these measurement settings; without --resume, `out` must be new."""
@@ -264,12 +277,15 @@ def _existing_rows(args, out: Path, cases) -> list[dict]:
             if path.exists():
                 raise UsageError(f"{path} already exists: pass --resume to continue it, or choose another --out")
         return []
-    if not out.exists():
+    # Both files are rewritten from the rows: each that exists must be a results file, and
+    # the rows come from the JSON, or from the CSV where it is all there is.
+    found = {path: _results_in(path) for path in (out, csv_path) if path.exists()}
+    if not found:
         return []
-    try:
-        rows = results.load(out)
-    except results.ResultsError as exc:
-        raise UsageError(f"{exc} (the file was left untouched)") from None
+    rows = found.get(out, found.get(csv_path))
+    if out not in found:
+        print(f"note: resuming from {csv_path} ({out.name} is missing); both are written again", file=sys.stderr)
+        out = csv_path  # where the rows below come from
     host = envinfo.collect_light()["host"]
     here = _this_host_hardware(cases)
     for row in rows:
