@@ -423,10 +423,36 @@ def test_bad_numbers_and_options_give_one_line(args, message):
     assert len(lines) == 1 and message in lines[0], proc.stderr
 
 
-def test_compare_rejects_bad_thresholds(tmp_path):
+# A threshold that would switch its check off (a slowdown of 500% passes everything) is refused.
+@pytest.mark.parametrize("flag, value", [
+    ("--max-slowdown", "nan"), ("--max-slowdown", "5"), ("--max-slowdown", "1"), ("--max-slowdown", "0"),
+    ("--max-slowdown", "-0.1"), ("--max-slowdown", "150%"), ("--max-slowdown", "fast"),
+    ("--max-memory-growth", "5"), ("--max-memory-growth", "inf"), ("--noise-factor", "100"), ("--noise-factor", "-1"),
+])
+def test_compare_rejects_thresholds_that_switch_the_check_off(tmp_path, flag, value):
     results.write(tmp_path / "a.json", good_rows())
-    proc = run_cli("compare", str(tmp_path / "a.json"), str(tmp_path / "a.json"), "--max-slowdown", "nan")
-    assert proc.returncode == 2 and "--max-slowdown must be a finite number" in proc.stderr
+    proc = run_cli("compare", str(tmp_path / "a.json"), str(tmp_path / "a.json"), flag, value)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line, = proc.stderr.strip().splitlines()
+    assert line.startswith(f"parabench: error: {flag} is ") and "would let every" in line
+
+
+@pytest.mark.parametrize("args", [["--max-slowdown", "5%"], ["--max-slowdown", "0.05", "--max-memory-growth", "20%"],
+                                  ["--noise-factor", "0"], ["--noise-factor", "3"]])
+def test_compare_accepts_fractions_and_percentages(tmp_path, args):
+    results.write(tmp_path / "a.json", good_rows())
+    proc = run_cli("compare", str(tmp_path / "a.json"), str(tmp_path / "a.json"), *args)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_instructions_tolerance_is_a_fraction():
+    from bench.cli.common import UsageError, fraction
+
+    assert fraction("0", "--tolerance", zero_allowed=True) == 0.0 and fraction("2%", "--t") == pytest.approx(0.02)
+    proc = run_cli("instructions", "--strategies", "single", "--tolerance", "5")
+    assert proc.returncode == 2 and "--tolerance is a fraction with 0 <= x < 1" in proc.stderr
+    with pytest.raises(UsageError):
+        fraction("1.0", "--t")
 
 
 # --cpu-replicas the host cannot hold is refused before anything starts: beyond the cores

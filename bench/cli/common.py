@@ -1,6 +1,7 @@
 """What every command shares: the one-line usage error, list parsing, GPU selection."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 # In the working directory, also when parabench is installed as a package (never inside it).
@@ -46,6 +47,21 @@ def resolve_gpus(text: str | None) -> list[int]:
         raise UsageError(f"GPU id {missing[0]} does not exist: this host has {have}; pass --gpus with ids from that range"
                          + ("" if available else " or leave it empty for the CPU"))
     return ids
+
+
+def fraction(text, flag: str, zero_allowed: bool = False) -> float:
+    """A threshold given as a fraction (0.05) or a percentage ("5%"), inside (0, 1): a value of
+    1 or more, or of 0 where 0 means nothing, would make the check it sets vacuous."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        value = math.nan
+    low = "0 <=" if zero_allowed else "0 <"
+    if not (math.isfinite(value) and (value >= 0 if zero_allowed else value > 0) and value < 1):
+        raise UsageError(f"{flag} is a fraction with {low} x < 1 (0.05 or 5%), got {text}: "
+                         "a value outside it would let every change pass")
+    return value
 
 
 def check_names(given: list[str], valid: list[str], what: str, flag: str) -> list[str]:

@@ -1,18 +1,16 @@
 """`instructions`: instructions per training step under Callgrind."""
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
-from bench.cli.common import UsageError, csv
+from bench.cli.common import UsageError, csv, fraction
 
 
 def cmd_instructions(args) -> int:
     from bench.checks import instructions
 
-    if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
-        raise UsageError(f"--tolerance is a fraction of the baseline count, 0 or more (0.01 = 1%); got {args.tolerance}")
+    fraction(args.tolerance, "--tolerance", zero_allowed=True)
     if args.out and not os.access(Path(args.out).resolve().parent, os.W_OK):
         raise UsageError(f"cannot write {args.out}: its folder is missing or read-only; choose another --out")
     try:
