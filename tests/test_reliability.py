@@ -357,7 +357,7 @@ def test_ddp_start_up_failure_keeps_the_rank_traceback(tmp_path):
     out = tmp_path / "r.json"
     proc = run_cli("run", "--strategies", "ddp", *FAST, "--batch-sizes", "1", "--option", "backend=nccl",
                    "--startup-timeout", "120", "--out", str(out), env=tagged())
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # its only case failed: nothing measured
     row = rows_of(out)[0]
     assert row["status"] == "error" and "rank" in row["reason"]
     assert "Traceback" in row["output_tail"] and "init_process_group" in row["output_tail"]
@@ -414,7 +414,16 @@ def test_report_reads_a_folder(tmp_path):
     (["--strategies", "ddp", "--option", "bucket_cap_mb=-5"], "option bucket_cap_mb must be a positive number"),
     (["--strategies", "ddp", "--option", "comm_hook=int8"], "option comm_hook takes one of none, fp16, bf16, powersgd"),
     (["--execution", "jit"], "unknown execution 'jit'"),
-    (["--batch-sizes", ","], "nothing to run"),
+    (["--batch-sizes", ","], "--batch-sizes is empty"),
+    # An empty list is not "everything", and an item named twice would be measured twice.
+    (["--strategies", ""], "--strategies is empty: name at least one"),
+    (["--precisions", " , "], "--precisions is empty"),
+    (["--models", ""], "--models is empty"),
+    (["--execution", ""], "--execution is empty"),
+    (["--gpu-counts", ""], "--gpu-counts is empty"),
+    (["--strategies", "single,single"], "--strategies lists single more than once"),
+    (["--precisions", "fp32,fp32"], "--precisions lists fp32 more than once"),
+    (["--batch-sizes", "2,02"], "--batch-sizes lists a number more than once"),
 ])
 def test_bad_numbers_and_options_give_one_line(args, message):
     proc = run_cli("run", "--gpus", "", *args)
@@ -520,3 +529,73 @@ def test_out_takes_json_or_csv_only(tmp_path, name):
     proc = run_cli("run", *FAULTY, "--batch-sizes", "1", "--out", str(tmp_path / name), env=tagged())
     assert proc.returncode == 2 and "--out takes a name ending in .json or .csv" in proc.stderr
     assert not list(tmp_path.iterdir())
+
+
+
+# A sweep that measured nothing ok is no success: exit 3, the rows say why.
+def test_a_sweep_where_every_case_failed_exits_3(tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_cli("run", *FAULTY, "--batch-sizes", "1,2", "--option", "fault=raise", "--out", str(out), env=tagged())
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "parabench: error: no case was measured ok (2 error): the rows say why"
+    assert [r["status"] for r in rows_of(out)] == ["error", "error"]
+
+
+# A strategy plug-in that does not load is one line naming its file.
+@pytest.mark.parametrize("source, error", [("def broken(:\n", "SyntaxError"), ("import no_such_module\n", "ModuleNotFoundError")])
+def test_a_broken_strategy_plug_in_is_one_line(tmp_path, source, error):
+    (tmp_path / "mine.py").write_text(source)
+    for args in (["run", *FAST, "--strategies", "single", "--batch-sizes", "1", "--out", str(tmp_path / "r.json")],
+                 ["list", "--gpus", ""]):
+        proc = run_cli(*args, env={"PARABENCH_STRATEGY_PATH": str(tmp_path)})
+        assert proc.returncode == 2, proc.stderr
+        line, = proc.stderr.strip().splitlines()
+        assert f"strategy plug-in {tmp_path / 'mine.py'}" in line and error in line
+
+
+# Two sweeps started in the same second into one folder write two files.
+def test_new_results_files_have_unique_names(tmp_path, monkeypatch):
+    import argparse
+    import datetime
+    import types
+
+    import bench.cli.run as run_mod
+
+    class Frozen(datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return cls(2026, 1, 2, 3, 4, 5)
+
+    monkeypatch.setattr(run_mod, "datetime", types.SimpleNamespace(datetime=Frozen))
+    args = argparse.Namespace(out=None, resume=False, results_dir=str(tmp_path))
+    names = set()
+    for pid in (1234, 1235):
+        monkeypatch.setattr(run_mod.os, "getpid", lambda pid=pid: pid)
+        names.add(run_mod._output_path(args).name)
+    assert len(names) == 2 and all(n.startswith("run-20260102-030405-") for n in names)
+
+
+# Node 0 says what it waits for, and how long it will wait, instead of waiting in silence.
+class FakeStore:
+    def __init__(self, nodes_):
+        self.nodes, self.data = nodes_, {("seen", 1): True}
+
+    def set(self, value, *parts):
+        self.data[parts] = value
+
+    def has(self, *parts):
+        return parts in self.data
+
+    def get(self, *parts):
+        return self.data[parts]
+
+
+def test_node_0_says_what_it_waits_for(capsys):
+    from bench.run import nodes
+
+    store = FakeStore(nodes.Nodes(nnodes=3, node_rank=0, host="10.0.0.1", port=29400))
+    store.set("same", "hash", 2)  # node 2 joined, node 1 never does
+    with pytest.raises(nodes.NodesError, match=r"node\(s\) 1 did not join within 0.5 s"):
+        nodes.agree(store, "same", 0.5)
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith("node 0: waiting for node(s) 1 of 3 to join at 10.0.0.1:29400") and " s left)" in first

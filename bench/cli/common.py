@@ -16,13 +16,31 @@ def csv(text: str | None) -> list[str]:
     return [x.strip() for x in (text or "").split(",") if x.strip()]
 
 
+def listed(text: str | None, flag: str) -> list[str] | None:
+    """A list flag's items; None where the flag was not given (its default applies). Given
+    empty, or naming an item twice, it is refused: an empty list is not "everything", and a
+    repeated item would measure one case twice."""
+    if text is None:
+        return None
+    items = csv(text)
+    if not items:
+        raise UsageError(f"{flag} is empty: name at least one, or leave {flag} out for its default")
+    twice = sorted({x for x in items if items.count(x) > 1})
+    if twice:
+        raise UsageError(f"{flag} lists {', '.join(twice)} more than once: name each once")
+    return items
+
+
 def ints(text: str, what: str) -> list[int]:
+    items = listed(text, what)
     try:
-        values = [int(x) for x in csv(text)]
+        values = [int(x) for x in items]
     except ValueError:
         raise UsageError(f"{what} must be comma-separated whole numbers, got {text!r}") from None
     if any(v <= 0 for v in values):
         raise UsageError(f"{what} must be positive, got {text!r}")
+    if len(set(values)) < len(values):
+        raise UsageError(f"{what} lists a number more than once ({text!r}): name each once")
     return values
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bench.cli.common import UsageError, csv, fraction
+from bench.cli.common import UsageError, fraction, listed
 
 
 def cmd_instructions(args) -> int:
@@ -15,7 +15,7 @@ def cmd_instructions(args) -> int:
         raise UsageError(f"cannot write {args.out}: its folder is missing or read-only; choose another --out")
     try:
         countable = instructions.countable()
-        names = csv(args.strategies) or countable
+        names = listed(args.strategies, "--strategies") or countable
         unknown = sorted(set(names) - set(countable))
         if unknown:
             raise UsageError(f"cannot count {', '.join(unknown)} under valgrind: choose from "

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 import socket
 import sys
 from pathlib import Path
 
-from bench.cli.common import RESULTS_DIR, UsageError, check_names, csv, ints, resolve_gpus
+from bench.cli.common import RESULTS_DIR, UsageError, check_names, ints, listed, resolve_gpus
 
 
 def _parse_options(pairs: list[str], strategy_names: list[str]) -> dict:
@@ -77,10 +78,14 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
     )
 
 
+NOTHING_MEASURED = 3  # the sweep ran, but no case ended ok
+
+
 def cmd_run(args) -> int:
-    """Exit status: 0 when the sweep ran (every case's outcome is in its row), 1 when it could
-    not go on (results not writable, a node gone), 2 bad input, 130/143/129 stopped by Ctrl-C,
-    SIGTERM or SIGHUP (finished rows kept, resumable)."""
+    """Exit status: 0 when the sweep ran and measured at least one case ok (every case's outcome
+    is in its row), 1 when it could not go on (results not writable, a node gone), 2 bad input,
+    3 no case measured ok (all failed, timed out, ran out of memory or were skipped), 130/143/129
+    stopped by Ctrl-C, SIGTERM or SIGHUP (finished rows kept, resumable)."""
     from bench.run.sweep import Terminated, stop_on_signals
 
     stop_on_signals()  # from the start: stopped before the first case, nothing is left behind either
@@ -110,10 +115,11 @@ def _sweep(args) -> int:
     from bench.run import limits, nodes as nodes_mod
     from bench.run.sweep import NodeGone, Sweep, Terminated, WriteFailed, ignore_further_signals
 
-    names = check_names(csv(args.strategies) or strategies.names(), strategies.names(), "strategy", "--strategies")
-    precisions = check_names(csv(args.precisions), list(PRECISIONS), "precision", "--precisions")
-    models = check_names(csv(args.models), workloads.names(), "model", "--models")
-    executions = csv(args.execution) or ["eager"]
+    names = check_names(listed(args.strategies, "--strategies") or strategies.names(), strategies.names(), "strategy",
+                        "--strategies")
+    precisions = check_names(listed(args.precisions, "--precisions"), list(PRECISIONS), "precision", "--precisions")
+    models = check_names(listed(args.models, "--models"), workloads.names(), "model", "--models")
+    executions = listed(args.execution, "--execution")
     if args.compile:
         executions = ["compile"]  # --compile: the alias of --execution compile, kept for one release
     executions = check_names(executions, list(EXECUTIONS), "execution", "--execution")
@@ -121,13 +127,13 @@ def _sweep(args) -> int:
         raise UsageError(f"--cpu-replicas must be at least 1, got {args.cpu_replicas}")
     gpus = resolve_gpus(args.gpus)
     on_gpu = bool(gpus)
-    counts = ints(args.gpu_counts, "--gpu-counts") if args.gpu_counts else [len(gpus)] if gpus else [args.cpu_replicas]
+    counts = ints(args.gpu_counts, "--gpu-counts") if args.gpu_counts is not None else [len(gpus) or args.cpu_replicas]
     if gpus and max(counts) > len(gpus):
         raise UsageError(f"--gpu-counts asks for {max(counts)} GPUs but --gpus gives {len(gpus)}")
     replicas = counts if gpus else [args.cpu_replicas]
 
-    if args.global_batch_sizes:
-        if args.batch_sizes:
+    if args.global_batch_sizes is not None:
+        if args.batch_sizes is not None:
             raise UsageError("give --batch-sizes (per GPU) or --global-batch-sizes, not both")
         global_sizes = ints(args.global_batch_sizes, "--global-batch-sizes")
         for g in global_sizes:
@@ -139,7 +145,8 @@ def _sweep(args) -> int:
             raise UsageError("--global-batch-sizes needs one device count; use --batch-sizes for a scaling sweep")
         batch_sizes = [g // replicas[0] for g in global_sizes]
     else:
-        batch_sizes = ints(args.batch_sizes or ("32,64,128,256" if on_gpu else "2,4"), "--batch-sizes")
+        default = "32,64,128,256" if on_gpu else "2,4"
+        batch_sizes = ints(default if args.batch_sizes is None else args.batch_sizes, "--batch-sizes")
 
     settings = _settings(args, on_gpu, names)
     try:
@@ -213,6 +220,9 @@ def _sweep(args) -> int:
         counts_by_status[row["status"]] = counts_by_status.get(row["status"], 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts_by_status.items()))
     print(f"{len(rows)} cases ({summary}) written to {results.json_path(out)} and {results.json_path(out).with_suffix('.csv')}")
+    if not counts_by_status.get("ok"):
+        print(f"parabench: error: no case was measured ok ({summary}): the rows say why", file=sys.stderr)
+        return NOTHING_MEASURED
     return 0
 
 
@@ -250,7 +260,8 @@ def _output_path(args) -> Path:
                              "pass the file with --out")
         return mine[-1]
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return folder / f"run-{stamp}-{socket.gethostname()}.json"
+    # The PID too: two sweeps started in the same second into one folder get two files.
+    return folder / f"run-{stamp}-{socket.gethostname()}-{os.getpid()}.json"
 
 
 def _results_in(path: Path) -> list[dict]:
@@ -312,7 +323,8 @@ def _existing_rows(args, out: Path, cases) -> list[dict]:
 def add_parser(sub) -> None:
     from bench.cases.case import WORKER_SCOPES
 
-    run = sub.add_parser("run", help="run a sweep and write results")
+    run = sub.add_parser("run", help="run a sweep and write results; exit 0 measured, 1 could not go on, 2 bad input, "
+                         "3 no case measured ok, 130/143/129 stopped by Ctrl-C/SIGTERM/SIGHUP (resumable)")
     run.add_argument("--strategies", help="comma-separated (default: every strategy)")
     run.add_argument("--precisions", default="fp32", help="fp32,amp-fp16,amp-bf16,apex-O1,apex-O2 (default fp32)")
     run.add_argument("--models", default="resnet18-small", help="resnet18-small,resnet18 (default resnet18-small)")
