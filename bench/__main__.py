@@ -1,5 +1,10 @@
 import sys
 
-from bench.cli import main
+try:
+    from bench.cli import main
 
-sys.exit(main())
+    status = main()
+except KeyboardInterrupt:  # Ctrl-C while Python loads the command
+    print("parabench: interrupted", file=sys.stderr)
+    status = 130
+sys.exit(status)

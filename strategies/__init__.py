@@ -15,6 +15,11 @@ from pathlib import Path
 from strategies.base import Placement, Strategy, TrainStep, WorkerContext
 
 _REGISTRY: dict[str, Strategy] = {}
+
+
+class PluginError(ImportError):
+    """A strategy file from PARABENCH_STRATEGY_PATH that cannot be loaded; the message names it."""
+
 _loaded = False
 
 
@@ -41,7 +46,11 @@ def _load() -> None:
                 continue
             spec = importlib.util.spec_from_file_location(f"parabench_extra_strategies.{path.stem}", path)
             module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
+            try:
+                spec.loader.exec_module(module)
+            except Exception as exc:  # the plug-in's own error, with its file: not a traceback through ours
+                raise PluginError(f"strategy plug-in {path} (PARABENCH_STRATEGY_PATH) does not load: "
+                                  f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from exc
 
 
 def names() -> list[str]:

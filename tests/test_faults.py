@@ -121,20 +121,30 @@ def test_interrupt_keeps_finished_cases_and_resume_completes(tmp_path):
     assert resumed[2]["status"] == "timeout" and resumed[3]["status"] == "ok"
 
 
-def test_sigterm_stops_cleanly(tmp_path):
-    out = tmp_path / "r.json"
+# SIGHUP (the terminal closed) stops a sweep as SIGTERM does: finished rows kept, the resume
+# line printed, the lock removed, no worker left; with nothing finished, it says so.
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+@pytest.mark.parametrize("finished", [1, 0])
+def test_sigterm_and_sighup_stop_cleanly(tmp_path, signum, status, finished):
+    out, mark = tmp_path / "r.json", tmp_path / "hanging"
     args = [sys.executable, "-m", "bench", "run", *FAST, "--cpu-replicas", "1", "--batch-sizes", "1,2",
-            "--option", "fault=hang", "--option", "at_batch=2", "--out", str(out)]
-    proc = subprocess.Popen(args, cwd=REPO, env={**os.environ, **ENV, "PYTHONPATH": str(REPO)},
+            "--option", "fault=hang", "--option", f"at_batch={finished + 1}", "--out", str(out)]
+    proc = subprocess.Popen(args, cwd=REPO, env={**os.environ, **ENV, "PYTHONPATH": str(REPO),
+                                                 "PARABENCH_FAULTY_MARK": str(mark)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (out.exists() and len(rows_of(out)) >= 1):
-        time.sleep(0.5)
-    time.sleep(2)
-    proc.terminate()
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143 and "--resume" in err
-    assert results.load(out)[0]["status"] == "ok"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not mark.exists():  # the hanging case is under way
+        time.sleep(0.2)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == status, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("parabench: stopped by SIG") and "Traceback" not in err
+    if finished:
+        assert "--resume --out" in last and results.load(out)[0]["status"] == "ok"
+    else:
+        assert "nothing was written" in last and not out.exists() and str(out) not in err
+    assert not (tmp_path / "r.json.lock").exists()
     assert leftover_processes("bench.run.worker") == []
 
 

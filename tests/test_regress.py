@@ -189,3 +189,44 @@ def test_autotuned_gpu_launches_vary_and_are_not_judged(autotuning, verdict):
     cur[0]["ops_per_step"] = 1274
     [ddp] = [v for v in compare.compare(base, cur, compare.Thresholds()) if v["case"].startswith("ddp")]
     assert ddp["verdict"] == "regression" and "ops per step rose" in ddp["why"][0]
+
+
+# A counter that cannot be read stops every reader with one line (exit 2), never a crash and
+# never a pass: infinity, NaN and a counter the baseline has and the current file lacks.
+def _cpu_rows(**counter):
+    rows = _rows()[0]
+    for r in rows:
+        r.update(device="cpu", gpus="", n_gpus=0, gpu_name="cpu", cpu="x", peak_alloc_mib=None,
+                 **dict.fromkeys(compare.counters.COUNTERS, 10))
+    return rows, [dict(r, **counter) for r in rows]
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), "Infinity", "-inf"])
+def test_a_non_finite_counter_is_unusable_for_every_reader(tmp_path, value):
+    base, cur = _cpu_rows(ops_per_step=value)
+    results.write(tmp_path / "b.json", base)
+    results.write(tmp_path / "c.json", cur)
+    for args in (["compare", str(tmp_path / "b.json"), str(tmp_path / "c.json"), "--judge", "counters"],
+                 ["dashboard", str(tmp_path / "c.json"), "--out", str(tmp_path / "d.json")],
+                 ["report", str(tmp_path / "c.json"), "--out", str(tmp_path / "p")],
+                 ["run", "--gpus", "", "--strategies", "single", "--batch-sizes", "2", "--resume",
+                  "--out", str(tmp_path / "c.json")]):
+        proc = run_cli(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        line, = proc.stderr.strip().splitlines()
+        assert f"{tmp_path / 'c.json'}: row 0: field ops_per_step" in line and "not a usable figure" in line
+
+
+@pytest.mark.parametrize("judge", ["counters", "all"])
+def test_a_missing_counter_is_unusable_not_a_pass(tmp_path, judge):
+    base, cur = _cpu_rows(ops_per_step=None)
+    results.write(tmp_path / "b.json", base)
+    results.write(tmp_path / "c.json", cur)
+    proc = run_cli("compare", str(tmp_path / "b.json"), str(tmp_path / "c.json"), "--judge", judge)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "UNUSABLE: the current row has no ops_per_step" in proc.stdout
+    line, = proc.stderr.strip().splitlines()
+    assert "lack work counters that" in line
+    # Both without counters (files from before counters existed): nothing judged, not a failure of input.
+    base, cur = _cpu_rows()
+    assert [v["verdict"] for v in compare.compare(base, cur, compare.Thresholds(), judge_timing=False)] == ["pass"] * 2

@@ -1,6 +1,7 @@
 """Nothing measured is ever lost: one test per fault an adversarial user found (issue list
 of the reliability work), each on the CPU. Process checks look only at the processes
 that carry this test's own tag (PARABENCH_TEST_TAG, inherited by every worker)."""
+import json
 import os
 import signal
 import subprocess
@@ -73,22 +74,106 @@ def test_a_second_sweep_on_the_same_file_is_refused(tmp_path):
     assert wait_for(lambda: not processes_with(env["PARABENCH_TEST_TAG"]), 20)
 
 
-# 2. Workers die with their parent, torchrun's whole tree included; no temp file survives.
-@pytest.mark.parametrize("launcher, replicas", [("local", "1"), ("torchrun", "2")])
-def test_workers_die_with_a_killed_sweep(tmp_path, launcher, replicas):
+# 2. Workers die with their parent, torchrun's whole tree included, at every moment of their
+# start-up, also where orphans go to a subreaper rather than PID 1; nothing stays on disk.
+def worker_processes(tag: str) -> list[str]:
+    """Command lines of the tagged worker processes (torchrun's agent names the worker too)."""
+    found = []
+    for proc in processes_with(tag):
+        try:
+            found.append(" ".join(proc.cmdline()))
+        except psutil.Error:
+            pass
+    return [c for c in found if "bench.run.worker" in c]
+
+
+MOMENTS = {
+    # The worker's first process exists: it is still starting Python and importing torch.
+    "worker starting": lambda tag, mark: bool(worker_processes(tag)),
+    # torchrun has started both ranks (they import torch now); local: the one process.
+    "ranks starting": lambda tag, mark: len([c for c in worker_processes(tag) if "torch.distributed.run" not in c]) >= 2,
+    # The case is under way (the fault fired): the worker hangs in it.
+    "case running": lambda tag, mark: mark.exists(),
+}
+
+
+def kill_sweep_at(tmp_path, launcher, replicas, moment):
     env = tagged()
+    tag, mark = env["PARABENCH_TEST_TAG"], tmp_path / "fault-fired"
     sweep = start(["--strategies", "faulty", "--cpu-replicas", replicas, *FAST, "--batch-sizes", "1",
-                   "--option", f"launcher={launcher}", "--option", "fault=hang", "--case-timeout", "120",
-                   "--out", str(tmp_path / "r.json")], {**env, "TMPDIR": str(tmp_path)})
-    tag = env["PARABENCH_TEST_TAG"]
-    # The worker (and for torchrun both ranks) are up and hanging in the case.
-    assert wait_for(lambda: len(processes_with(tag)) >= (2 if launcher == "local" else 4))
-    time.sleep(2)
-    sweep.send_signal(signal.SIGKILL)
-    sweep.communicate()
-    assert wait_for(lambda: not processes_with(tag), 20), [p.cmdline() for p in processes_with(tag)]
-    # The spec file was removed by the worker once read; only the (empty) worker folder may stay.
-    assert list(tmp_path.glob("parabench-worker-*")) and not list(tmp_path.glob("parabench-worker-*/spec.json"))
+                   "--option", f"launcher={launcher}", "--option", "fault=hang", "--case-timeout", "300",
+                   "--out", str(tmp_path / "r.json")], {**env, "TMPDIR": str(tmp_path), "PARABENCH_FAULTY_MARK": str(mark)})
+    try:
+        assert wait_for(lambda: MOMENTS[moment](tag, mark), 300), sweep.stderr.read() if sweep.poll() is not None else ""
+    finally:
+        sweep.send_signal(signal.SIGKILL)
+        sweep.communicate()
+    return tag
+
+
+@pytest.mark.parametrize("launcher, replicas, moment", [
+    ("local", "1", "worker starting"), ("local", "1", "case running"),
+    ("torchrun", "2", "worker starting"), ("torchrun", "2", "ranks starting"), ("torchrun", "2", "case running"),
+])
+def test_workers_die_with_a_killed_sweep(tmp_path, launcher, replicas, moment):
+    tag = kill_sweep_at(tmp_path, launcher, replicas, moment)
+    assert wait_for(lambda: not processes_with(tag), 60), [p.cmdline() for p in processes_with(tag)]
+    # The workers' folder (spec, events) went with the sweep: nothing is left in the temp folder.
+    assert wait_for(lambda: not list(tmp_path.glob("parabench-*")), 60), list(tmp_path.rglob("*"))
+
+
+@pytest.fixture
+def subreaper():
+    """This test's process adopts orphans (as a container's init or systemd --user does), so an
+    orphaned rank's parent is not PID 1; orphans that end here are reaped here."""
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    assert prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    try:
+        yield
+    finally:
+        prctl(36, 0, 0, 0, 0)
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+
+
+@pytest.mark.parametrize("moment", ["ranks starting", "case running"])
+def test_ranks_die_with_a_killed_sweep_under_a_subreaper(tmp_path, subreaper, moment):
+    tag = kill_sweep_at(tmp_path, "torchrun", "2", moment)
+
+    def none_left():
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:  # orphans come here now: reap the ones that ended
+                pass
+        except ChildProcessError:
+            pass
+        return not processes_with(tag)
+
+    assert wait_for(none_left, 60), [p.cmdline() for p in processes_with(tag)]
+    assert wait_for(lambda: not list(tmp_path.glob("parabench-*")), 60)
+
+
+def test_a_stale_scratch_folder_is_removed_by_the_next_sweep(tmp_path):
+    from bench.run import procs
+
+    dead = tmp_path / f"{procs.SCRATCH_PREFIX}dead"
+    (dead / "worker-x").mkdir(parents=True)
+    (dead / procs.OWNER).write_text(json.dumps({"pid": 2**22 + 1, "create_time": 0.0}))  # above any PID
+    reused = tmp_path / f"{procs.SCRATCH_PREFIX}reused"  # the PID runs, but it is another process now
+    reused.mkdir()
+    (reused / procs.OWNER).write_text(json.dumps({"pid": os.getpid(), "create_time": 1.0}))
+    alive = tmp_path / f"{procs.SCRATCH_PREFIX}alive"
+    alive.mkdir()
+    me = psutil.Process()
+    (alive / procs.OWNER).write_text(json.dumps({"pid": me.pid, "create_time": me.create_time()}))
+    unknown = tmp_path / f"{procs.SCRATCH_PREFIX}unknown"  # no owner file: whose it is cannot be told
+    unknown.mkdir()
+    assert sorted(procs.remove_stale(str(tmp_path))) == sorted([str(dead), str(reused)])
+    assert alive.exists() and unknown.exists() and not dead.exists() and not reused.exists()
 
 
 # The clean-up after the first takes milliseconds: the second lands during it or after it.
@@ -105,6 +190,48 @@ def test_a_second_interrupt_during_clean_up_leaves_nothing_running(tmp_path, sec
     _, err = sweep.communicate(timeout=60)
     assert sweep.returncode == 130 and "interrupted" in err
     assert wait_for(lambda: not processes_with(env["PARABENCH_TEST_TAG"]), 20)
+
+
+# The sweep's parent never imports torch (seconds of start-up; a Ctrl-C inside it was a
+# 40-line traceback), also when it looks for GPUs on a host that has none.
+PARENT_WITHOUT_TORCH = """
+import sys
+from bench.cli import main
+from bench.cli.common import resolve_gpus
+gpus = resolve_gpus(None)
+status = main(sys.argv[1:])
+assert "torch" not in sys.modules, "the parent imported torch"
+print("gpus", gpus, "status", status)
+"""
+
+
+def test_the_sweeps_parent_never_imports_torch(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", PARENT_WITHOUT_TORCH, "run", *FAULTY, "--batch-sizes", "1",
+                           "--out", str(tmp_path / "r.json")], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO), **tagged()}, timeout=600)
+    assert proc.returncode == 0 and "status 0" in proc.stdout, proc.stderr
+    assert rows_of(tmp_path / "r.json")[0]["status"] == "ok"
+
+
+# Ctrl-C while the command starts (here: while it looks for GPUs): one line, exit 130.
+CTRL_C_AT_START = """
+import os, signal, sys
+import bench.cli.run as run
+def interrupted(text):
+    os.kill(os.getpid(), signal.SIGINT)
+run.resolve_gpus = interrupted
+from bench.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_at_start_up_is_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", CTRL_C_AT_START, "run", "--out", str(tmp_path / "r.json")],
+                          cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+                          timeout=300)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip() == "parabench: interrupted before any case finished: nothing was written"
+    assert not list(tmp_path.iterdir())
 
 
 # 3. User output on stdout cannot break or fake the results.
@@ -230,7 +357,7 @@ def test_ddp_start_up_failure_keeps_the_rank_traceback(tmp_path):
     out = tmp_path / "r.json"
     proc = run_cli("run", "--strategies", "ddp", *FAST, "--batch-sizes", "1", "--option", "backend=nccl",
                    "--startup-timeout", "120", "--out", str(out), env=tagged())
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # its only case failed: nothing measured
     row = rows_of(out)[0]
     assert row["status"] == "error" and "rank" in row["reason"]
     assert "Traceback" in row["output_tail"] and "init_process_group" in row["output_tail"]
@@ -287,7 +414,16 @@ def test_report_reads_a_folder(tmp_path):
     (["--strategies", "ddp", "--option", "bucket_cap_mb=-5"], "option bucket_cap_mb must be a positive number"),
     (["--strategies", "ddp", "--option", "comm_hook=int8"], "option comm_hook takes one of none, fp16, bf16, powersgd"),
     (["--execution", "jit"], "unknown execution 'jit'"),
-    (["--batch-sizes", ","], "nothing to run"),
+    (["--batch-sizes", ","], "--batch-sizes is empty"),
+    # An empty list is not "everything", and an item named twice would be measured twice.
+    (["--strategies", ""], "--strategies is empty: name at least one"),
+    (["--precisions", " , "], "--precisions is empty"),
+    (["--models", ""], "--models is empty"),
+    (["--execution", ""], "--execution is empty"),
+    (["--gpu-counts", ""], "--gpu-counts is empty"),
+    (["--strategies", "single,single"], "--strategies lists single more than once"),
+    (["--precisions", "fp32,fp32"], "--precisions lists fp32 more than once"),
+    (["--batch-sizes", "2,02"], "--batch-sizes lists a number more than once"),
 ])
 def test_bad_numbers_and_options_give_one_line(args, message):
     proc = run_cli("run", "--gpus", "", *args)
@@ -296,7 +432,170 @@ def test_bad_numbers_and_options_give_one_line(args, message):
     assert len(lines) == 1 and message in lines[0], proc.stderr
 
 
-def test_compare_rejects_bad_thresholds(tmp_path):
+# A threshold that would switch its check off (a slowdown of 500% passes everything) is refused.
+@pytest.mark.parametrize("flag, value", [
+    ("--max-slowdown", "nan"), ("--max-slowdown", "5"), ("--max-slowdown", "1"), ("--max-slowdown", "0"),
+    ("--max-slowdown", "-0.1"), ("--max-slowdown", "150%"), ("--max-slowdown", "fast"),
+    ("--max-memory-growth", "5"), ("--max-memory-growth", "inf"), ("--noise-factor", "100"), ("--noise-factor", "-1"),
+])
+def test_compare_rejects_thresholds_that_switch_the_check_off(tmp_path, flag, value):
     results.write(tmp_path / "a.json", good_rows())
-    proc = run_cli("compare", str(tmp_path / "a.json"), str(tmp_path / "a.json"), "--max-slowdown", "nan")
-    assert proc.returncode == 2 and "--max-slowdown must be a finite number" in proc.stderr
+    proc = run_cli("compare", str(tmp_path / "a.json"), str(tmp_path / "a.json"), flag, value)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line, = proc.stderr.strip().splitlines()
+    assert line.startswith(f"parabench: error: {flag} is ") and "would let every" in line
+
+
+@pytest.mark.parametrize("args", [["--max-slowdown", "5%"], ["--max-slowdown", "0.05", "--max-memory-growth", "20%"],
+                                  ["--noise-factor", "0"], ["--noise-factor", "3"]])
+def test_compare_accepts_fractions_and_percentages(tmp_path, args):
+    results.write(tmp_path / "a.json", good_rows())
+    proc = run_cli("compare", str(tmp_path / "a.json"), str(tmp_path / "a.json"), *args)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_instructions_tolerance_is_a_fraction():
+    from bench.cli.common import UsageError, fraction
+
+    assert fraction("0", "--tolerance", zero_allowed=True) == 0.0 and fraction("2%", "--t") == pytest.approx(0.02)
+    proc = run_cli("instructions", "--strategies", "single", "--tolerance", "5")
+    assert proc.returncode == 2 and "--tolerance is a fraction with 0 <= x < 1" in proc.stderr
+    with pytest.raises(UsageError):
+        fraction("1.0", "--t")
+
+
+# --cpu-replicas the host cannot hold is refused before anything starts: beyond the cores
+# without --oversubscribe, beyond the memory (at the measured size of one rank) ever.
+def test_too_many_cpu_replicas_are_refused_before_starting():
+    env = tagged()
+    proc = run_cli("run", "--strategies", "ddp", *FAST, "--batch-sizes", "2", "--cpu-replicas", "100000",
+                   "--oversubscribe", env=env)
+    assert proc.returncode == 2, proc.stderr
+    line, = proc.stderr.strip().splitlines()
+    assert "--cpu-replicas 100000 needs about" in line and "MiB per rank, the measured peak" in line
+    assert "use at most" in line
+    assert not processes_with(env["PARABENCH_TEST_TAG"])
+
+
+def test_replica_limits():
+    from bench.run.limits import RANK_MEMORY_MIB, LimitError, check_cpu_replicas
+
+    big = 64 * 2**30
+    check_cpu_replicas(4, ["resnet18-small"], False, cores=4, available=big)
+    with pytest.raises(LimitError, match="more than the 4 CPU cores.*pass --oversubscribe"):
+        check_cpu_replicas(5, ["resnet18-small"], False, cores=4, available=big)
+    check_cpu_replicas(5, ["resnet18-small"], True, cores=4, available=big)
+    # Memory: the larger workload's rank decides, and no flag lifts it.
+    room = 3 * RANK_MEMORY_MIB["resnet18"] * 2**20
+    check_cpu_replicas(3, ["resnet18-small", "resnet18"], True, cores=1, available=room)
+    with pytest.raises(LimitError, match=r"--cpu-replicas 4 needs about .* use at most 3$"):
+        check_cpu_replicas(4, ["resnet18-small", "resnet18"], True, cores=64, available=room)
+    # A workload without its own figure counts as the largest measured one.
+    with pytest.raises(LimitError, match="one resnet18 rank"):
+        check_cpu_replicas(4, ["another"], True, cores=64, available=room)
+    check_cpu_replicas(1, ["resnet18"], False, cores=1, available=0)  # one process: nothing to share
+
+
+# --resume never destroys data: a results CSV without its JSON is resumed from, another
+# file beside the results is refused and left as it was.
+@pytest.mark.parametrize("out_name", ["r.csv", "r.json"])
+def test_resume_from_the_csv_when_the_json_is_gone(tmp_path, out_name):
+    out = tmp_path / "r.json"
+    assert run_cli("run", *FAULTY, "--batch-sizes", "1", "--out", str(out), env=tagged()).returncode == 0
+    first = rows_of(out)[0]
+    out.unlink()
+    proc = run_cli("run", *FAULTY, "--batch-sizes", "1,2", "--out", str(tmp_path / out_name), "--resume", env=tagged())
+    assert proc.returncode == 0, proc.stderr
+    assert "1 case(s) measured already, 1 to run" in proc.stderr
+    rows = {r["batch_per_gpu"]: r for r in rows_of(out)}
+    assert rows[1]["date"] == first["date"] and rows[1]["img_per_s"] == pytest.approx(first["img_per_s"])
+    assert rows[2]["status"] == "ok" and len(results.load(tmp_path / "r.csv")) == 2
+
+
+@pytest.mark.parametrize("other, out_name", [("lone.csv", "lone.json"), ("lone.json", "lone.csv"),
+                                             ("lone.csv", "lone.csv")])
+def test_resume_refuses_to_overwrite_a_file_it_did_not_write(tmp_path, other, out_name):
+    (tmp_path / other).write_text("name,notes\nx,precious\n" if other.endswith(".csv") else '{"precious": 1}')
+    env = tagged()
+    proc = run_cli("run", *FAULTY, "--batch-sizes", "1", "--out", str(tmp_path / out_name), "--resume", env=env)
+    assert proc.returncode == 2, proc.stderr
+    line, = proc.stderr.strip().splitlines()
+    assert str(tmp_path / other) in line and "not a parabench results file" in line and "left untouched" in line
+    assert [p.name for p in tmp_path.iterdir()] == [other] and not processes_with(env["PARABENCH_TEST_TAG"])
+
+
+@pytest.mark.parametrize("name", ["notes.txt", "results", "r.json.bak"])
+def test_out_takes_json_or_csv_only(tmp_path, name):
+    proc = run_cli("run", *FAULTY, "--batch-sizes", "1", "--out", str(tmp_path / name), env=tagged())
+    assert proc.returncode == 2 and "--out takes a name ending in .json or .csv" in proc.stderr
+    assert not list(tmp_path.iterdir())
+
+
+
+# A sweep that measured nothing ok is no success: exit 3, the rows say why.
+def test_a_sweep_where_every_case_failed_exits_3(tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_cli("run", *FAULTY, "--batch-sizes", "1,2", "--option", "fault=raise", "--out", str(out), env=tagged())
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "parabench: error: no case was measured ok (2 error): the rows say why"
+    assert [r["status"] for r in rows_of(out)] == ["error", "error"]
+
+
+# A strategy plug-in that does not load is one line naming its file.
+@pytest.mark.parametrize("source, error", [("def broken(:\n", "SyntaxError"), ("import no_such_module\n", "ModuleNotFoundError")])
+def test_a_broken_strategy_plug_in_is_one_line(tmp_path, source, error):
+    (tmp_path / "mine.py").write_text(source)
+    for args in (["run", *FAST, "--strategies", "single", "--batch-sizes", "1", "--out", str(tmp_path / "r.json")],
+                 ["list", "--gpus", ""]):
+        proc = run_cli(*args, env={"PARABENCH_STRATEGY_PATH": str(tmp_path)})
+        assert proc.returncode == 2, proc.stderr
+        line, = proc.stderr.strip().splitlines()
+        assert f"strategy plug-in {tmp_path / 'mine.py'}" in line and error in line
+
+
+# Two sweeps started in the same second into one folder write two files.
+def test_new_results_files_have_unique_names(tmp_path, monkeypatch):
+    import argparse
+    import datetime
+    import types
+
+    import bench.cli.run as run_mod
+
+    class Frozen(datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return cls(2026, 1, 2, 3, 4, 5)
+
+    monkeypatch.setattr(run_mod, "datetime", types.SimpleNamespace(datetime=Frozen))
+    args = argparse.Namespace(out=None, resume=False, results_dir=str(tmp_path))
+    names = set()
+    for pid in (1234, 1235):
+        monkeypatch.setattr(run_mod.os, "getpid", lambda pid=pid: pid)
+        names.add(run_mod._output_path(args).name)
+    assert len(names) == 2 and all(n.startswith("run-20260102-030405-") for n in names)
+
+
+# Node 0 says what it waits for, and how long it will wait, instead of waiting in silence.
+class FakeStore:
+    def __init__(self, nodes_):
+        self.nodes, self.data = nodes_, {("seen", 1): True}
+
+    def set(self, value, *parts):
+        self.data[parts] = value
+
+    def has(self, *parts):
+        return parts in self.data
+
+    def get(self, *parts):
+        return self.data[parts]
+
+
+def test_node_0_says_what_it_waits_for(capsys):
+    from bench.run import nodes
+
+    store = FakeStore(nodes.Nodes(nnodes=3, node_rank=0, host="10.0.0.1", port=29400))
+    store.set("same", "hash", 2)  # node 2 joined, node 1 never does
+    with pytest.raises(nodes.NodesError, match=r"node\(s\) 1 did not join within 0.5 s"):
+        nodes.agree(store, "same", 0.5)
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith("node 0: waiting for node(s) 1 of 3 to join at 10.0.0.1:29400") and " s left)" in first

@@ -161,16 +161,19 @@ class Lock:
         self.release()
 
 
-def _coerce(row: dict) -> dict:
+def _coerce(row: dict, where: str, fix: str) -> dict:
     out = {}
     for c in COLUMNS:
         v = row.get(c)
         if v == "" and c in INTEGER | FLOAT:
             v = None
-        if isinstance(v, float) and math.isnan(v) and c not in FLOAT:
-            v = None
+        if isinstance(v, float) and math.isnan(v) and c not in FLOAT | INTEGER:
+            v = None  # an empty text cell as a table library reads it
         if v is not None and c in INTEGER:
-            v = int(float(v))
+            number = float(v)
+            if not math.isfinite(number):  # NaN and infinity are no count: never None, never skipped
+                raise ResultsError(f"{where}: field {c} is {v!r}, not a usable figure; {fix}")
+            v = int(number)
         elif v is not None and c in FLOAT:
             v = float(v)
         elif v is not None and c in TEXT:
@@ -232,11 +235,11 @@ def load(path: str | os.PathLike) -> list[dict]:
         if raw["status"] not in STATUSES:
             raise ResultsError(f"{where} has unknown status {raw['status']!r}; {fix}")
         try:
-            row = _coerce(raw)
+            row = _coerce(raw, where, fix)
             # The case columns as today's Case reads them (settings a row predates get their
             # default there; `raw` keeps the columns of older schemas, such as `compile`).
             row.update(case_mod.Case.from_row({**raw, **row}).row())
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise ResultsError(f"{where} has a malformed number ({exc}); {fix}") from None
         _validate(row, where, fix)
         row["source"] = str(path)

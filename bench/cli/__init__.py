@@ -24,10 +24,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    from strategies import PluginError
+
     try:
+        args = build_parser().parse_args(argv)
         return args.func(args)
-    except UsageError as exc:
+    except (UsageError, PluginError) as exc:
         print(f"parabench: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a command without its own clean-up: one line, not a traceback
+        print("parabench: interrupted", file=sys.stderr)
+        return 130

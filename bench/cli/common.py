@@ -1,6 +1,7 @@
 """What every command shares: the one-line usage error, list parsing, GPU selection."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 # In the working directory, also when parabench is installed as a package (never inside it).
@@ -15,13 +16,31 @@ def csv(text: str | None) -> list[str]:
     return [x.strip() for x in (text or "").split(",") if x.strip()]
 
 
+def listed(text: str | None, flag: str) -> list[str] | None:
+    """A list flag's items; None where the flag was not given (its default applies). Given
+    empty, or naming an item twice, it is refused: an empty list is not "everything", and a
+    repeated item would measure one case twice."""
+    if text is None:
+        return None
+    items = csv(text)
+    if not items:
+        raise UsageError(f"{flag} is empty: name at least one, or leave {flag} out for its default")
+    twice = sorted({x for x in items if items.count(x) > 1})
+    if twice:
+        raise UsageError(f"{flag} lists {', '.join(twice)} more than once: name each once")
+    return items
+
+
 def ints(text: str, what: str) -> list[int]:
+    items = listed(text, what)
     try:
-        values = [int(x) for x in csv(text)]
+        values = [int(x) for x in items]
     except ValueError:
         raise UsageError(f"{what} must be comma-separated whole numbers, got {text!r}") from None
     if any(v <= 0 for v in values):
         raise UsageError(f"{what} must be positive, got {text!r}")
+    if len(set(values)) < len(values):
+        raise UsageError(f"{what} lists a number more than once ({text!r}): name each once")
     return values
 
 
@@ -46,6 +65,21 @@ def resolve_gpus(text: str | None) -> list[int]:
         raise UsageError(f"GPU id {missing[0]} does not exist: this host has {have}; pass --gpus with ids from that range"
                          + ("" if available else " or leave it empty for the CPU"))
     return ids
+
+
+def fraction(text, flag: str, zero_allowed: bool = False) -> float:
+    """A threshold given as a fraction (0.05) or a percentage ("5%"), inside (0, 1): a value of
+    1 or more, or of 0 where 0 means nothing, would make the check it sets vacuous."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        value = math.nan
+    low = "0 <=" if zero_allowed else "0 <"
+    if not (math.isfinite(value) and (value >= 0 if zero_allowed else value > 0) and value < 1):
+        raise UsageError(f"{flag} is a fraction with {low} x < 1 (0.05 or 5%), got {text}: "
+                         "a value outside it would let every change pass")
+    return value
 
 
 def check_names(given: list[str], valid: list[str], what: str, flag: str) -> list[str]:

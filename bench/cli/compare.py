@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import sys
 
-from bench.cli.common import RESULTS_DIR, UsageError, write_json
+from bench.cli.common import RESULTS_DIR, UsageError, fraction, write_json
 
 
 def cmd_compare(args) -> int:
@@ -18,11 +18,8 @@ def cmd_compare(args) -> int:
         baseline = results.load(args.baseline)
     except results.ResultsError as exc:
         raise UsageError(str(exc)) from None
-    for flag, value in (("--max-slowdown", args.max_slowdown), ("--max-memory-growth", args.max_memory_growth),
-                        ("--noise-factor", args.noise_factor)):
-        if not (math.isfinite(value) and value >= 0):
-            raise UsageError(f"{flag} must be a finite number >= 0, got {value}")
-    th = compare.Thresholds(args.max_slowdown, args.max_memory_growth, args.noise_factor)
+    th = compare.Thresholds(fraction(args.max_slowdown, "--max-slowdown"),
+                            fraction(args.max_memory_growth, "--max-memory-growth"), noise_factor(args.noise_factor))
     runs = [compare.compare(baseline, cur, th, args.across_hardware, args.ratios_only, args.judge == "all")
             for cur in currents]
     verdicts = compare.confirmed(runs)
@@ -30,10 +27,32 @@ def cmd_compare(args) -> int:
     if args.json:
         write_json(args.json, verdicts)
     status = compare.exit_status(verdicts)
-    if status == 2:
+    unusable = [v["case"] for v in verdicts if v["verdict"] == "unusable"]
+    if status == 2 and unusable:
+        print(f"parabench: error: {len(unusable)} case(s) of {args.current[0]} lack work counters that "
+              f"{args.baseline} has ({unusable[0]}{', ...' if len(unusable) > 1 else ''}): re-measure them",
+              file=sys.stderr)
+    elif status == 2:
         print(f"parabench: error: no case of {args.current[0]} could be compared with {args.baseline} "
               "(different cases or hardware); pick the baseline for this hardware", file=sys.stderr)
     return status
+
+
+# The noise allowance in p10-p90 widths: 0 judges on the threshold alone; 3 widths are ~7.7
+# standard deviations of normal noise (one p10-p90 width is 2.56); beyond that, a spread
+# wide enough to need it makes the allowance swallow any slowdown.
+MAX_NOISE_FACTOR = 3.0
+
+
+def noise_factor(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 <= value <= MAX_NOISE_FACTOR):
+        raise UsageError(f"--noise-factor is 0 to {MAX_NOISE_FACTOR:g} (times the measured p10-p90 width), got {text}: "
+                         "a larger allowance would let every slowdown pass")
+    return value
 
 
 def cmd_dashboard(args) -> int:
@@ -57,9 +76,12 @@ def add_parser(sub) -> None:
     cmp_ = sub.add_parser("compare", help="compare results with a baseline; exit 0 pass, 1 regression, 2 unusable")
     cmp_.add_argument("baseline", help="baseline results file, or 'auto': results/reference/baselines/<hardware>.json")
     cmp_.add_argument("current", nargs="+", help="results file; with several (repeat runs), a regression must show in all")
-    cmp_.add_argument("--max-slowdown", type=float, default=0.10, help="allowed images/s drop (fraction, default 0.10)")
-    cmp_.add_argument("--max-memory-growth", type=float, default=0.10, help="allowed peak-memory growth (default 0.10)")
-    cmp_.add_argument("--noise-factor", type=float, default=1.0, help="x the measured p10-p90 width that is noise")
+    cmp_.add_argument("--max-slowdown", default="0.10",
+                      help="allowed images/s drop, a fraction in (0, 1) or a percentage (default 0.10 = 10%%)")
+    cmp_.add_argument("--max-memory-growth", default="0.10",
+                      help="allowed peak-memory growth, a fraction in (0, 1) or a percentage (default 0.10)")
+    cmp_.add_argument("--noise-factor", default="1.0",
+                      help=f"x the measured p10-p90 width that is noise, 0 to {MAX_NOISE_FACTOR:g} (default 1.0)")
     cmp_.add_argument("--across-hardware", action="store_true", help="compare in-run ratios across hardware")
     cmp_.add_argument("--ratios-only", action="store_true",
                       help="judge throughput by in-run ratios alone (shared machines whose speed drifts)")

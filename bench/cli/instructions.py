@@ -1,23 +1,21 @@
 """`instructions`: instructions per training step under Callgrind."""
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
-from bench.cli.common import UsageError, csv
+from bench.cli.common import UsageError, fraction, listed
 
 
 def cmd_instructions(args) -> int:
     from bench.checks import instructions
 
-    if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
-        raise UsageError(f"--tolerance is a fraction of the baseline count, 0 or more (0.01 = 1%); got {args.tolerance}")
+    fraction(args.tolerance, "--tolerance", zero_allowed=True)
     if args.out and not os.access(Path(args.out).resolve().parent, os.W_OK):
         raise UsageError(f"cannot write {args.out}: its folder is missing or read-only; choose another --out")
     try:
         countable = instructions.countable()
-        names = csv(args.strategies) or countable
+        names = listed(args.strategies, "--strategies") or countable
         unknown = sorted(set(names) - set(countable))
         if unknown:
             raise UsageError(f"cannot count {', '.join(unknown)} under valgrind: choose from "

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 import socket
 import sys
 import time
 from pathlib import Path
 
-from bench.cli.common import RESULTS_DIR, UsageError, check_names, csv, ints, resolve_gpus
+from bench.cli.common import RESULTS_DIR, UsageError, check_names, ints, listed, resolve_gpus
 
 
 def _parse_options(pairs: list[str], strategy_names: list[str]) -> dict:
@@ -76,7 +77,33 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
     )
 
 
+NOTHING_MEASURED = 3  # the sweep ran, but no case ended ok
+
+
 def cmd_run(args) -> int:
+    """Exit status: 0 when the sweep ran and measured at least one case ok (every case's outcome
+    is in its row), 1 when it could not go on (results not writable, a node gone), 2 bad input,
+    3 no case measured ok (all failed, timed out, ran out of memory or were skipped), 130/143/129
+    stopped by Ctrl-C, SIGTERM or SIGHUP (finished rows kept, resumable)."""
+    from bench.run.sweep import Terminated, stop_on_signals
+
+    stop_on_signals()  # from the start: stopped before the first case, nothing is left behind either
+    try:
+        return _sweep(args)
+    except (KeyboardInterrupt, Terminated) as exc:
+        print(f"parabench: {_stopped(exc)} before any case finished: nothing was written", file=sys.stderr)
+        return _stop_status(exc)
+
+
+def _stopped(exc: BaseException) -> str:
+    return "interrupted" if isinstance(exc, KeyboardInterrupt) else f"stopped by {exc}"
+
+
+def _stop_status(exc: BaseException) -> int:
+    return 130 if isinstance(exc, KeyboardInterrupt) else exc.exit_status
+
+
+def _sweep(args) -> int:
     started = time.monotonic()
     import strategies
     from bench.cases import results
@@ -86,19 +113,20 @@ def cmd_run(args) -> int:
     from bench.core.precision import PRECISIONS
     from bench.run.progress import ConsoleReporter
     from bench.report.phases import summary as time_spent
-    from bench.run import nodes as nodes_mod
+    from bench.run import limits, nodes as nodes_mod
     from bench.run.sweep import NodeGone, Sweep, Terminated, WriteFailed, ignore_further_signals
 
-    names = check_names(csv(args.strategies) or strategies.names(), strategies.names(), "strategy", "--strategies")
-    precisions = check_names(csv(args.precisions), list(PRECISIONS), "precision", "--precisions")
-    models = csv(args.models)
+    names = check_names(listed(args.strategies, "--strategies") or strategies.names(), strategies.names(), "strategy",
+                        "--strategies")
+    precisions = check_names(listed(args.precisions, "--precisions"), list(PRECISIONS), "precision", "--precisions")
+    models = listed(args.models, "--models")
     try:
         for model in models:  # the syntax, and that its package or module exists: nothing imported here
             workloads.check_name(model)
         workloads.probe(models)  # names not built in: resolved in a process of their own
     except workloads.WorkloadError as exc:
         raise UsageError(f"{exc} (--models)") from None
-    executions = csv(args.execution) or ["eager"]
+    executions = listed(args.execution, "--execution")
     if args.compile:
         executions = ["compile"]  # --compile: the alias of --execution compile, kept for one release
     executions = check_names(executions, list(EXECUTIONS), "execution", "--execution")
@@ -106,13 +134,13 @@ def cmd_run(args) -> int:
         raise UsageError(f"--cpu-replicas must be at least 1, got {args.cpu_replicas}")
     gpus = resolve_gpus(args.gpus)
     on_gpu = bool(gpus)
-    counts = ints(args.gpu_counts, "--gpu-counts") if args.gpu_counts else [len(gpus)] if gpus else [args.cpu_replicas]
+    counts = ints(args.gpu_counts, "--gpu-counts") if args.gpu_counts is not None else [len(gpus) or args.cpu_replicas]
     if gpus and max(counts) > len(gpus):
         raise UsageError(f"--gpu-counts asks for {max(counts)} GPUs but --gpus gives {len(gpus)}")
     replicas = counts if gpus else [args.cpu_replicas]
 
-    if args.global_batch_sizes:
-        if args.batch_sizes:
+    if args.global_batch_sizes is not None:
+        if args.batch_sizes is not None:
             raise UsageError("give --batch-sizes (per GPU) or --global-batch-sizes, not both")
         global_sizes = ints(args.global_batch_sizes, "--global-batch-sizes")
         for g in global_sizes:
@@ -124,7 +152,8 @@ def cmd_run(args) -> int:
             raise UsageError("--global-batch-sizes needs one device count; use --batch-sizes for a scaling sweep")
         batch_sizes = [g // replicas[0] for g in global_sizes]
     else:
-        batch_sizes = ints(args.batch_sizes or ("32,64,128,256" if on_gpu else "2,4"), "--batch-sizes")
+        default = "32,64,128,256" if on_gpu else "2,4"
+        batch_sizes = ints(default if args.batch_sizes is None else args.batch_sizes, "--batch-sizes")
 
     settings = _settings(args, on_gpu, names)
     try:
@@ -135,6 +164,11 @@ def cmd_run(args) -> int:
                         nodes.nnodes)
     if not cases:
         raise UsageError("nothing to run: the grid of strategies, precisions, models and batch sizes is empty")
+    try:  # before anything starts
+        cpu_replicas = 1 if on_gpu else max(c.placement.per_node for c in cases)
+        limits.check_cpu_replicas(cpu_replicas, models, args.oversubscribe)
+    except limits.LimitError as exc:
+        raise UsageError(str(exc)) from None
     leader = None
     if nodes.nnodes > 1:
         try:
@@ -165,18 +199,16 @@ def cmd_run(args) -> int:
             print(f"resuming {out}: {len(cases) - todo} case(s) measured already, {todo} to run", file=sys.stderr)
         try:
             rows = sweep.run()
-        except KeyboardInterrupt:
+            ignore_further_signals()  # measured and written: a late signal must not say otherwise
+        except (KeyboardInterrupt, Terminated) as exc:
             ignore_further_signals()
             reporter.close()
-            print(f"interrupted: {len(sweep.rows)} finished case(s) are in {out}; "
-                  f"continue with: python -m bench run --resume --out {out} (same arguments)", file=sys.stderr)
-            return 130
-        except Terminated:
-            ignore_further_signals()
-            reporter.close()
-            print(f"terminated: {len(sweep.rows)} finished case(s) are in {out}; resume with --resume --out {out}",
-                  file=sys.stderr)
-            return 143
+            if not out.exists():
+                print(f"parabench: {_stopped(exc)} before any case finished: nothing was written", file=sys.stderr)
+            else:
+                print(f"parabench: {_stopped(exc)}: {len(sweep.rows)} finished case(s) are in {out}; continue with: "
+                      f"python -m bench run --resume --out {out} (same arguments)", file=sys.stderr)
+            return _stop_status(exc)
         except (WriteFailed, NodeGone, nodes_mod.NodesError) as exc:
             reporter.close()
             print(f"parabench: error: {exc}" + ("" if isinstance(exc, WriteFailed) else f"; finished cases are in {out}"),
@@ -196,6 +228,9 @@ def cmd_run(args) -> int:
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts_by_status.items()))
     print(f"{len(rows)} cases ({summary}) written to {results.json_path(out)} and {results.json_path(out).with_suffix('.csv')}")
     print(f"time: {time_spent(rows, time.monotonic() - started)}")
+    if not counts_by_status.get("ok"):
+        print(f"parabench: error: no case was measured ok ({summary}): the rows say why", file=sys.stderr)
+        return NOTHING_MEASURED
     return 0
 
 
@@ -215,6 +250,8 @@ def _output_path(args) -> Path:
 
     folder = Path(args.results_dir)
     if args.out:
+        if Path(args.out).suffix not in (".json", ".csv"):
+            raise UsageError(f"--out takes a name ending in .json or .csv (both files are written), got {args.out}")
         return results.json_path(args.out)
     if args.resume:
         host = envinfo.collect_light()["host"]
@@ -231,7 +268,19 @@ def _output_path(args) -> Path:
                              "pass the file with --out")
         return mine[-1]
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return folder / f"run-{stamp}-{socket.gethostname()}.json"
+    # The PID too: two sweeps started in the same second into one folder get two files.
+    return folder / f"run-{stamp}-{socket.gethostname()}-{os.getpid()}.json"
+
+
+def _results_in(path: Path) -> list[dict]:
+    """The rows of a results file that a resumed sweep will rewrite; anything else is refused
+    and left untouched."""
+    from bench.cases import results
+
+    try:
+        return results.load(path)
+    except results.ResultsError as exc:
+        raise UsageError(f"{exc} (the file was left untouched; --resume rewrites it)") from None
 
 
 def _existing_rows(args, out: Path, cases) -> list[dict]:
@@ -247,12 +296,15 @@ def _existing_rows(args, out: Path, cases) -> list[dict]:
             if path.exists():
                 raise UsageError(f"{path} already exists: pass --resume to continue it, or choose another --out")
         return []
-    if not out.exists():
+    # Both files are rewritten from the rows: each that exists must be a results file, and
+    # the rows come from the JSON, or from the CSV where it is all there is.
+    found = {path: _results_in(path) for path in (out, csv_path) if path.exists()}
+    if not found:
         return []
-    try:
-        rows = results.load(out)
-    except results.ResultsError as exc:
-        raise UsageError(f"{exc} (the file was left untouched)") from None
+    rows = found.get(out, found.get(csv_path))
+    if out not in found:
+        print(f"note: resuming from {csv_path} ({out.name} is missing); both are written again", file=sys.stderr)
+        out = csv_path  # where the rows below come from
     host = envinfo.collect_light()["host"]
     here = _this_host_hardware(cases)
     for row in rows:
@@ -280,7 +332,8 @@ def add_parser(sub) -> None:
     from bench.cases.case import WORKER_SCOPES
     from bench.cases.knobs import KNOBS
 
-    run = sub.add_parser("run", help="run a sweep and write results")
+    run = sub.add_parser("run", help="run a sweep and write results; exit 0 measured, 1 could not go on, 2 bad input, "
+                         "3 no case measured ok, 130/143/129 stopped by Ctrl-C/SIGTERM/SIGHUP (resumable)")
     run.add_argument("--strategies", help="comma-separated (default: every strategy)")
     run.add_argument("--precisions", default="fp32", help="fp32,amp-fp16,amp-bf16,apex-O1,apex-O2 (default fp32)")
     run.add_argument("--models", default="resnet18-small", help="built-in (resnet18-small, resnet18, vit-large), timm:NAME, torchvision:NAME or "
@@ -290,6 +343,8 @@ def add_parser(sub) -> None:
     run.add_argument("--gpus", help="CUDA ordinals, e.g. 0,1 (default: all visible; '' or cpu: the CPU)")
     run.add_argument("--gpu-counts", help="run multi-GPU strategies on the first N of --gpus for each N, e.g. 1,2,4")
     run.add_argument("--cpu-replicas", type=int, default=2, help="replicas/processes for multi-device strategies on the CPU")
+    run.add_argument("--oversubscribe", action="store_true",
+                     help="allow more --cpu-replicas than CPU cores (never more than the memory holds)")
     run.add_argument("--warmup", type=int, help="warm-up steps per case (default 10 on GPUs, 1 on the CPU)")
     run.add_argument("--steps", type=int, help="timed steps per trial (default 20 on GPUs, 3 on the CPU)")
     run.add_argument("--trials", type=int, help="trials per case (default 3 on GPUs, 2 on the CPU)")

@@ -33,9 +33,9 @@ def cudnn_version(value) -> str:
     return f"{number // 1000}.{number % 1000 // 100}"  # cuDNN 8 and before: major * 1000 + minor * 100 + patch
 
 
-def _run(cmd: list[str]) -> str | None:
+def _run(cmd: list[str], timeout: float = 20) -> str | None:
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20, cwd=REPO)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
@@ -74,8 +74,10 @@ def gpus_on_host() -> list[dict]:
 def gpu_count() -> int:
     """CUDA devices usable by torch here (respects CUDA_VISIBLE_DEVICES).
 
-    From NVML where CUDA_VISIBLE_DEVICES is unset or a list of indices, so that the sweep's
-    parent does not import torch; torch answers the rest (UUIDs, MIG, no NVML)."""
+    The sweep's parent never imports torch (seconds of start-up, and a Ctrl-C inside it is a
+    long traceback): from NVML where CUDA_VISIBLE_DEVICES is unset or a list of indices, none
+    on a Linux host without GPU device files, else torch asked in a child process (UUIDs,
+    MIG, no NVML)."""
     on_host = len(gpus_on_host())
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if on_host and visible is None:
@@ -87,9 +89,20 @@ def gpu_count() -> int:
                 break  # CUDA ignores an invalid index and everything after it
             count += 1
         return count
-    import torch
+    if not on_host and not _gpu_device_files():
+        return 0
+    out = _run([sys.executable, "-c", "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"],
+               timeout=300)  # torch's import and CUDA's start on a busy host
+    return int(out) if out and out.isdigit() else 0
 
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+# Where a GPU driver exposes its devices (NVIDIA, WSL's GPU paravirtualisation, AMD ROCm):
+# without any of these, no CUDA device can be there.
+_GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/dev/kfd")
+
+
+def _gpu_device_files() -> bool:
+    return not sys.platform.startswith("linux") or any(os.path.exists(p) for p in _GPU_DEVICE_FILES)
 
 
 def _cpu_name() -> str:

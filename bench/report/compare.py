@@ -21,6 +21,8 @@ Noise-aware rules (thresholds are per metric):
   judges only these, peak memory and status changes, and shows timing unjudged.
 Cases present in only one file, or measured on different hardware, are listed and
 never compared (unless --across-hardware, which then compares in-run ratios alone).
+A current row without a work counter that its baseline row has is `unusable`: a counter
+that cannot be read is never a pass.
 
 Exit status: 0 pass, 1 regression, 2 unusable input.
 """
@@ -113,6 +115,11 @@ def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_ha
                 entry.update(verdict="not compared", why=[f"{base['status']} in both"])
             continue
 
+        unreadable = _missing_counters(base, cur) if same_hw else []
+        if unreadable:
+            entry.update(verdict="unusable", why=[f"the current row has no {', '.join(unreadable)} where the baseline "
+                                                  "has: a counter that cannot be read is never a pass"])
+            continue
         timing_regressed, timing_why = _judge_timing(entry, base, cur, baseline, current, th, ratios_only, same_hw)
         counter_why = _judge_counters(base, cur) if same_hw else []
         if judge_timing:
@@ -168,6 +175,12 @@ def _judge_timing(entry, base, cur, baseline, current, th, ratios_only, same_hw)
     return False, []
 
 
+def _missing_counters(base: dict, cur: dict) -> list[str]:
+    """Judged counters the baseline has and the current row lacks."""
+    return [name for name in counters.COUNTERS
+            if base.get(name) is not None and cur.get(name) is None and counters.judged(name, base)]
+
+
 def _judge_counters(base: dict, cur: dict) -> list[str]:
     """Reasons for a counter regression: any counter above the baseline (exactly; allocated
     memory beyond its stated tolerance). Counters that fell are an improvement, not judged."""
@@ -213,6 +226,8 @@ def render(verdicts: list[dict], baseline_path: str, current_path: str) -> str:
 def exit_status(verdicts: list[dict]) -> int:
     if any(v["verdict"] == "regression" for v in verdicts):
         return 1
+    if any(v["verdict"] == "unusable" for v in verdicts):
+        return 2  # a figure could not be read: that is not a pass
     if not any(v["verdict"] in ("pass", "improved", "unconfirmed") for v in verdicts):
         return 2  # nothing could be compared: that is not a pass
     return 0

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -155,16 +155,36 @@ class Store:
         return self._call("add", self.key("beat", node), 0)
 
 
+class Countdown:
+    """What a node waits for, said at once and then every `every_s` seconds with the time left:
+    a node that waits minutes in silence looks hung."""
+
+    def __init__(self, timeout_s: float, every_s: float = 10.0):
+        self.deadline = time.monotonic() + timeout_s
+        self.every_s, self.said = every_s, -math.inf
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def say(self, text: str) -> None:
+        now = time.monotonic()
+        if now - self.said >= self.every_s:
+            print(f"{text} ({max(0.0, self.deadline - now):.0f} s left)", file=sys.stderr, flush=True)
+            self.said = now
+
+
 def agree(store: Store, digest: str, timeout_s: float) -> None:
     """Every node publishes its sweep's hash; node 0 compares them and publishes the verdict."""
     nodes = store.nodes
     store.set(digest, "hash", nodes.node_rank)
     if nodes.leader:
-        deadline = time.monotonic() + timeout_s
-        missing = list(range(1, nodes.nnodes))
-        while missing and time.monotonic() < deadline:
-            missing = [n for n in missing if not store.has("hash", n)]
+        countdown = Countdown(timeout_s)
+        missing = [n for n in range(1, nodes.nnodes) if not store.has("hash", n)]
+        while missing and not countdown.expired():
+            countdown.say(f"node 0: waiting for node(s) {', '.join(map(str, missing))} of {nodes.nnodes} to join at "
+                          f"{nodes.endpoint} (start the same command there with its --node-rank)")
             time.sleep(0.2)
+            missing = [n for n in missing if not store.has("hash", n)]
         if missing:
             verdict = f"node(s) {', '.join(map(str, missing))} did not join within {timeout_s:g} s"
         else:
@@ -177,10 +197,11 @@ def agree(store: Store, digest: str, timeout_s: float) -> None:
             while time.monotonic() < deadline and not all(store.has("seen", n) for n in range(1, nodes.nnodes)):
                 time.sleep(0.2)
     else:
-        deadline = time.monotonic() + timeout_s + 30
+        countdown = Countdown(timeout_s + 30)
         while not store.has("verdict"):
-            if time.monotonic() > deadline:
+            if countdown.expired():
                 raise NodesError(f"node 0 did not confirm the sweep within {timeout_s:g} s")
+            countdown.say(f"node {nodes.node_rank}: waiting for node 0 to confirm the sweep (every node must join)")
             time.sleep(0.2)
         verdict = store.get("verdict")
         store.set(True, "seen", nodes.node_rank)
@@ -234,7 +255,7 @@ def follow(nodes: Nodes, store: Store, env: dict, cwd: str, gpus: list[int]) -> 
     --gpus), and end it when node 0 says so."""
     from bench.engine import launchers
     from bench.core import protocol
-    from bench.run.procs import Worker
+    from bench.run.procs import Scratch, Worker
     from bench.core.placement import Placement
 
     stop = threading.Event()
@@ -248,13 +269,14 @@ def follow(nodes: Nodes, store: Store, env: dict, cwd: str, gpus: list[int]) -> 
 
     threading.Thread(target=heartbeat, daemon=True).start()
     failures, launch = [], 0
+    scratch = Scratch()
     try:
         while True:
             published = _wait(store, ("launch", launch))
             if published.get("finished"):
                 store.set(True, "bye", nodes.node_rank)
                 break
-            workdir = tempfile.mkdtemp(prefix="parabench-node-")
+            workdir = scratch.folder("node-")
             worker = None
             try:
                 spec = on_these_gpus(published["spec"], gpus)
@@ -291,6 +313,7 @@ def follow(nodes: Nodes, store: Store, env: dict, cwd: str, gpus: list[int]) -> 
         return 1
     finally:
         stop.set()
+        scratch.close()
     if failures:
         print(f"node {nodes.node_rank}: {len(failures)} failure(s) here: " + "; ".join(failures)[:2000], file=sys.stderr)
         return 1

@@ -9,16 +9,25 @@ collects every descendant first and kills them all.
 The sweep makes itself the subreaper of what it starts: a killed rank whose launcher died
 with it is handed to the sweep, which reaps it at once, instead of to PID 1 (a container's
 init may reap seconds later; that wait was 1.9 s per torchrun worker on the CI machine).
+
+Whatever workers are given or write on disk lives in the sweep's scratch folder (`Scratch`),
+removed however the sweep ends: by the sweep itself, or by a guard process that waits for the
+sweep's end (SIGKILL included), or, should the guard be killed too, by the next sweep.
 """
 from __future__ import annotations
 
 import collections
 import ctypes
+import functools
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
+from pathlib import Path
 
 import psutil
 
@@ -31,15 +40,35 @@ except (OSError, AttributeError):
     _prctl = None
 
 
-def die_with_parent() -> None:
-    """Ask the kernel to SIGKILL this process when its parent exits (Linux only); if the
-    parent is already gone, leave now."""
+# The PID of the process that started the worker (the sweep, or a node's follower): every
+# process of the worker, torchrun's ranks included, checks that it still descends from it.
+PARENT_ENV = "PARABENCH_PARENT_PID"
+
+
+def die_with_parent(parent: int | None = None) -> None:
+    """Ask the kernel to SIGKILL this process when its parent exits (Linux), then leave at once
+    if the parent is already gone: one that died before the request would never signal.
+
+    `parent` is the PID of the direct parent (known between fork and exec). Without it, the
+    process that started the worker (PARENT_ENV) must still be an ancestor: an orphan's new
+    parent may be any subreaper, not PID 1, so `getppid() == 1` proves nothing."""
     if _prctl is None:
         return
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    expected = os.environ.get("PARABENCH_PARENT_PID")
-    if expected and os.getppid() != int(expected) and os.getppid() == 1:
+    if parent is not None:
+        if os.getppid() != parent:
+            os._exit(1)
+        return
+    origin = os.environ.get(PARENT_ENV)
+    if origin and not _descends_from(int(origin)):
         os._exit(1)
+
+
+def _descends_from(pid: int) -> bool:
+    try:
+        return any(p.pid == pid for p in psutil.Process().parents())
+    except psutil.Error:
+        return False
 
 
 def become_subreaper() -> None:
@@ -52,11 +81,11 @@ class Worker:
     """A worker command; its combined stdout/stderr is kept as output (a tail), never parsed."""
 
     def __init__(self, cmd: list[str], env: dict, cwd: str, tail_lines: int = 80):
-        env = {**env, "PARABENCH_PARENT_PID": str(os.getpid())}
+        env = {**env, PARENT_ENV: str(os.getpid())}
         become_subreaper()
         self.proc = subprocess.Popen(
             cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=die_with_parent,
+            start_new_session=True, preexec_fn=functools.partial(die_with_parent, os.getpid()),
         )
         self.tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -120,3 +149,83 @@ def kill_tree(pid: int) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     psutil.wait_procs(descendants, timeout=5)
+
+
+# The guard: blocks on its stdin, a pipe whose other end only the sweep holds. The read
+# returns when the sweep has ended, however it ended, and the guard removes the folder
+# (again a few times: a worker killed at that moment may still be writing into it).
+_GUARD = """
+import os, shutil, sys, time
+sys.stdin.buffer.read()
+for _ in range(10):
+    shutil.rmtree(sys.argv[1], ignore_errors=True)
+    if not os.path.exists(sys.argv[1]):
+        break
+    time.sleep(0.2)
+"""
+SCRATCH_PREFIX = "parabench-sweep-"
+OWNER = "owner.json"
+
+
+class Scratch:
+    """The sweep's temporary folder: every worker's spec and events channel live in it.
+
+    Removed when the sweep ends, on every path: by `close`, or by the guard process when the
+    sweep is killed (the guard runs in a session of its own, out of reach of the terminal's
+    Ctrl-C and of a signal to the sweep's process group). A folder whose guard was killed as
+    well is removed by the next sweep (`remove_stale`): its owner file names a process that
+    is gone."""
+
+    def __init__(self):
+        remove_stale()
+        self.path = tempfile.mkdtemp(prefix=SCRATCH_PREFIX)
+        me = psutil.Process()
+        with open(os.path.join(self.path, OWNER), "w") as fh:
+            json.dump({"pid": me.pid, "create_time": me.create_time()}, fh)
+        read_end, self._write_end = os.pipe()  # not inherited: workers never hold the sweep's end
+        try:
+            self.guard = subprocess.Popen([sys.executable, "-c", _GUARD, self.path], stdin=read_end,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            os.close(read_end)
+
+    def folder(self, prefix: str) -> str:
+        return tempfile.mkdtemp(prefix=prefix, dir=self.path)
+
+    def close(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+        if self._write_end is not None:
+            os.close(self._write_end)  # the guard reads the end of its input and leaves
+            self._write_end = None
+            try:
+                self.guard.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.guard.kill()
+                self.guard.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def remove_stale(folder: str | None = None) -> list[str]:
+    """Remove the scratch folders of sweeps that are gone (their owner process no longer
+    runs, or its PID now names another process); returns what was removed. Folders without
+    an owner file are left alone: nothing says whose they are."""
+    removed = []
+    for path in sorted(Path(folder or tempfile.gettempdir()).glob(SCRATCH_PREFIX + "*")):
+        try:
+            owner = json.loads((path / OWNER).read_text())
+            alive = abs(psutil.Process(int(owner["pid"])).create_time() - float(owner["create_time"])) < 1.0
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        except psutil.NoSuchProcess:
+            alive = False
+        except psutil.Error:
+            continue
+        if not alive:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(str(path))
+    return removed

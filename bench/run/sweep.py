@@ -26,12 +26,23 @@ from bench.cases import results
 from bench.cases.case import Case, Settings, execution_unavailable_reason, identity
 from bench.engine.launchers import Launcher, worker_environment
 from bench.core.precision import get_precision
-from bench.run.procs import Worker
+from bench.run.procs import Scratch, Worker
 from bench import workloads
+
+# Signals that stop a sweep as Ctrl-C does: the service manager's and the closed terminal's.
+TERMINATING = (signal.SIGTERM, signal.SIGHUP)
 
 
 class Terminated(Exception):
-    """SIGTERM arrived: the sweep stops as on Ctrl-C."""
+    """SIGTERM or SIGHUP arrived: the sweep stops as on Ctrl-C."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum  # the shell's convention: 143 for SIGTERM, 129 for SIGHUP
 
 
 class NodeGone(Exception):
@@ -44,13 +55,18 @@ class WriteFailed(Exception):
 
 
 def _raise_terminated(signum, frame):
-    raise Terminated(signal.Signals(signum).name)
+    raise Terminated(signum)
+
+
+def stop_on_signals() -> dict:
+    """SIGTERM and SIGHUP raise Terminated from now on; returns the handlers they had."""
+    return {signum: signal.signal(signum, _raise_terminated) for signum in TERMINATING}
 
 
 def ignore_further_signals() -> None:
-    """The sweep is stopping on a Ctrl-C or SIGTERM: later ones are dropped, so that nothing
-    cuts the message that says where the results are, nor the exit status."""
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    """The sweep is stopping on a Ctrl-C, SIGTERM or SIGHUP: later ones are dropped, so that
+    nothing cuts the message that says where the results are, nor the exit status."""
+    for signum in (signal.SIGINT, *TERMINATING):
         signal.signal(signum, signal.SIG_IGN)
 
 
@@ -64,7 +80,7 @@ def signals_held(stopping: bool = False):
     """Clean-up that a second Ctrl-C or SIGTERM must not interrupt: the signals wait until it
     is done. When the clean-up runs because the sweep is stopping on one, the later ones are
     dropped (the clean-up can take milliseconds, and a second Ctrl-C can come after it)."""
-    held = {signal.SIGINT, signal.SIGTERM}
+    held = {signal.SIGINT, *TERMINATING}
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
         yield
@@ -130,6 +146,7 @@ class Sweep:
         self.out = out
         self.reporter = reporter  # object with begin(total), preparing(label), case_started(label), case_done(row)
         self.rows: dict[tuple, dict] = {}
+        self.scratch: Scratch | None = None  # the workers' folder, made with the first worker
         for row in results.latest(existing or []):
             self.rows[identity(row)] = row
 
@@ -173,7 +190,7 @@ class Sweep:
     def run(self) -> list[dict]:
         todo = [c for c in self.cases if not self.measured(c)]
         self.reporter.begin(len(todo))
-        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+        previous = stop_on_signals()
         try:
             runnable = []
             for case in todo:
@@ -201,8 +218,13 @@ class Sweep:
                         if self.rows.get(identity(self._row(case)), {}).get("status") == "oom":
                             self._skip_larger(remaining, case)
         finally:
+            with signals_held(stopping=stopping_on_signal()):
+                if self.scratch is not None:
+                    self.scratch.close()
+                    self.scratch = None
             if not stopping_on_signal():
-                signal.signal(signal.SIGTERM, previous)
+                for signum, handler in previous.items():
+                    signal.signal(signum, handler)
         return list(self.rows.values())
 
     def _next_worker_cases(self, ordered: list[Case]) -> list[Case]:
@@ -234,7 +256,9 @@ class Sweep:
         env = worker_environment(launcher, cases[0].placement, worker_env())
         while pending:
             before = len(pending)
-            workdir = tempfile.mkdtemp(prefix="parabench-worker-")
+            if self.scratch is None:
+                self.scratch = Scratch()
+            workdir = self.scratch.folder("worker-")
             worker, rendezvous, launch = None, None, None
             inflight, timed_out, worker_error = None, False, None
             try:

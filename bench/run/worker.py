@@ -9,6 +9,13 @@ Usage (by the sweep, never by hand): python -m bench.run.worker SPEC.json
 """
 from __future__ import annotations
 
+if __name__ in ("__main__", "__mp_main__"):  # a worker process (a spawned rank: __mp_main__)
+    # First of all, before torch (seconds to import): a sweep killed while this process
+    # starts takes it along; torchrun's and spawn's ranks have no other tie to the sweep.
+    from bench.run import procs as _procs
+
+    _procs.die_with_parent()
+
 import functools
 import gc
 import json

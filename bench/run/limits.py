@@ -1,0 +1,64 @@
+"""How many CPU replicas this host can hold, decided before anything starts: a count the
+host cannot hold is refused with one line, not found by the OOM killer.
+
+Cores: more replicas than the CPU cores this process may use (its affinity) share cores and
+measure each other; allowed only on purpose (`--oversubscribe`). Memory: never more replicas
+than the available memory holds at the measured size of one rank, whatever the flags.
+"""
+from __future__ import annotations
+
+import os
+
+# Peak resident memory of one rank (MiB), per workload, measured: the larger of the two ranks
+# of a `ddp` sweep on the CPU (torchrun, gloo, fp32, batch 2 per rank, one warm-up step and 2
+# timed steps), sampled every 50 ms with psutil; torch 2.13.0+cpu, Python 3.11, a 2-core AMD
+# EPYC: 643 and 593 MiB for resnet18-small, 816 and 716 MiB for resnet18. A rank's resident
+# memory counts torch's shared libraries again in every rank, so N times it over-estimates
+# what N ranks take: a safe bound. Larger batches need more; each case checks its own batch
+# (bench/run/worker.py, Job.data).
+RANK_MEMORY_MIB = {"resnet18-small": 650, "resnet18": 820}
+
+
+class LimitError(Exception):
+    """A replica count this host cannot hold; the message names the fix."""
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def available_memory() -> int:
+    import psutil
+
+    return psutil.virtual_memory().available
+
+
+def rank_memory_mib(model: str) -> tuple[int, str]:
+    """One rank's memory and the workload it was measured on (the largest measured one for a
+    workload without its own figure)."""
+    if model in RANK_MEMORY_MIB:
+        return RANK_MEMORY_MIB[model], model
+    largest = max(RANK_MEMORY_MIB, key=RANK_MEMORY_MIB.get)
+    return RANK_MEMORY_MIB[largest], largest
+
+
+def check_cpu_replicas(replicas: int, models: list[str], oversubscribe: bool, cores: int | None = None,
+                       available: int | None = None) -> None:
+    """Raise LimitError where `replicas` CPU replicas of `models` do not fit this host."""
+    if replicas <= 1:
+        return
+    cores = usable_cores() if cores is None else cores
+    available = available_memory() if available is None else available
+    per_rank, measured = max(rank_memory_mib(m) for m in models)
+    fits = available // (per_rank * 2**20)
+    if replicas > fits:
+        raise LimitError(f"--cpu-replicas {replicas} needs about {replicas * per_rank / 1024:,.1f} GiB of memory "
+                         f"({per_rank} MiB per rank, the measured peak of one {measured} rank; bench/run/limits.py) "
+                         f"and {available / 2**30:.1f} GiB is available: use at most {fits}")
+    if replicas > cores and not oversubscribe:
+        raise LimitError(f"--cpu-replicas {replicas} is more than the {cores} CPU cores this process may use: the "
+                         f"replicas would share cores and slow each other down; use at most {cores}, or pass "
+                         "--oversubscribe to measure that on purpose")
