@@ -169,7 +169,7 @@ def gpu_steps(per_step: list[list[dict]], marks: dict, window: tuple[float, floa
     return out
 
 
-def _timeline_steps(timeline: dict, marks: dict) -> list[list[dict]] | None:
+def timeline_kernels(timeline: dict, marks: dict) -> list[list[dict]] | None:
     """The timeline's compute-stream kernels cut into steps, where its sequence repeats the
     labelled trace's; None where it does not."""
     events = _x(timeline)
@@ -192,7 +192,7 @@ def read(folder: str, rank: int = 0) -> StepTimeline:
     timeline_file = anatomy.timeline_path(folder, rank)
     if os.path.exists(timeline_file):
         timeline = anatomy.load(timeline_file)
-        per_step = _timeline_steps(timeline, marks)
+        per_step = timeline_kernels(timeline, marks)
         if per_step is not None:
             gpu = [e for e in _x(timeline) if anatomy.kernel_class(e)]
             window = anatomy._timeline_window(_x(timeline), gpu)
