@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from pathlib import Path
 
 from bench import case as case_mod
@@ -92,11 +93,30 @@ def _host_bound(step: timeline.StepTimeline, on_gpu: bool) -> bool:
     return on_gpu and step.step > 0 and step.idle / step.step >= HOST_BOUND_IDLE
 
 
-def step_at(base: dict, step, sim1: simulate.Sim, sim: simulate.Sim, host_bound: bool) -> tuple[float, float, str]:
+def host_threads(row: dict) -> int | None:
+    """Hardware threads of the host a CPU row ran on (envinfo writes "NAME (N threads)")."""
+    found = re.search(r"\((\d+) threads\)", str(row.get("cpu") or ""))
+    return int(found.group(1)) if found else None
+
+
+def cores_full(base: dict, per_host: int) -> str | None:
+    """On the CPU, gloo's copies and sums run on the cores: where the ranks (one thread each,
+    as torchrun starts them) take every core, nothing is left to hide communication behind."""
+    threads = host_threads(base)
+    if base.get("device") != "cpu" or per_host < 2 or threads is None or per_host < threads:
+        return None
+    return (f"CPU: {per_host} ranks of one thread fill the host's {threads} hardware threads: gloo's work takes "
+            "them from compute, so no communication hides behind backward (all of it is added)")
+
+
+def step_at(base: dict, step, sim1: simulate.Sim, sim: simulate.Sim, host_bound: bool,
+            serial: bool = False) -> tuple[float, float, str]:
     """The predicted step (ms), the communication it exposes (ms) and how it was reached."""
     timed = float(base["step_ms_p50"])
     saved = sim1.optimizer - sim.optimizer  # the optimiser's sharded share
     added = sim.step - sim1.step + saved  # communication not hidden behind compute
+    if serial:
+        added = sim.comm
     if not host_bound:
         return timed + added - saved, added, (
             f"step = measured 1-device median {timed:.3f} ms + {added:.3f} ms exposed communication - {saved:.3f} ms "
@@ -116,14 +136,15 @@ def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_h
     make = lambda p, h: simulate.Target(target, p, h, options, wire)  # noqa: E731
     sim, sim1 = simulate.simulate(step, facts, comm, make(per_host, hosts)), simulate.simulate(step, facts, comm, make(1, 1))
     host_bound = _host_bound(step, on_gpu)
-    step_ms, exposed, how = step_at(base, step, sim1, sim, host_bound)
+    serial = cores_full(base, per_host)
+    step_ms, exposed, how = step_at(base, step, sim1, sim, host_bound, serial is not None)
     case = target_case(base, target, options, per_host, hosts)
     n = per_host * hosts
     mem = memory.per_gpu_mib(target, facts, n, options, base["strategy"], dict(case_mod.Case.from_row(base).options),
                              base.get("peak_alloc_mib") if on_gpu else None)
     assumptions = [how, f"weak scaling: {base['batch_per_gpu']} images per device, compute per device as measured "
                         f"on one ({step.basis}, {step.steps} profiled steps)"]
-    assumptions += sim.notes + [comm.describe(c, per_host, hosts) for c in USES[target] if n > 1]
+    assumptions += ([serial] if serial else []) + sim.notes + [comm.describe(c, per_host, hosts) for c in USES[target] if n > 1]
     if base["strategy"] != target:
         assumptions.append(f"the base ran {base['strategy']}: {target}'s own host work (hooks, copies) is not in it")
     assumptions.append("memory: fp32 parameters, gradients, momentum (sharded terms / n) + activations = measured "
