@@ -46,7 +46,8 @@ def test_hierarchical_cost_worked_by_hand():
     # reduce-scatter: inside (0.4725) then across (3 hops + 3/4 * 100 MB at 50 GB/s = 1.53 ms)
     assert col.hierarchical_ms("reduce_scatter", 100 * MB, 8, 4, intra, inter) == pytest.approx(0.4725 + 1.53)
     # one host: the plain ring; one GPU per host: the network alone
-    assert col.hierarchical_ms("all_reduce", 100 * MB, 8, 1, intra, inter) == col.ring_ms("all_reduce", 100 * MB, 8, intra)
+    one_host = col.hierarchical_ms("all_reduce", 100 * MB, 8, 1, intra, inter)
+    assert one_host == col.ring_ms("all_reduce", 100 * MB, 8, intra)
     assert col.hierarchical_ms("all_reduce", 100 * MB, 1, 4, intra, inter) == pytest.approx(3.06)
 
 
@@ -182,7 +183,8 @@ def test_zero1_shards_the_update_and_broadcasts_every_parameter():
     facts = ModelFacts("hand", (Param("a", 500_000, "root"), Param("b", 250_000, "root"),
                                 Param("c", 250_000, "root")), ())
     step = step_of([1.0, 2.0, 3.0], optimizer=1.0)
-    sim = simulate.zero1(step, facts, FlatComm(per_mb=1.0), simulate.Target("zero1", 2, 1, {"broadcast_buffers": False}))
+    target = simulate.Target("zero1", 2, 1, {"broadcast_buffers": False})
+    sim = simulate.zero1(step, facts, FlatComm(per_mb=1.0), target)
     # The busiest rank updates a (half the elements); the broadcasts move 2 + 1 + 1 MB.
     assert sim.optimizer == pytest.approx(0.5)
     assert sim.tail == pytest.approx(1.0 - 0.5 + 4.0)
@@ -329,8 +331,8 @@ class ForeignCpu:
 
 
 CPU_RUN = ["--gpus", "", "--strategies", "ddp", "--batch-sizes", "2", "--warmup", "1", "--steps", "3", "--trials", "1"]
-TOLERANCE_PCT = 35.0
-FOREIGN_MAX = 0.25
+MODEL_TOLERANCE_PCT = 20.0
+FOREIGN_MAX = 0.10
 
 
 @pytest.mark.skipif(not Path("/proc/stat").exists(), reason="reads the machine's CPU time from /proc/stat")
@@ -338,11 +340,19 @@ def test_cpu_x2_ddp_predicted_from_x1_and_a_gloo_probe(tmp_path):
     """DDP on 2 CPU processes predicted from DDP on 1 (its anatomy traces) and a gloo probe
     on 2 processes, set against a measured 2-process run.
 
-    TOLERANCE_PCT is measured: see the README's prediction section for the runs behind it."""
-    x1, x2, probe, out = (tmp_path / n for n in ("x1.json", "x2.json", "cpu.probe.json", "predictions.json"))
+    The timing is judged against MODEL_TOLERANCE_PCT plus the drift of this machine during
+    the test: the one-process case is measured before and after the two-process one, and
+    their medians' difference is added (the README of bench/predict says what was measured).
+    It is judged only where other processes took at most FOREIGN_MAX of the CPU during every
+    run: the two ranks need both cores of a 2-core machine, one process needs one, so a
+    neighbour slows the measured case and not the base it is predicted from (beside other
+    jobs taking half the CPU, the prediction was 17% to 120% off, not an error of the model)."""
+    x1, x2, again, probe, out = (tmp_path / n for n in ("x1.json", "x2.json", "x1-again.json", "cpu.probe.json",
+                                                        "predictions.json"))
     shares = []
     steps = (("run", *CPU_RUN, "--cpu-replicas", "1", "--anatomy", "--out", str(x1)),
              ("run", *CPU_RUN, "--cpu-replicas", "2", "--out", str(x2)),
+             ("run", *CPU_RUN, "--cpu-replicas", "1", "--out", str(again)),
              ("probe-comm", "--gpus", "", "--devices", "2", "--sizes", "64K,1M,8M,32M", "--reps", "3",
               "--collectives", "all_reduce,broadcast", "--out", str(probe)))
     for args in steps:
@@ -364,10 +374,11 @@ def test_cpu_x2_ddp_predicted_from_x1_and_a_gloo_probe(tmp_path):
     pairs = {v["devices"]: v for v in doc["validation"]}
     assert pairs[1]["error_pct"] == pytest.approx(0.0, abs=0.1)  # one device: the base itself
     error = pairs[2]["error_pct"]
+    drift = 100 * abs(rows_of(again)[0]["step_ms_p50"] / rows_of(x1)[0]["step_ms_p50"] - 1)
     print(f"CPU x2 DDP: predicted {pairs[2]['predicted_img_per_s']:.3f} img/s, measured "
-          f"{pairs[2]['measured_img_per_s']:.3f}: {error:+.1f}%; other processes took "
-          + ", ".join(f"{100 * s:.0f}%" for s in shares) + " of the CPU during the three runs")
+          f"{pairs[2]['measured_img_per_s']:.3f}: {error:+.1f}%; the 1-process case drifted {drift:.1f}%; other "
+          "processes took " + ", ".join(f"{100 * s:.0f}%" for s in shares) + " of the CPU during the runs")
     if max(shares) > FOREIGN_MAX:
         pytest.skip(f"timing not judged: other processes took up to {100 * max(shares):.0f}% of the CPU during the "
-                    f"runs (judged below {100 * FOREIGN_MAX:.0f}%); the prediction was {error:+.1f}% off")
-    assert abs(error) <= TOLERANCE_PCT, error
+                    f"runs (judged up to {100 * FOREIGN_MAX:.0f}%); the prediction was {error:+.1f}% off")
+    assert abs(error) <= MODEL_TOLERANCE_PCT + drift, (error, drift)

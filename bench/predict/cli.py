@@ -150,13 +150,17 @@ def _note_probe_hardware(rows: list[dict], doc: dict) -> None:
             row["assumptions"].append(f"the probe was measured on {probed}, the base on {row['hardware']}")
 
 
+def _assumptions(row: dict) -> list[str]:
+    return ["  assumes (largest count shown; the others alike):"] + [f"    - {a}" for a in row["assumptions"]]
+
+
 def render(rows: list[dict]) -> str:
     lines, group = [], None
     for r in rows:
         key = (r["strategy"], r["variant"], r["base"]["label"])
         if key != group:
             if group is not None:
-                lines += ["  assumes (largest count shown; the others alike):"] + [f"    - {a}" for a in last["assumptions"]]
+                lines += _assumptions(last)
             group = key
             variant = f" ({r['variant']})" if r["variant"] else ""
             lines += ["", f"{r['strategy']}{variant} from {r['base']['label']} [{r['base']['source']}], "
@@ -169,7 +173,7 @@ def render(rows: list[dict]) -> str:
                      f"{r['step_ms']:>10.4g} {r['exposed_comm_ms']:>10.4g} {memory:>10}  "
                      f"{'host-bound: host time is the floor' if r['host_bound'] else 'device'}")
         last = r
-    lines += ["  assumes (largest count shown; the others alike):"] + [f"    - {a}" for a in last["assumptions"]]
+    lines += _assumptions(last)
     if any(r["memory_mib"] is None for r in rows):
         lines.append("* memory: the training state only (no measured 1-device peak to take activations from)")
     return "\n".join(lines).lstrip("\n")
@@ -200,10 +204,13 @@ def add_commands(sub, usage_error=None) -> None:
     pr.add_argument("--probe", help="probe-comm file (default: the newest *.probe.json under --results-dir)")
     pr.add_argument("--devices", default="1,2,4,8", help="device counts to predict (default 1,2,4,8)")
     pr.add_argument("--strategies", default=",".join(("ddp", "fsdp2", "zero1")))
-    pr.add_argument("--gpus-per-host", type=int, default=8, help="GPUs a host holds: larger counts span hosts (default 8)")
+    pr.add_argument("--gpus-per-host", type=int, default=8,
+                    help="GPUs a host holds: larger counts span hosts (default 8)")
     pr.add_argument("--hosts", type=int, help="spread every device count over this many hosts instead")
-    pr.add_argument("--inter-host-gbps", type=float, help="each host's network bandwidth, Gbit/s (needed across hosts)")
-    pr.add_argument("--inter-host-latency-us", type=float, default=5.0, help="latency per inter-host ring step (default 5)")
+    pr.add_argument("--inter-host-gbps", type=float,
+                    help="each host's network bandwidth, Gbit/s (needed across hosts)")
+    pr.add_argument("--inter-host-latency-us", type=float, default=5.0,
+                    help="latency per inter-host ring step, us (default 5)")
     pr.add_argument("--validate", action="store_true", help="set predictions against measured cases at the same count")
     pr.add_argument("--json", nargs="?", const="-", help="write the predictions as JSON to FILE (stdout without one)")
     pr.set_defaults(func=_guarded(cmd_predict, usage_error))

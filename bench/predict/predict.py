@@ -131,10 +131,11 @@ def step_at(base: dict, step, sim1: simulate.Sim, sim: simulate.Sim, host_bound:
 
 def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_host: int, hosts: int) -> dict:
     on_gpu = base.get("device") == "cuda"
-    wire = 2 if (target == "fsdp2" and options.get("mixed_precision") == "auto"
-                 and base.get("precision") in ("amp-bf16", "amp-fp16")) else 4
-    make = lambda p, h: simulate.Target(target, p, h, options, wire)  # noqa: E731
-    sim, sim1 = simulate.simulate(step, facts, comm, make(per_host, hosts)), simulate.simulate(step, facts, comm, make(1, 1))
+    # FSDP2 with mixed_precision=auto gathers bf16/fp16 parameters.
+    gathered = 2 if (target == "fsdp2" and options.get("mixed_precision") == "auto"
+                     and base.get("precision") in ("amp-bf16", "amp-fp16")) else 4
+    sim = simulate.simulate(step, facts, comm, simulate.Target(target, per_host, hosts, options, gathered))
+    sim1 = simulate.simulate(step, facts, comm, simulate.Target(target, 1, 1, options, gathered))
     host_bound = _host_bound(step, on_gpu)
     serial = cores_full(base, per_host)
     step_ms, exposed, how = step_at(base, step, sim1, sim, host_bound, serial is not None)
@@ -144,7 +145,8 @@ def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_h
                              base.get("peak_alloc_mib") if on_gpu else None)
     assumptions = [how, f"weak scaling: {base['batch_per_gpu']} images per device, compute per device as measured "
                         f"on one ({step.basis}, {step.steps} profiled steps)"]
-    assumptions += ([serial] if serial else []) + sim.notes + [comm.describe(c, per_host, hosts) for c in USES[target] if n > 1]
+    assumptions += ([serial] if serial else []) + sim.notes
+    assumptions += [comm.describe(c, per_host, hosts) for c in USES[target] if n > 1]
     if base["strategy"] != target:
         assumptions.append(f"the base ran {base['strategy']}: {target}'s own host work (hooks, copies) is not in it")
     assumptions.append("memory: fp32 parameters, gradients, momentum (sharded terms / n) + activations = measured "

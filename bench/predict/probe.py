@@ -2,14 +2,14 @@
 
 For each device count, n processes on this host (torch.multiprocessing.spawn, one process
 group per count: NCCL on GPUs, gloo on the CPU) run all-reduce, reduce-scatter, all-gather
-and broadcast (DDP's buffers, ZeroRedundancyOptimizer's parameters) of fp32 tensors over a ladder of message sizes: warm-up calls first, then
-timed repetitions, each after a barrier. On GPUs a repetition is `inner` back-to-back calls
-between two CUDA events on the current stream (a synchronous collective makes that stream
-wait for NCCL's), divided by `inner`: the skew with which ranks leave the barrier is
-spread over the calls, as NCCL's tests do. On the CPU one call on the host clock; CPU
-ranks run one thread each, as torchrun gives them. A repetition's time is its slowest
-rank's. Each (collective, n) keeps the median and p10/p90 of each size and a fit
-(bench.predict.collectives.fit) of the medians.
+and broadcast (DDP's buffers, ZeroRedundancyOptimizer's parameters) of fp32 tensors over a
+ladder of message sizes: warm-up calls first, then timed repetitions, each after a barrier.
+On GPUs a repetition is `inner` back-to-back calls between two CUDA events on the current
+stream (a synchronous collective makes that stream wait for NCCL's), divided by `inner`:
+the skew with which ranks leave the barrier is spread over the calls, as NCCL's tests do.
+On the CPU one call on the host clock; CPU ranks run one thread each, as torchrun gives
+them. A repetition's time is its slowest rank's. Each (collective, n) keeps the median and
+p10/p90 of each size and a fit (bench.predict.collectives.fit) of the medians.
 
 The file (JSON, written atomically) carries the environment it was measured in.
 """
@@ -196,7 +196,8 @@ def load(path: str | os.PathLike) -> dict:
     try:
         doc = json.loads(Path(path).read_text())
     except OSError as exc:
-        raise ProbeError(f"cannot read probe {path} ({exc.strerror or exc}): run `bench probe-comm --out {path}`") from None
+        raise ProbeError(f"cannot read probe {path} ({exc.strerror or exc}): "
+                         f"run `bench probe-comm --out {path}`") from None
     except ValueError:
         raise ProbeError(f"{path} is not a probe file (not JSON): run `bench probe-comm` again") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
