@@ -1,0 +1,235 @@
+"""`bench probe-comm` and `bench predict`: the subcommands, added to bench's parser by
+`add_commands(sub)`. Bad input raises the parser's usage error (one line, exit 2)."""
+from __future__ import annotations
+
+import datetime
+import json
+import socket
+import sys
+from pathlib import Path
+
+
+def _usage_error():
+    from bench.cli import UsageError
+
+    return UsageError
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"{flag} takes comma-separated whole numbers, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise ValueError(f"{flag} takes positive whole numbers, got {text!r}")
+    return values
+
+
+def _guarded(func, usage_error):
+    """`func(args)` with bad input (ValueError, a results file that cannot be used) as one line."""
+    def run(args):
+        from bench.results import ResultsError
+
+        try:
+            return func(args)
+        except (ValueError, ResultsError) as exc:
+            raise (usage_error or _usage_error())(str(exc).strip().splitlines()[0]) from None
+    return run
+
+
+# --- probe-comm ----------------------------------------------------------------------------
+def _probe_counts(args, gpus: list[int]) -> list[int]:
+    if args.devices:
+        counts = _ints(args.devices, "--devices")
+    elif gpus:
+        counts = sorted({k for k in (2, 4, 8, 16) if k <= len(gpus)} | {len(gpus)})
+    else:
+        counts = [2]
+    if any(k < 2 for k in counts):
+        raise ValueError("--devices: a collective needs 2 or more devices")
+    if gpus and max(counts) > len(gpus):
+        raise ValueError(f"--devices asks for {max(counts)} GPUs but --gpus gives {len(gpus)}")
+    return counts
+
+
+def cmd_probe(args) -> int:
+    from bench import cli as bench_cli
+    from bench.predict import probe
+
+    gpus = bench_cli.resolve_gpus(args.gpus)
+    if args.gpus is None and len(gpus) < 2:
+        gpus = []  # fewer than 2 GPUs: the CPU, with gloo
+    counts = _probe_counts(args, gpus)
+    sizes = [probe.parse_size(s) for s in args.sizes.split(",")] if args.sizes else probe.DEFAULT_SIZES
+    collectives = [c.strip() for c in args.collectives.split(",") if c.strip()]
+    unknown = [c for c in collectives if c not in probe.COLLECTIVES]
+    if unknown:
+        raise ValueError(f"unknown collective {unknown[0]!r}: choose from {', '.join(probe.COLLECTIVES)}")
+    on_gpu = bool(gpus)
+    settings = {"warmup": args.warmup if args.warmup is not None else (5 if on_gpu else 1),
+                "reps": args.reps if args.reps is not None else (20 if on_gpu else 5),
+                "inner": args.inner if args.inner is not None else (5 if on_gpu else 1)}
+    if settings["reps"] < 1 or settings["inner"] < 1 or settings["warmup"] < 0:
+        raise ValueError("--reps and --inner must be at least 1, --warmup at least 0")
+    out = Path(args.out) if args.out else Path(args.results_dir) / (
+        f"comm-{datetime.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}.probe.json")
+    from bench.results import check_writable
+
+    check_writable(out)
+    points = probe.measure(gpus, counts, sizes, collectives=collectives, **settings)
+    doc = probe.record(gpus, points, {**settings, "devices": counts, "sizes": sizes, "collectives": collectives})
+    probe.write(out, doc)
+    print("\n".join(probe.describe(doc)))
+    print(f"probe written to {out}")
+    return 0
+
+
+# --- predict ----------------------------------------------------------------------------------
+def _inputs(args) -> list[Path]:
+    from bench import results
+
+    if args.files:
+        return [Path(f) for f in args.files]
+    folder = Path(args.results_dir)
+    found = sorted(p for p in folder.rglob("*.json") if "baselines" not in p.parts
+                   and not p.name.endswith(".probe.json") and results.may_be_results(p))
+    if not found:
+        raise ValueError(f"no results files in {folder}: measure a 1-device case with `bench run --anatomy` first")
+    return found
+
+
+def _probe_file(args) -> str:
+    if args.probe:
+        return args.probe
+    found = sorted(Path(args.results_dir).rglob("*.probe.json"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise ValueError(f"no probe (*.probe.json) in {args.results_dir}: run `bench probe-comm` or pass --probe")
+    return str(found[-1])
+
+
+def cmd_predict(args) -> int:
+    from bench import results
+    from bench.predict import predict, probe, validate
+
+    devices = _ints(args.devices, "--devices")
+    targets = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    unknown = [s for s in targets if s not in predict.TARGETS]
+    if unknown:
+        raise ValueError(f"cannot predict {unknown[0]!r}: choose from {', '.join(predict.TARGETS)}")
+    if args.hosts is not None and args.hosts < 1 or args.gpus_per_host < 1:
+        raise ValueError("--hosts and --gpus-per-host must be at least 1")
+    doc = probe.load(_probe_file(args))
+    comm = probe.comm_model(doc, args.inter_host_gbps, args.inter_host_latency_us)
+    rows = results.load_many(_inputs(args))
+    usable = [r for r in rows if r.get("device") == doc["device"]]
+    rows_out = predict.predict(usable, comm, targets, devices, args.gpus_per_host, args.hosts)
+    if not rows_out:
+        raise ValueError(f"no 1-device {doc['device']} case with traces in the results: measure one with "
+                         "`bench run --anatomy` (single or ddp on one device)")
+    _note_probe_hardware(rows_out, doc)
+    print(render(rows_out))
+    pairs = validate.pair(rows_out, rows) if args.validate else None
+    if pairs is not None:
+        print()
+        print(validate.render(pairs))
+    if args.json:
+        payload = json.dumps({"schema": "parabench-predictions/1", "predictions": rows_out,
+                              "validation": pairs}, indent=1, default=str)
+        if args.json == "-":
+            print(payload)
+        else:
+            results.atomic_write_bytes(Path(args.json), (payload + "\n").encode())
+            print(f"predictions written to {args.json}")
+    return 0
+
+
+def _note_probe_hardware(rows: list[dict], doc: dict) -> None:
+    probed = doc["environment"].get("gpu_name") if doc["device"] == "cuda" else f"CPU {doc['environment'].get('cpu')}"
+    for row in rows:
+        if row["hardware"] != probed:
+            row["assumptions"].append(f"the probe was measured on {probed}, the base on {row['hardware']}")
+
+
+def _assumptions(row: dict) -> list[str]:
+    return ["  assumes (largest count shown; the others alike):"] + [f"    - {a}" for a in row["assumptions"]]
+
+
+def render(rows: list[dict]) -> str:
+    lines, group = [], None
+    for r in rows:
+        key = (r["strategy"], r["variant"], r["base"]["label"])
+        if key != group:
+            if group is not None:
+                lines += _assumptions(last)
+            group = key
+            variant = f" ({r['variant']})" if r["variant"] else ""
+            lines += ["", f"{r['strategy']}{variant} from {r['base']['label']} [{r['base']['source']}], "
+                          f"probe {r['probe']}",
+                      f"  {'devices':>12} {'img/s':>10} {'efficiency':>10} {'step ms':>10} {'exposed ms':>10} "
+                      f"{'memory MiB':>10}  pace"]
+        where = f"{r['hosts']}x{r['per_host']}" if r["hosts"] > 1 else str(r["devices"])
+        memory = f"{r['memory_mib']:.1f}" if r["memory_mib"] is not None else f"{r['state_mib']:.1f}*"
+        lines.append(f"  {where:>12} {r['img_per_s']:>10.5g} {100 * r['scaling_efficiency']:>9.1f}% "
+                     f"{r['step_ms']:>10.4g} {r['exposed_comm_ms']:>10.4g} {memory:>10}  "
+                     f"{'host-bound: host time is the floor' if r['host_bound'] else 'device'}")
+        last = r
+    lines += _assumptions(last)
+    if any(r["memory_mib"] is None for r in rows):
+        lines.append("* memory: the training state only (no measured 1-device peak to take activations from)")
+    return "\n".join(lines).lstrip("\n")
+
+
+def add_commands(sub, usage_error=None) -> None:
+    """Add `probe-comm` and `predict` to bench's subparsers. Their `func` raises `usage_error`
+    (bench.cli.UsageError unless given) with one line for bad input."""
+    pc = sub.add_parser("probe-comm", help="time all-reduce, reduce-scatter, all-gather and broadcast over message "
+                        "sizes and fit latency + bandwidth per collective and device count")
+    pc.add_argument("--gpus", help="CUDA ordinals (default: all visible; '' or cpu: gloo processes on the CPU)")
+    pc.add_argument("--devices", help="device counts to probe, e.g. 2,4,8 (default: 2, 4, 8... up to --gpus; "
+                    "on the CPU 2 processes)")
+    pc.add_argument("--sizes", help="message sizes, e.g. 4K,64K,1M,16M,45M (default 4 KiB to resnet18's 44.6 MiB "
+                    "of fp32 gradients)")
+    pc.add_argument("--collectives", default="all_reduce,reduce_scatter,all_gather,broadcast")
+    pc.add_argument("--warmup", type=int, help="untimed calls per size (default 5 on GPUs, 1 on the CPU)")
+    pc.add_argument("--reps", type=int, help="timed repetitions per size (default 20 on GPUs, 5 on the CPU)")
+    pc.add_argument("--inner", type=int, help="back-to-back calls per repetition (default 5 on GPUs, 1 on the CPU)")
+    pc.add_argument("--out", help="probe file (default <results-dir>/comm-<time>-<host>.probe.json)")
+    pc.add_argument("--results-dir", default="results")
+    pc.set_defaults(func=_guarded(cmd_probe, usage_error))
+
+    pr = sub.add_parser("predict", help="predict DDP, FSDP2 and ZeRO-1 at other device counts from a measured "
+                        "1-device case with --anatomy traces and a probe-comm file")
+    pr.add_argument("files", nargs="*", help="results files (default: every results file under --results-dir)")
+    pr.add_argument("--results-dir", default="results")
+    pr.add_argument("--probe", help="probe-comm file (default: the newest *.probe.json under --results-dir)")
+    pr.add_argument("--devices", default="1,2,4,8", help="device counts to predict (default 1,2,4,8)")
+    pr.add_argument("--strategies", default=",".join(("ddp", "fsdp2", "zero1")))
+    pr.add_argument("--gpus-per-host", type=int, default=8,
+                    help="GPUs a host holds: larger counts span hosts (default 8)")
+    pr.add_argument("--hosts", type=int, help="spread every device count over this many hosts instead")
+    pr.add_argument("--inter-host-gbps", type=float,
+                    help="each host's network bandwidth, Gbit/s (needed across hosts)")
+    pr.add_argument("--inter-host-latency-us", type=float, default=5.0,
+                    help="latency per inter-host ring step, us (default 5)")
+    pr.add_argument("--validate", action="store_true", help="set predictions against measured cases at the same count")
+    pr.add_argument("--json", nargs="?", const="-", help="write the predictions as JSON to FILE (stdout without one)")
+    pr.set_defaults(func=_guarded(cmd_predict, usage_error))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The two subcommands on their own (`python -m bench.predict.cli ...`), until bench's
+    parser adds them."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="parabench")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except _usage_error() as exc:
+        print(f"parabench: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

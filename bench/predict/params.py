@@ -1,0 +1,99 @@
+"""What the simulation needs to know about a model: its parameters in the order autograd
+makes their gradients ready, their sizes, their FSDP2 units, its buffers; and the bucket
+and partition rules of DDP and ZeroRedundancyOptimizer applied to them.
+
+The ready order is observed, not assumed: one backward pass on a tiny CPU batch with a
+post-accumulate-grad hook on every parameter (the order depends on the graph, not on the
+batch, the device or the input's size). It differs from the reverse of the registration
+order where a block's downsample branch runs first in forward and so last in backward.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+# FSDP2 in strategies/fsdp2.py: one unit per residual stage, the rest (stem, fc) at the root.
+FSDP_UNITS = ("layer1", "layer2", "layer3", "layer4")
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    numel: int
+    unit: str  # FSDP2 unit: "root" or a stage
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    name: str
+    ready: tuple[Param, ...]  # in the order their gradients become ready
+    buffer_bytes: tuple[int, ...]  # per dtype (DDP broadcasts buffers coalesced by dtype)
+
+    @property
+    def numel(self) -> int:
+        return sum(p.numel for p in self.ready)
+
+    def unit_numel(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for p in self.ready:
+            out[p.unit] = out.get(p.unit, 0) + p.numel
+        return out
+
+
+def unit_of(name: str) -> str:
+    head = name.split(".", 1)[0]
+    return head if head in FSDP_UNITS else "root"
+
+
+@functools.lru_cache(maxsize=None)
+def facts(model: str) -> ModelFacts:
+    import torch
+
+    from bench.models import get_workload
+
+    workload = get_workload(model)
+    net = workload.build(seed=0)
+    order: list[str] = []
+    names = {id(p): n for n, p in net.named_parameters()}
+    for p in net.parameters():
+        p.register_post_accumulate_grad_hook(lambda t: order.append(names[id(t)]))
+    channels, height, width = workload.input_shape
+    # The order is the graph's: a small input (the network pools adaptively) and batch 2
+    # (BatchNorm in training mode needs more than one value per channel) are enough.
+    inputs = torch.randn(2, channels, min(height, 32), min(width, 32))
+    torch.nn.functional.cross_entropy(net(inputs), torch.tensor([0, 1])).backward()
+    sizes = {n: p.numel() for n, p in net.named_parameters()}
+    by_dtype: dict = {}
+    for b in net.buffers():
+        by_dtype[b.dtype] = by_dtype.get(b.dtype, 0) + b.numel() * b.element_size()
+    return ModelFacts(model, tuple(Param(n, sizes[n], unit_of(n)) for n in order), tuple(by_dtype.values()))
+
+
+def ddp_buckets(sizes: list[int], cap_bytes: int, first_cap_bytes: int | None = None) -> list[list[int]]:
+    """Indices of `sizes` (bytes, in gradient-ready order) per bucket, as DDP's reducer
+    rebuilds them after the first iteration (compute_bucket_assignment_by_size): a bucket
+    takes tensors until its size reaches its limit, the tensor that crosses the limit
+    included; the first bucket's limit is `first_cap_bytes`, every later one `cap_bytes`.
+    DDP uses a 1 MiB first bucket only when bucket_cap_mb is left unset; parabench sets it,
+    so its first bucket is as large as the others."""
+    first = cap_bytes if first_cap_bytes is None else first_cap_bytes
+    buckets, current, size = [], [], 0
+    for i, nbytes in enumerate(sizes):
+        current.append(i)
+        size += nbytes
+        if size >= (first if not buckets else cap_bytes):
+            buckets.append(current)
+            current, size = [], 0
+    if current:
+        buckets.append(current)
+    return buckets
+
+
+def zero_partition(numels: list[int], n: int) -> list[int]:
+    """Elements each rank updates under ZeroRedundancyOptimizer: parameters largest first,
+    each to the rank with the fewest elements so far (its own greedy rule)."""
+    totals = [0] * n
+    for numel in sorted(numels, reverse=True):
+        rank = totals.index(min(totals))
+        totals[rank] += numel
+    return totals

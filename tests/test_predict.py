@@ -1,0 +1,384 @@
+"""Predicting beyond this host (bench/predict/): the collective cost model against costs
+worked out by hand, the overlap and FSDP2 simulations on hand-built timelines, the memory
+model, DDP's buckets against torch's own rule and a real H200 trace, the host-bound floor,
+and one end-to-end prediction on the CPU (gloo) set against a measured run."""
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.predict import collectives as col
+from bench.predict import memory, simulate
+from bench.predict.params import ModelFacts, Param, ddp_buckets, zero_partition
+from bench.predict.timeline import StepTimeline
+from tests.conftest import REPO, rows_of, run_cli
+
+H200_DDP = REPO / "tests" / "fixtures" / "anatomy" / "ddp-amp-bf16-resnet18-small-2-gpu-b32-channels-last"
+MB = 1e6
+
+
+# --- the collective model -------------------------------------------------------------------
+def test_ring_costs_worked_by_hand():
+    link = col.Link(hop_us=10, busbw_gbps=100)
+    # all-reduce, 4 ranks, 100 MB: 2*3 = 6 hops of 10 us, 2*3/4 * 100 MB at 100 GB/s = 1.5 ms
+    assert col.ring_ms("all_reduce", 100 * MB, 4, link) == pytest.approx(0.06 + 1.5)
+    # reduce-scatter and all-gather: 3 hops, 3/4 * 100 MB = 0.75 ms
+    assert col.ring_ms("reduce_scatter", 100 * MB, 4, link) == pytest.approx(0.03 + 0.75)
+    assert col.ring_ms("all_gather", 100 * MB, 4, link) == pytest.approx(0.03 + 0.75)
+    # broadcast: 3 hops, the whole message through every link
+    assert col.ring_ms("broadcast", 100 * MB, 4, link) == pytest.approx(0.03 + 1.0)
+    # two ranks: all-reduce moves the message once (2 * 1/2), in 2 hops
+    assert col.ring_ms("all_reduce", 100 * MB, 2, link) == pytest.approx(0.02 + 1.0)
+    assert col.ring_ms("all_reduce", 100 * MB, 1, link) == 0.0
+
+
+def test_hierarchical_cost_worked_by_hand():
+    intra, inter = col.Link(5, 200), col.Link(10, 400 / 8)  # NVLink-class; 400 Gb/s per host
+    # 4 hosts x 8 GPUs, all-reduce of 100 MB: reduce-scatter and all-gather inside (7 hops of
+    # 5 us + 7/8 * 100 MB at 200 GB/s = 0.4725 ms each), all-reduce across the 4 hosts (6 hops
+    # of 10 us + 2*3/4 * 100 MB at 50 GB/s = 3.06 ms).
+    got = col.hierarchical_ms("all_reduce", 100 * MB, 8, 4, intra, inter)
+    assert got == pytest.approx(2 * 0.4725 + 3.06)
+    # reduce-scatter: inside (0.4725) then across (3 hops + 3/4 * 100 MB at 50 GB/s = 1.53 ms)
+    assert col.hierarchical_ms("reduce_scatter", 100 * MB, 8, 4, intra, inter) == pytest.approx(0.4725 + 1.53)
+    # one host: the plain ring; one GPU per host: the network alone
+    one_host = col.hierarchical_ms("all_reduce", 100 * MB, 8, 1, intra, inter)
+    assert one_host == col.ring_ms("all_reduce", 100 * MB, 8, intra)
+    assert col.hierarchical_ms("all_reduce", 100 * MB, 1, 4, intra, inter) == pytest.approx(3.06)
+
+
+def test_the_fit_recovers_latency_and_bandwidth():
+    truth = col.Link(hop_us=25, busbw_gbps=20)  # alpha = 2 hops x 25 us at 2 ranks
+    points = [(s, col.ring_ms("all_reduce", s, 2, truth)) for s in (4e3, 64e3, 1e6, 16e6, 45e6)]
+    fit = col.fit("all_reduce", 2, points)
+    assert fit.alpha_us == pytest.approx(50, rel=1e-9) and fit.busbw_gbps == pytest.approx(20, rel=1e-9)
+    assert fit.rel_rms < 1e-9 and fit.link().hop_us == pytest.approx(25)
+    # Times that fall below a line through zero at the small end: the latency clamps to 0.
+    noisy = [(1e3, 0.00004), (1e6, 0.1), (1e7, 1.0)]
+    assert col.fit("all_gather", 2, noisy).alpha_us == 0.0
+    with pytest.raises(ValueError, match="2 or more message sizes"):
+        col.fit("all_reduce", 2, [(1e6, 1.0), (1e6, 1.1)])
+
+
+def test_other_counts_use_the_nearest_fitted_ring_and_the_network_must_be_given():
+    model = col.CommModel({("all_reduce", 2): col.Fit("all_reduce", 2, 20.0, 10.0, 0.0, 5)})
+    # 8 devices from the ring at 2: hop 10 us (20 us over 2 steps), bus bandwidth 10 GB/s.
+    assert model.ms("all_reduce", 100 * MB, 8) == pytest.approx(14 * 0.01 + 1.75 * 100 * MB / 10e9 * 1e3)
+    assert "from the ring fitted at 2" in model.describe("all_reduce", 8)
+    assert model.ms("all_reduce", 100 * MB, 1) == 0.0
+    with pytest.raises(ValueError, match="--inter-host-gbps"):
+        model.ms("all_reduce", 100 * MB, 8, hosts=2)
+
+
+# --- buckets and partitions -------------------------------------------------------------------
+def test_ddp_buckets_close_at_the_tensor_that_crosses_the_cap():
+    # cap 25: 10+10 = 20 stays open, +30 crosses (closed with it); 5+5+40 crosses; 7 remains.
+    assert ddp_buckets([10, 10, 30, 5, 5, 40, 7], 25) == [[0, 1, 2], [3, 4, 5], [6]]
+    # A smaller first bucket (DDP's 1 MiB when bucket_cap_mb is left unset).
+    assert ddp_buckets([10, 10, 30, 5], 25, first_cap_bytes=5) == [[0], [1, 2], [3]]
+
+
+def test_ddp_buckets_follow_torch_and_the_h200_trace():
+    """On resnet18-small in gradient-ready order with parabench's explicit 25 MB cap, the
+    buckets are torch's own assignment and the two all-reduces the H200 trace recorded
+    (7,086,090 and 4,086,720 elements, from its NCCL kernels' arguments)."""
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    from bench import anatomy
+    from bench.predict.params import facts
+
+    model = facts("resnet18-small")
+    ours = [sum(model.ready[i].numel for i in b) for b in ddp_buckets([p.numel * 4 for p in model.ready], 25 << 20)]
+    tensors = [torch.empty(p.numel) for p in model.ready]
+    theirs, _ = dist._compute_bucket_assignment_by_size(tensors, [25 << 20, 25 << 20])
+    assert ours == [sum(tensors[i].numel() for i in b) for b in theirs]
+    events = anatomy.load(anatomy.trace_path(str(H200_DDP), 0))["traceEvents"]
+    recorded = [e["args"]["In msg nelems"] for e in sorted(events, key=lambda e: e.get("ts", 0))
+                if e.get("cat") == "kernel" and "AllReduce" in e.get("name", "")]
+    assert recorded == ours * 2 and ours == [7086090, 4086720]
+
+
+def test_the_ready_order_puts_a_blocks_downsample_after_its_main_branch():
+    pytest.importorskip("torch")
+    from bench.predict.params import facts
+
+    model = facts("resnet18-small")
+    names = [p.name for p in model.ready]
+    assert len(names) == 62 and model.numel == 11_172_810
+    assert names[:3] == ["fc.bias", "fc.weight", "layer4.1.bn2.weight"]
+    assert names.index("layer4.0.downsample.0.weight") > names.index("layer4.0.conv1.weight")
+    assert names[-1] == "conv1.weight"
+
+
+def test_zero_partition_is_greedy_largest_first():
+    assert zero_partition([3, 5, 3, 4], 2) == [8, 7]  # 5 | 4 | 4+3 | 5+3
+    assert zero_partition([1], 3) == [1, 0, 0]
+
+
+# --- the simulations ---------------------------------------------------------------------------
+class FlatComm:
+    """A cost model of fixed ms per byte and per call, any count."""
+
+    def __init__(self, per_mb: float, per_call: float = 0.0):
+        self.per_mb, self.per_call = per_mb, per_call
+
+    def ms(self, collective, nbytes, per_host, hosts=1):
+        return 0.0 if per_host * hosts <= 1 else self.per_call + nbytes / MB * self.per_mb
+
+
+def step_of(ready, forward=2.0, tail=1.0, optimizer=0.5):
+    return StepTimeline(forward=forward, backward=ready[-1], tail=tail, ready=tuple(ready), optimizer=optimizer,
+                        idle=0.0, steps=1, basis="by hand")
+
+
+def test_bucket_overlap_exposes_what_runs_past_backward():
+    # Buckets ready at 2, 5 and 9 ms of a 10 ms backward, all-reduces of 4, 1 and 3 ms: the
+    # second waits for the first (6 to 7), the third runs 9 to 12: 2 ms past backward.
+    schedule = simulate.bucket_schedule([2, 5, 9], [4, 1, 3])
+    assert schedule == [(2, 6), (6, 7), (9, 12)]
+    facts = ModelFacts("hand", (Param("a", 25_000, "root"), Param("b", 250_000, "root"), Param("c", 250_000, "root")),
+                       ())
+    # 4-byte gradients, cap 1 MiB: bucket [a, b] (1.1 MB) ready at 4 ms, [c] (1 MB) at 10 ms.
+    step = step_of([1.0, 4.0, 10.0])
+    sim = simulate.ddp(step, facts, FlatComm(per_mb=2.0), simulate.Target("ddp", 2, 1, {"bucket_cap_mb": 1}))
+    # [a, b]: 4 to 6.2 ms; [c]: 10 to 12 ms; backward ends at 12: 2 ms exposed.
+    assert sim.backward == pytest.approx(12.0) and sim.comm == pytest.approx(2.2 + 2.0)
+    assert sim.step == pytest.approx(2.0 + 12.0 + 1.0)
+    # Slow enough that the first bucket's all-reduce delays the last: 4 to 15, then 15 to 25.
+    slow = simulate.ddp(step, facts, FlatComm(per_mb=10.0), simulate.Target("ddp", 2, 1, {"bucket_cap_mb": 1}))
+    assert slow.backward == pytest.approx(25.0)
+
+
+def test_fsdp2_gathers_ahead_and_reduce_scatters_behind_by_hand():
+    # Two units: B's gradients ready first (3 ms), then A's (5 ms); forward 2.5 ms split like
+    # backward (A 1, B 1.5). All-gathers: A 1 ms, B 2 ms; reduce-scatters: A 0.5, B 1 ms.
+    facts = ModelFacts("hand", (Param("b", 2_000_000, "B"), Param("a", 1_000_000, "A")), ())
+    step = step_of([3.0, 5.0], forward=2.5, tail=1.0, optimizer=0.4)
+
+    class PerUnit:
+        def ms(self, collective, nbytes, per_host, hosts=1):
+            if per_host * hosts <= 1:
+                return 0.0
+            return nbytes / 4e6 * (1.0 if collective == "all_gather" else 0.5)
+
+    sim = simulate.fsdp2(step, facts, PerUnit(), simulate.Target("fsdp2", 2, 1, {"reshard_after_forward": True}))
+    # Forward: gather A (0-1), compute A (1-2); gather B (1-3), compute B (3-4.5).
+    assert sim.forward == pytest.approx(4.5)
+    # Backward: gather B again (4.5-6.5), compute B (6.5-9.5) while A is gathered (6.5-7.5);
+    # reduce-scatter B (9.5-10.5); compute A (9.5-11.5); reduce-scatter A (11.5-12).
+    assert sim.backward == pytest.approx(12.0 - 4.5)
+    # The update: half the optimiser's 0.4 ms on 2 devices.
+    assert sim.tail == pytest.approx(1.0 - 0.2) and sim.optimizer == pytest.approx(0.2)
+    # One device: nothing to gather, the measured step back.
+    one = simulate.fsdp2(step, facts, PerUnit(), simulate.Target("fsdp2", 1, 1, {}))
+    assert one.step == pytest.approx(step.step)
+
+
+def test_zero1_shards_the_update_and_broadcasts_every_parameter():
+    facts = ModelFacts("hand", (Param("a", 500_000, "root"), Param("b", 250_000, "root"),
+                                Param("c", 250_000, "root")), ())
+    step = step_of([1.0, 2.0, 3.0], optimizer=1.0)
+    target = simulate.Target("zero1", 2, 1, {"broadcast_buffers": False})
+    sim = simulate.zero1(step, facts, FlatComm(per_mb=1.0), target)
+    # The busiest rank updates a (half the elements); the broadcasts move 2 + 1 + 1 MB.
+    assert sim.optimizer == pytest.approx(0.5)
+    assert sim.tail == pytest.approx(1.0 - 0.5 + 4.0)
+
+
+# --- memory ------------------------------------------------------------------------------------
+def test_memory_per_gpu_by_hand():
+    facts = ModelFacts("hand", (Param("a", 2**20, "layer1"), Param("b", 3 * 2**20, "layer2")), ())
+    # 4 Mi elements x 4 bytes = 16 MiB per copy.
+    assert sum(memory.state_bytes("single", facts, 1, {}).values()) / 2**20 == 48
+    assert sum(memory.state_bytes("ddp", facts, 4, {}).values()) / 2**20 == 64  # + buckets
+    assert sum(memory.state_bytes("ddp", facts, 4, {"gradient_as_bucket_view": True}).values()) / 2**20 == 48
+    # ZeRO-1 on 2: momentum of the busiest rank (b, 12 MiB).
+    assert sum(memory.state_bytes("zero1", facts, 2, {}).values()) / 2**20 == 16 * 3 + 12
+    # FSDP2 on 4: 3 x 16/4, plus two units' parameters (2 x 12) and one unit's gradients (12).
+    assert sum(memory.state_bytes("fsdp2", facts, 4, {}).values()) / 2**20 == 12 + 36
+    # Activations: a single base that peaked at 100 MiB had 52 MiB beside its 48 MiB of state.
+    got = memory.per_gpu_mib("ddp", facts, 4, {}, "single", {}, 100.0)
+    assert got == {"state_mib": 64.0, "activations_mib": 52.0, "memory_mib": 116.0}
+
+
+# --- a real H200 trace: when gradients are ready, and the host-bound floor ---------------------
+def test_ready_times_from_an_h200_trace_meet_ddps_own_launches():
+    """The fixture is DDP on 2 H200s (resnet18-small bf16, 32 per GPU, 2 profiled steps). The
+    ready time of each bucket's last gradient, read from the timeline, must come just before
+    the NCCL all-reduce that DDP launched for it: checked by hand at 57-99 us later (the
+    copy into the bucket and the launch); no all-reduce may start before its gradients."""
+    from bench import anatomy
+    from bench.predict import timeline
+
+    bucket_last = [10, 61]  # indices of the buckets' last gradients (7,086,090 | 4,086,720 elements)
+    for rank, profiled in ((0, 11.0912), (1, 12.5311)):
+        step = timeline.read(str(H200_DDP), rank)
+        assert step.basis == "gpu timeline" and len(step.ready) == 62
+        assert step.step == pytest.approx(profiled, abs=1e-3)  # the steps tile the anatomy's window
+        assert list(step.ready) == sorted(step.ready) and step.ready[-1] == pytest.approx(step.backward)
+        events = timeline._x(anatomy.load(anatomy.trace_path(str(H200_DDP), rank)))
+        marks = timeline.gpu_marks(events)
+        tl = anatomy.load(anatomy.timeline_path(str(H200_DDP), rank))
+        nccl = sorted((e for e in timeline._x(tl) if "AllReduce" in e["name"]), key=lambda e: e["ts"])
+        for i, kernels in enumerate(timeline.timeline_kernels(tl, marks)):
+            b0 = kernels[marks["first"]]["ts"]
+            for last, reduce in zip(bucket_last, nccl[2 * i:2 * i + 2]):
+                ready = timeline._end(kernels[marks["ready"][last]])
+                assert 0 < reduce["ts"] - ready < 150, (rank, i, reduce["ts"] - ready)
+            assert b0 < nccl[2 * i]["ts"]
+
+
+def base_row(step_ms: float, peak: float | None = 300.0) -> dict:
+    from bench.case import Case
+
+    case = Case("ddp", "amp-bf16", "resnet18-small", (0,), 1, 32, channels_last=True, cudnn_benchmark=True,
+                sgd_impl="foreach", options=())
+    return {**case.row(), "status": "ok", "step_ms_p50": step_ms, "img_per_s": 32 / step_ms * 1e3,
+            "peak_alloc_mib": peak, "gpu_name": "NVIDIA H200", "source": str(H200_DDP / "run.json"),
+            "anatomy_traces": H200_DDP.name}
+
+
+def nvlink():
+    # DESIGN.md section 4: NCCL all-reduce of 45 MiB on 2 H200s in 0.19 ms, 253 GB/s bus.
+    fits = {(c, 2): col.Fit(c, 2, 10.0, 250.0, 0.0, 8) for c in col.COLLECTIVES}
+    return col.CommModel(fits, col.Link(5, 400 / 8), source="by hand")
+
+
+def test_a_host_bound_step_keeps_its_measured_time_as_the_floor():
+    """The fixture's step idles its GPU 70% of the time (the host launches kernels): taken as a
+    one-device base, the host's step is the floor, the sharded optimiser saves nothing, and
+    the exposed communication first fills the device's wait for the host after backward."""
+    from bench.predict import params, predict, timeline
+
+    step = timeline.read(str(H200_DDP), 0)
+    facts = params.facts("resnet18-small")
+    base = base_row(11.09)
+    for target in ("ddp", "zero1", "fsdp2"):
+        row = predict.predict_one(base, step, facts, nvlink(), target, {}, 8, 2)
+        assert row["host_bound"] and row["step_ms"] >= 11.09 and row["scaling_efficiency"] <= 1
+        assert "host-bound" in row["assumptions"][0] and "the floor" in row["assumptions"][0]
+        assert row["devices"] == 16 and row["hosts"] == 2 and any("hierarchical" in a for a in row["assumptions"])
+    # The same timeline with a busy GPU: device-bound, the sharded update is saved.
+    busy = timeline.StepTimeline(**{**step.__dict__, "idle": 0.0})
+    row = predict.predict_one(base, busy, facts, nvlink(), "fsdp2", {}, 8, 1)
+    assert not row["host_bound"] and row["assumptions"][0].startswith("step = measured 1-device median")
+    saved = step.optimizer * (1 - 1 / 8)
+    assert row["step_ms"] == pytest.approx(11.09 + row["exposed_comm_ms"] - saved, abs=1e-3)
+    # Memory: 300 MiB measured with DDP's 4 copies of 11.17 M fp32 elements (170.5 MiB).
+    assert row["activations_mib"] == pytest.approx(300 - 4 * 11_172_810 * 4 / 2**20, abs=0.1)
+
+
+# --- end to end on the CPU ---------------------------------------------------------------------
+def bench_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`python -m bench probe-comm|predict ...` once bench's parser has the two commands,
+    else the same commands through bench.predict.cli."""
+    from bench import cli
+
+    try:
+        wired = "predict" in cli.build_parser()._subparsers._group_actions[0].choices
+    except (AttributeError, IndexError):
+        wired = False
+    if wired:
+        return run_cli(*args, env=env)
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "bench.predict.cli", *args], cwd=REPO, env=full_env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_bad_input_gets_one_line(tmp_path):
+    for args, says in ((["probe-comm", "--gpus", "", "--devices", "1"], "2 or more devices"),
+                       (["probe-comm", "--gpus", "", "--sizes", "4K,lots"], "--sizes takes sizes"),
+                       (["predict", "--results-dir", str(tmp_path), "--probe", str(tmp_path / "none.json")],
+                        "cannot read probe"),
+                       (["predict", "--results-dir", str(tmp_path), "--strategies", "dp"], "cannot predict 'dp'")):
+        proc = bench_cli(*args)
+        assert proc.returncode == 2 and says in proc.stderr, (args, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+class ForeignCpu:
+    """The share of this machine's CPU that processes other than ours took while the block
+    ran: /proc/stat's busy time less our children's CPU time (getrusage), over wall time x
+    CPUs. Timing can only be judged where it is small."""
+
+    @staticmethod
+    def _busy_s() -> float:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+        user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+        return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+    def __enter__(self):
+        import resource
+        import time
+
+        self._ours = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self._busy, self._t0 = self._busy_s(), time.monotonic()
+        return self
+
+    def __exit__(self, *exc):
+        import resource
+        import time
+
+        ours = resource.getrusage(resource.RUSAGE_CHILDREN)
+        ours_s = ours.ru_utime - self._ours.ru_utime + ours.ru_stime - self._ours.ru_stime
+        wall = time.monotonic() - self._t0
+        self.share = max(0.0, self._busy_s() - self._busy - ours_s) / (wall * os.cpu_count())
+
+
+CPU_RUN = ["--gpus", "", "--strategies", "ddp", "--batch-sizes", "2", "--warmup", "1", "--steps", "3", "--trials", "1"]
+MODEL_TOLERANCE_PCT = 20.0
+FOREIGN_MAX = 0.10
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="reads the machine's CPU time from /proc/stat")
+def test_cpu_x2_ddp_predicted_from_x1_and_a_gloo_probe(tmp_path):
+    """DDP on 2 CPU processes predicted from DDP on 1 (its anatomy traces) and a gloo probe
+    on 2 processes, set against a measured 2-process run.
+
+    The timing is judged against MODEL_TOLERANCE_PCT plus the drift of this machine during
+    the test: the one-process case is measured before and after the two-process one, and
+    their medians' difference is added (the README of bench/predict says what was measured).
+    It is judged only where other processes took at most FOREIGN_MAX of the CPU during every
+    run: the two ranks need both cores of a 2-core machine, one process needs one, so a
+    neighbour slows the measured case and not the base it is predicted from (beside other
+    jobs taking half the CPU, the prediction was 17% to 120% off, not an error of the model)."""
+    x1, x2, again, probe, out = (tmp_path / n for n in ("x1.json", "x2.json", "x1-again.json", "cpu.probe.json",
+                                                        "predictions.json"))
+    shares = []
+    steps = (("run", *CPU_RUN, "--cpu-replicas", "1", "--anatomy", "--out", str(x1)),
+             ("run", *CPU_RUN, "--cpu-replicas", "2", "--out", str(x2)),
+             ("run", *CPU_RUN, "--cpu-replicas", "1", "--out", str(again)),
+             ("probe-comm", "--gpus", "", "--devices", "2", "--sizes", "64K,1M,8M,32M", "--reps", "3",
+              "--collectives", "all_reduce,broadcast", "--out", str(probe)))
+    for args in steps:
+        with ForeignCpu() as foreign:
+            # The base runs one thread, as torchrun gives each of the 2 ranks it is set against.
+            proc = (run_cli if args[0] == "run" else bench_cli)(*args, env={"OMP_NUM_THREADS": "1"})
+        assert proc.returncode == 0, proc.stderr
+        shares.append(foreign.share)
+    proc = bench_cli("predict", str(x1), str(x2), "--probe", str(probe), "--devices", "1,2", "--strategies", "ddp",
+                     "--validate", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "validation (measured vs predicted" in proc.stdout
+    doc = json.loads(out.read_text())
+    two = {r["devices"]: r for r in doc["predictions"]}[2]
+    assert two["base"]["source"] == str(x1) and two["probe"] == str(probe) and two["comm_ms"] > 0
+    assert two["base"]["label"] == "ddp fp32 resnet18-small CPU x1 batch 2"
+    if (os.cpu_count() or 1) <= 2:
+        assert any("fill the host's" in a for a in two["assumptions"])
+    pairs = {v["devices"]: v for v in doc["validation"]}
+    assert pairs[1]["error_pct"] == pytest.approx(0.0, abs=0.1)  # one device: the base itself
+    error = pairs[2]["error_pct"]
+    drift = 100 * abs(rows_of(again)[0]["step_ms_p50"] / rows_of(x1)[0]["step_ms_p50"] - 1)
+    print(f"CPU x2 DDP: predicted {pairs[2]['predicted_img_per_s']:.3f} img/s, measured "
+          f"{pairs[2]['measured_img_per_s']:.3f}: {error:+.1f}%; the 1-process case drifted {drift:.1f}%; other "
+          "processes took " + ", ".join(f"{100 * s:.0f}%" for s in shares) + " of the CPU during the runs")
+    if max(shares) > FOREIGN_MAX:
+        pytest.skip(f"timing not judged: other processes took up to {100 * max(shares):.0f}% of the CPU during the "
+                    f"runs (judged up to {100 * FOREIGN_MAX:.0f}%); the prediction was {error:+.1f}% off")
+    assert abs(error) <= MODEL_TOLERANCE_PCT + drift, (error, drift)
