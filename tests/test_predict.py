@@ -89,7 +89,7 @@ def test_ddp_buckets_follow_torch_and_the_h200_trace():
     torch = pytest.importorskip("torch")
     import torch.distributed as dist
 
-    from bench import anatomy
+    from bench.measure import anatomy
     from bench.predict.params import facts
 
     model = facts("resnet18-small")
@@ -212,7 +212,7 @@ def test_ready_times_from_an_h200_trace_meet_ddps_own_launches():
     ready time of each bucket's last gradient, read from the timeline, must come just before
     the NCCL all-reduce that DDP launched for it: checked by hand at 57-99 us later (the
     copy into the bucket and the launch); no all-reduce may start before its gradients."""
-    from bench import anatomy
+    from bench.measure import anatomy
     from bench.predict import timeline
 
     bucket_last = [10, 61]  # indices of the buckets' last gradients (7,086,090 | 4,086,720 elements)
@@ -234,7 +234,7 @@ def test_ready_times_from_an_h200_trace_meet_ddps_own_launches():
 
 
 def base_row(step_ms: float, peak: float | None = 300.0) -> dict:
-    from bench.case import Case
+    from bench.cases.case import Case
 
     case = Case("ddp", "amp-bf16", "resnet18-small", (0,), 1, 32, channels_last=True, cudnn_benchmark=True,
                 sgd_impl="foreach", options=())
@@ -275,19 +275,8 @@ def test_a_host_bound_step_keeps_its_measured_time_as_the_floor():
 
 # --- end to end on the CPU ---------------------------------------------------------------------
 def bench_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """`python -m bench probe-comm|predict ...` once bench's parser has the two commands,
-    else the same commands through bench.predict.cli."""
-    from bench import cli
-
-    try:
-        wired = "predict" in cli.build_parser()._subparsers._group_actions[0].choices
-    except (AttributeError, IndexError):
-        wired = False
-    if wired:
-        return run_cli(*args, env=env)
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "bench.predict.cli", *args], cwd=REPO, env=full_env,
-                          capture_output=True, text=True, timeout=600)
+    """`python -m bench probe-comm|predict ...`."""
+    return run_cli(*args, env=env)
 
 
 def test_bad_input_gets_one_line(tmp_path):

@@ -49,7 +49,7 @@ def unit_of(name: str) -> str:
 def facts(model: str) -> ModelFacts:
     import torch
 
-    from bench.models import get_workload
+    from bench.workloads import get_workload
 
     workload = get_workload(model)
     net = workload.build(seed=0)

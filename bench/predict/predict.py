@@ -4,7 +4,7 @@ and the simulation, at the device counts asked for.
 The step at n devices is the measured one-device median step plus what the simulation
 adds going from 1 to n (communication not hidden, less the optimiser's sharded share): the
 timing stays the measured one, the profiler only says where the time is. A step is
-host-bound where its GPU idles HOST_BOUND_IDLE or more of it (bench.anatomy's idle): the
+host-bound where its GPU idles HOST_BOUND_IDLE or more of it (bench.measure.anatomy's idle): the
 host then sets the pace, so its measured step is the floor, the optimiser launches as many
 kernels on fewer elements (no saving), and the device's wait for the host after backward
 hides that much of the communication.
@@ -16,7 +16,7 @@ import functools
 import re
 from pathlib import Path
 
-from bench import case as case_mod
+from bench.cases import case as case_mod
 from bench.predict import memory, params, simulate, timeline
 
 HOST_BOUND_IDLE = 0.30
@@ -176,7 +176,7 @@ def _timeline(folder: str) -> timeline.StepTimeline:
 def predict(rows: list[dict], comm, targets, devices: list[int], gpus_per_host: int | None = None,
             hosts: int | None = None) -> list[dict]:
     """Prediction rows for every base found in `rows`, target and device count."""
-    from bench import results
+    from bench.cases import results
 
     rows = results.latest(rows)
     out = []

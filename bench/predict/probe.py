@@ -153,7 +153,7 @@ def measure(gpus: list[int], counts: list[int], sizes: list[int], warmup: int, r
 # --- the record --------------------------------------------------------------------------------
 def summarise(points: list[dict]) -> tuple[list[dict], list[Fit]]:
     """Per point its median and p10/p90 (ms) and bus bandwidth; a fit per (collective, count)."""
-    from bench.stats import percentile
+    from bench.core.stats import percentile
 
     rows, groups = [], {}
     for p in points:
@@ -167,7 +167,7 @@ def summarise(points: list[dict]) -> tuple[list[dict], list[Fit]]:
 
 
 def record(gpus: list[int], points: list[dict], settings: dict) -> dict:
-    from bench import envinfo
+    from bench.measure import envinfo
 
     rows, fits = summarise(points)
     env = {**envinfo.collect(), **envinfo.for_gpus(tuple(gpus)), **envinfo.torch_build()}
@@ -183,7 +183,7 @@ def record(gpus: list[int], points: list[dict], settings: dict) -> dict:
 
 
 def write(path: str | os.PathLike, doc: dict) -> Path:
-    from bench.results import atomic_write_bytes
+    from bench.cases.results import atomic_write_bytes
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ On GPUs a gradient is ready when the last kernel launched before its AccumulateG
 returned has finished on the compute stream (the stream with the most kernels). Which
 kernel that is comes from the labelled trace (launches and their correlation ids, the
 parabench.backward range); when it ran comes from the GPU timeline, matched by position
-in the stream's kernel sequence, which repeats every step (bench.anatomy does the same
+in the stream's kernel sequence, which repeats every step (bench.measure.anatomy does the same
 for the optimiser's kernels): the labelled trace's host is slowed by the profiler, the
 timeline's is not. Without a timeline (or where its sequence does not repeat) the
 labelled trace's own times are used, and the basis says so.
@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from bench import anatomy
+from bench.measure import anatomy
 
 ACCUMULATE = "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"
 _LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
@@ -41,7 +41,7 @@ class StepTimeline:
     tail: float
     ready: tuple[float, ...]
     optimizer: float  # busy time in the optimiser phase (kernels, or CPU operators)
-    idle: float  # the device's idle time (bench.anatomy)
+    idle: float  # the device's idle time (bench.measure.anatomy)
     steps: int
     basis: str
 

@@ -4,7 +4,7 @@ options, on the same hardware (the latest ok row of it), and the error of the pr
 images/s (and step) in percent of the measured."""
 from __future__ import annotations
 
-from bench import case as case_mod
+from bench.cases import case as case_mod
 
 
 def _key(row: dict) -> tuple:
@@ -13,7 +13,7 @@ def _key(row: dict) -> tuple:
 
 def pair(predictions: list[dict], rows: list[dict]) -> list[dict]:
     """One entry per prediction that has a measured case."""
-    from bench import results
+    from bench.cases import results
 
     measured = {_key(r): r for r in results.latest(rows) if r.get("status") == "ok"}
     out = []

@@ -1,5 +1,5 @@
-"""`bench probe-comm` and `bench predict`: the subcommands, added to bench's parser by
-`add_commands(sub)`. Bad input raises the parser's usage error (one line, exit 2)."""
+"""`probe-comm` and `predict`: collective costs measured on the devices at hand, and the step of
+DDP, FSDP2 and ZeRO-1 predicted at other device counts from them (bench/predict/)."""
 from __future__ import annotations
 
 import datetime
@@ -8,11 +8,7 @@ import socket
 import sys
 from pathlib import Path
 
-
-def _usage_error():
-    from bench.cli import UsageError
-
-    return UsageError
+from bench.cli.common import UsageError, resolve_gpus
 
 
 def _ints(text: str, flag: str) -> list[int]:
@@ -25,15 +21,15 @@ def _ints(text: str, flag: str) -> list[int]:
     return values
 
 
-def _guarded(func, usage_error):
+def _guarded(func):
     """`func(args)` with bad input (ValueError, a results file that cannot be used) as one line."""
     def run(args):
-        from bench.results import ResultsError
+        from bench.cases.results import ResultsError
 
         try:
             return func(args)
         except (ValueError, ResultsError) as exc:
-            raise (usage_error or _usage_error())(str(exc).strip().splitlines()[0]) from None
+            raise UsageError(str(exc).strip().splitlines()[0]) from None
     return run
 
 
@@ -53,10 +49,9 @@ def _probe_counts(args, gpus: list[int]) -> list[int]:
 
 
 def cmd_probe(args) -> int:
-    from bench import cli as bench_cli
     from bench.predict import probe
 
-    gpus = bench_cli.resolve_gpus(args.gpus)
+    gpus = resolve_gpus(args.gpus)
     if args.gpus is None and len(gpus) < 2:
         gpus = []  # fewer than 2 GPUs: the CPU, with gloo
     counts = _probe_counts(args, gpus)
@@ -73,7 +68,7 @@ def cmd_probe(args) -> int:
         raise ValueError("--reps and --inner must be at least 1, --warmup at least 0")
     out = Path(args.out) if args.out else Path(args.results_dir) / (
         f"comm-{datetime.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}.probe.json")
-    from bench.results import check_writable
+    from bench.cases.results import check_writable
 
     check_writable(out)
     points = probe.measure(gpus, counts, sizes, collectives=collectives, **settings)
@@ -86,7 +81,7 @@ def cmd_probe(args) -> int:
 
 # --- predict ----------------------------------------------------------------------------------
 def _inputs(args) -> list[Path]:
-    from bench import results
+    from bench.cases import results
 
     if args.files:
         return [Path(f) for f in args.files]
@@ -108,7 +103,7 @@ def _probe_file(args) -> str:
 
 
 def cmd_predict(args) -> int:
-    from bench import results
+    from bench.cases import results
     from bench.predict import predict, probe, validate
 
     devices = _ints(args.devices, "--devices")
@@ -179,9 +174,8 @@ def render(rows: list[dict]) -> str:
     return "\n".join(lines).lstrip("\n")
 
 
-def add_commands(sub, usage_error=None) -> None:
-    """Add `probe-comm` and `predict` to bench's subparsers. Their `func` raises `usage_error`
-    (bench.cli.UsageError unless given) with one line for bad input."""
+def add_parser(sub) -> None:
+    """`probe-comm` and `predict`; bad input is one line (UsageError)."""
     pc = sub.add_parser("probe-comm", help="time all-reduce, reduce-scatter, all-gather and broadcast over message "
                         "sizes and fit latency + bandwidth per collective and device count")
     pc.add_argument("--gpus", help="CUDA ordinals (default: all visible; '' or cpu: gloo processes on the CPU)")
@@ -195,7 +189,7 @@ def add_commands(sub, usage_error=None) -> None:
     pc.add_argument("--inner", type=int, help="back-to-back calls per repetition (default 5 on GPUs, 1 on the CPU)")
     pc.add_argument("--out", help="probe file (default <results-dir>/comm-<time>-<host>.probe.json)")
     pc.add_argument("--results-dir", default="results")
-    pc.set_defaults(func=_guarded(cmd_probe, usage_error))
+    pc.set_defaults(func=_guarded(cmd_probe))
 
     pr = sub.add_parser("predict", help="predict DDP, FSDP2 and ZeRO-1 at other device counts from a measured "
                         "1-device case with --anatomy traces and a probe-comm file")
@@ -213,23 +207,4 @@ def add_commands(sub, usage_error=None) -> None:
                     help="latency per inter-host ring step, us (default 5)")
     pr.add_argument("--validate", action="store_true", help="set predictions against measured cases at the same count")
     pr.add_argument("--json", nargs="?", const="-", help="write the predictions as JSON to FILE (stdout without one)")
-    pr.set_defaults(func=_guarded(cmd_predict, usage_error))
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The two subcommands on their own (`python -m bench.predict.cli ...`), until bench's
-    parser adds them."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="parabench")
-    add_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except _usage_error() as exc:
-        print(f"parabench: error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    pr.set_defaults(func=_guarded(cmd_predict))
