@@ -38,11 +38,11 @@ FORWARD_ATOL = 1e-5
 FRAMEWORK_UPDATE_FRACTION = 0.02
 
 GLUON_FORWARD = """
-import sys, numpy as np, mxnet as mx
+import json, sys, numpy as np, mxnet as mx
 from mxnet import autograd
 from strategies.gluon import models as mx_models
 d = np.load(sys.argv[1])
-net = mx_models.build(sys.argv[2])
+net = mx_models.build(json.loads(sys.argv[2]))
 mx_models.load_torch_weights(net, {k[2:]: d[k] for k in d.files if k.startswith('w:')}, mx.cpu())
 x = mx.nd.array(d['x'])
 out = {'eval': net(x).asnumpy()}
@@ -58,7 +58,7 @@ def test_same_parameter_count_and_forward_output(model, tmp_path):
     net = workload.build()
     x, _ = workload.synthetic_batch(2)
     np.savez(tmp_path / "in.npz", x=x.numpy(), **{f"w:{k}": v.numpy() for k, v in net.state_dict().items()})
-    proc = subprocess.run([str(mxnet_python()), "-c", GLUON_FORWARD, str(tmp_path / "in.npz"), model,
+    proc = subprocess.run([str(mxnet_python()), "-c", GLUON_FORWARD, str(tmp_path / "in.npz"), json.dumps(workload.mxnet),
                            str(tmp_path / "out.npz")], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
