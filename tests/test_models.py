@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from bench.workloads import get_workload, training_flops_per_image
+from bench.workloads import get_workload
+from bench.workloads.facts import training_flops_per_image
 
 
 def n_params(name):
@@ -58,7 +59,7 @@ def test_rows_are_fresh_copies_of_the_cached_blocks():
 # --- the workload where sharding matters: counted on the meta device, never built here ---
 
 def test_vit_large_is_vit_large_sized_without_building_it():
-    from bench.workloads import facts
+    from bench.workloads.facts import facts
 
     found = facts("vit-large")  # meta tensors: no 1.2 GB of weights on this machine
     assert found["parameters"] == 304_326_632  # ViT-L/16 at 224 (timm's vit_large_patch16_224)
@@ -69,7 +70,7 @@ def test_vit_large_is_vit_large_sized_without_building_it():
 
 
 def test_vit_tiny_is_the_same_builder_and_fsdp2_wraps_its_blocks():
-    from bench.workloads import shard_units
+    from bench.workloads.facts import shard_units, units_of
     from bench.workloads._vit import TransformerBlock
 
     workload = get_workload("bench.workloads.vit:tiny")
@@ -79,11 +80,11 @@ def test_vit_tiny_is_the_same_builder_and_fsdp2_wraps_its_blocks():
     units = shard_units(model, "bench.workloads.vit:tiny")
     assert len(units) == 2 and all(isinstance(u, TransformerBlock) for u in units)
     big = get_workload("vit-large")
-    assert big.shard_units(model) == units  # the declared block class, whatever the size
+    assert units_of(big, model) == units  # the declared block class, whatever the size
 
 
 def test_repeated_blocks_are_found_without_knowing_the_model():
-    from bench.workloads import repeated_blocks, shard_units
+    from bench.workloads.facts import repeated_blocks, shard_units
     from bench.workloads._vit import TransformerBlock
 
     resnet = get_workload("resnet18-small").build()
@@ -135,13 +136,14 @@ def test_package_sources_resolve_where_installed(package, name, params):
         importlib.import_module(package)
     except Exception as exc:  # noqa: BLE001 - absent, or built for another torch (torchvision's CUDA wheel)
         pytest.skip(f"{package} does not import here: {type(exc).__name__}: {exc}")
-    from bench.workloads import facts, source_of
+    from bench.workloads import source_of
+    from bench.workloads.facts import facts, units_of
 
     workload = get_workload(f"{package}:{name}")
     assert workload.input_shape == (3, 224, 224) and workload.num_classes == 1000
     assert facts(f"{package}:{name}")["parameters"] == params
     assert source_of(f"{package}:{name}").startswith(f"{package} ")
-    assert len(workload.shard_units(workload.build())) >= 4  # its residual blocks or stages
+    assert len(units_of(workload, workload.build())) >= 4  # its residual blocks or stages
 
 
 def test_sources_are_named_without_torch():
@@ -174,7 +176,7 @@ def test_a_factory_may_return_a_bare_model_or_declare_its_workload(tmp_path, mon
     bare = get_workload("own_models:bare")
     assert (bare.input_shape, bare.num_classes, bare.source) == ((3, 224, 224), 7, "module own_models")
     assert bare.summary.startswith("A bare model")
-    from bench.workloads import facts
+    from bench.workloads.facts import facts
 
     assert facts("own_models:bare")["parameters"] == 3 * 224 * 224 * 7 + 7  # counted once the lazy layer is built
     declared = get_workload("own_models:declared")

@@ -40,6 +40,7 @@ def list_models(given: list[str]) -> None:
     counted on the meta device, and the sources of other models."""
     import strategies
     from bench import workloads
+    from bench.workloads.facts import facts
 
     names = given or workloads.names()
     for name in names:
@@ -50,7 +51,7 @@ def list_models(given: list[str]) -> None:
     print("Models (FLOPs: one forward+backward pass, torch.utils.flop_counter):")
     for name in names:
         try:
-            w, facts = workloads.get_workload(name), workloads.facts(name)
+            w, facts = workloads.get_workload(name), facts(name)
         except Exception as exc:  # noqa: BLE001 - the user's model: say why, list the others
             print(f"  {name}: cannot be built: {type(exc).__name__}: {str(exc).strip()[:300]}")
             continue

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime
 import json
 import socket
-import sys
 from pathlib import Path
 
 from bench.cli.common import UsageError, resolve_gpus

@@ -1,15 +1,12 @@
 """`run`: measure a sweep and write its results file."""
 from __future__ import annotations
 
-import datetime
 import math
-import os
-import socket
 import sys
 import time
-from pathlib import Path
 
 from bench.cli.common import RESULTS_DIR, UsageError, check_names, ints, listed, resolve_gpus
+from bench.cli.run_files import existing_rows as _existing_rows, output_path as _output_path
 
 
 def _parse_options(pairs: list[str], strategy_names: list[str]) -> dict:
@@ -105,16 +102,35 @@ def _stop_status(exc: BaseException) -> int:
 
 def _sweep(args) -> int:
     started = time.monotonic()
+    from bench.run import nodes as nodes_mod
+
+    try:
+        nodes = nodes_mod.from_args(args.nnodes, args.node_rank, args.rdzv_endpoint, args.rdzv_id)
+    except nodes_mod.NodesError as exc:
+        raise UsageError(str(exc)) from None
+    cases, settings, gpus = _cases(args, nodes.nnodes)
+    leader = None
+    if nodes.nnodes > 1:
+        try:
+            store = nodes_mod.Store(nodes, settings.startup_timeout_s)
+            nodes_mod.agree(store, nodes_mod.sweep_hash(cases), settings.startup_timeout_s)
+        except nodes_mod.NodesError as exc:
+            raise UsageError(str(exc)) from None
+        if not nodes.leader:  # node 0 writes every row; this node lends its devices
+            from bench.measure import envinfo
+            from bench.run.sweep import worker_env
+
+            return nodes_mod.follow(nodes, store, worker_env(nodes.node_rank), str(envinfo.REPO), gpus)
+        leader = nodes_mod.Leader(store)
+    return _measure(args, cases, settings, leader, started)
+
+
+def _axes(args) -> tuple[list, list, list, list]:
+    """The strategies, precisions, models and executions asked for, each checked."""
     import strategies
-    from bench.cases import results
-    from bench.cases.case import EXECUTIONS
     from bench import workloads
-    from bench.cases.grid import build_cases
+    from bench.cases.case import EXECUTIONS
     from bench.core.precision import PRECISIONS
-    from bench.run.progress import ConsoleReporter
-    from bench.report.phases import summary as time_spent
-    from bench.run import limits, nodes as nodes_mod
-    from bench.run.sweep import NodeGone, Sweep, Terminated, WriteFailed, ignore_further_signals
 
     names = check_names(listed(args.strategies, "--strategies") or strategies.names(), strategies.names(), "strategy",
                         "--strategies")
@@ -129,59 +145,60 @@ def _sweep(args) -> int:
     executions = listed(args.execution, "--execution")
     if args.compile:
         executions = ["compile"]  # --compile: the alias of --execution compile, kept for one release
-    executions = check_names(executions, list(EXECUTIONS), "execution", "--execution")
+    return names, precisions, models, check_names(executions, list(EXECUTIONS), "execution", "--execution")
+
+
+def _devices(args) -> tuple[list[int], list[int], list[int]]:
+    """The GPUs, the device counts a multi-device strategy runs on, and the per-GPU batches."""
     if args.cpu_replicas < 1:
         raise UsageError(f"--cpu-replicas must be at least 1, got {args.cpu_replicas}")
     gpus = resolve_gpus(args.gpus)
-    on_gpu = bool(gpus)
     counts = ints(args.gpu_counts, "--gpu-counts") if args.gpu_counts is not None else [len(gpus) or args.cpu_replicas]
     if gpus and max(counts) > len(gpus):
         raise UsageError(f"--gpu-counts asks for {max(counts)} GPUs but --gpus gives {len(gpus)}")
     replicas = counts if gpus else [args.cpu_replicas]
+    if args.global_batch_sizes is None:
+        default = "32,64,128,256" if gpus else "2,4"
+        return gpus, counts, ints(default if args.batch_sizes is None else args.batch_sizes, "--batch-sizes")
+    if args.batch_sizes is not None:
+        raise UsageError("give --batch-sizes (per GPU) or --global-batch-sizes, not both")
+    global_sizes = ints(args.global_batch_sizes, "--global-batch-sizes")
+    for g in global_sizes:
+        for n in replicas:
+            if g % n:
+                raise UsageError(f"global batch {g} does not split across {n} devices: use a multiple of {n}, "
+                                 f"or give per-GPU sizes with --batch-sizes")
+    if len(set(replicas)) > 1:
+        raise UsageError("--global-batch-sizes needs one device count; use --batch-sizes for a scaling sweep")
+    return gpus, counts, [g // replicas[0] for g in global_sizes]
 
-    if args.global_batch_sizes is not None:
-        if args.batch_sizes is not None:
-            raise UsageError("give --batch-sizes (per GPU) or --global-batch-sizes, not both")
-        global_sizes = ints(args.global_batch_sizes, "--global-batch-sizes")
-        for g in global_sizes:
-            for n in replicas:
-                if g % n:
-                    raise UsageError(f"global batch {g} does not split across {n} devices: use a multiple of {n}, "
-                                     f"or give per-GPU sizes with --batch-sizes")
-        if len(set(replicas)) > 1:
-            raise UsageError("--global-batch-sizes needs one device count; use --batch-sizes for a scaling sweep")
-        batch_sizes = [g // replicas[0] for g in global_sizes]
-    else:
-        default = "32,64,128,256" if on_gpu else "2,4"
-        batch_sizes = ints(default if args.batch_sizes is None else args.batch_sizes, "--batch-sizes")
 
-    settings = _settings(args, on_gpu, names)
-    try:
-        nodes = nodes_mod.from_args(args.nnodes, args.node_rank, args.rdzv_endpoint, args.rdzv_id)
-    except nodes_mod.NodesError as exc:
-        raise UsageError(str(exc)) from None
+def _cases(args, nnodes: int = 1):
+    """The sweep's cases and settings, checked against the machine's limits before anything starts."""
+    from bench.cases.grid import build_cases
+    from bench.run import limits
+
+    names, precisions, models, executions = _axes(args)
+    gpus, counts, batch_sizes = _devices(args)
+    settings = _settings(args, bool(gpus), names)
     cases = build_cases(names, precisions, models, executions, gpus, counts, args.cpu_replicas, batch_sizes, settings,
-                        nodes.nnodes)
+                        nnodes)
     if not cases:
         raise UsageError("nothing to run: the grid of strategies, precisions, models and batch sizes is empty")
-    try:  # before anything starts
-        cpu_replicas = 1 if on_gpu else max(c.placement.per_node for c in cases)
+    try:
+        cpu_replicas = 1 if gpus else max(c.placement.per_node for c in cases)
         limits.check_cpu_replicas(cpu_replicas, models, args.oversubscribe)
     except limits.LimitError as exc:
         raise UsageError(str(exc)) from None
-    leader = None
-    if nodes.nnodes > 1:
-        try:
-            store = nodes_mod.Store(nodes, settings.startup_timeout_s)
-            nodes_mod.agree(store, nodes_mod.sweep_hash(cases), settings.startup_timeout_s)
-        except nodes_mod.NodesError as exc:
-            raise UsageError(str(exc)) from None
-        if not nodes.leader:  # node 0 writes every row; this node lends its devices
-            from bench.measure import envinfo
-            from bench.run.sweep import worker_env
+    return cases, settings, gpus
 
-            return nodes_mod.follow(nodes, store, worker_env(nodes.node_rank), str(envinfo.REPO), gpus)
-        leader = nodes_mod.Leader(store)
+
+def _measure(args, cases, settings, leader, started: float) -> int:
+    """Run the sweep into its results file under the file's lock; the exit status."""
+    from bench.cases import results
+    from bench.run import nodes as nodes_mod
+    from bench.run.progress import ConsoleReporter
+    from bench.run.sweep import NodeGone, Sweep, Terminated, WriteFailed, ignore_further_signals
 
     out = _output_path(args)
     lock = results.Lock(out)
@@ -222,6 +239,13 @@ def _sweep(args) -> int:
         raise UsageError(str(exc)) from None
     finally:
         lock.release()
+    return _summary(rows, out, started)
+
+
+def _summary(rows: list[dict], out, started: float) -> int:
+    from bench.cases import results
+    from bench.report.phases import summary as time_spent
+
     counts_by_status = {}
     for row in rows:
         counts_by_status[row["status"]] = counts_by_status.get(row["status"], 0) + 1
@@ -232,100 +256,6 @@ def _sweep(args) -> int:
         print(f"parabench: error: no case was measured ok ({summary}): the rows say why", file=sys.stderr)
         return NOTHING_MEASURED
     return 0
-
-
-def _this_host_hardware(cases) -> set[str]:
-    from bench.measure import envinfo
-    from bench.cases.case import hardware
-
-    return {hardware({"device": c.device, **envinfo.for_gpus(c.gpus), "cpu": envinfo.collect_light()["cpu"]})
-            for c in cases}
-
-
-def _output_path(args) -> Path:
-    """The results file: --out, or with --resume the newest file of this host under the
-    results folder, or a new file named after the time and host."""
-    from bench.measure import envinfo
-    from bench.cases import results
-
-    folder = Path(args.results_dir)
-    if args.out:
-        if Path(args.out).suffix not in (".json", ".csv"):
-            raise UsageError(f"--out takes a name ending in .json or .csv (both files are written), got {args.out}")
-        return results.json_path(args.out)
-    if args.resume:
-        host = envinfo.collect_light()["host"]
-        mine = []
-        for path in sorted(folder.glob("run-*.json"), key=lambda p: p.stat().st_mtime):
-            try:
-                rows = results.load(path)
-            except results.ResultsError:
-                continue
-            if rows and all(r.get("host") == host for r in rows):
-                mine.append(path)
-        if not mine:
-            raise UsageError(f"--resume found no run-*.json written on this host ({host}) in {folder}; "
-                             "pass the file with --out")
-        return mine[-1]
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    # The PID too: two sweeps started in the same second into one folder get two files.
-    return folder / f"run-{stamp}-{socket.gethostname()}-{os.getpid()}.json"
-
-
-def _results_in(path: Path) -> list[dict]:
-    """The rows of a results file that a resumed sweep will rewrite; anything else is refused
-    and left untouched."""
-    from bench.cases import results
-
-    try:
-        return results.load(path)
-    except results.ResultsError as exc:
-        raise UsageError(f"{exc} (the file was left untouched; --resume rewrites it)") from None
-
-
-def _existing_rows(args, out: Path, cases) -> list[dict]:
-    """Rows already in `out` (with --resume), after checking that they were measured on
-    this hardware with these measurement settings; without --resume, `out` must be new."""
-    from bench.measure import envinfo
-    from bench.cases import results
-    from bench.cases.case import MEASUREMENT, hardware
-
-    csv_path = out.with_suffix(".csv")
-    if not args.resume:
-        for path in (out, csv_path):
-            if path.exists():
-                raise UsageError(f"{path} already exists: pass --resume to continue it, or choose another --out")
-        return []
-    # Both files are rewritten from the rows: each that exists must be a results file, and
-    # the rows come from the JSON, or from the CSV where it is all there is.
-    found = {path: _results_in(path) for path in (out, csv_path) if path.exists()}
-    if not found:
-        return []
-    rows = found.get(out, found.get(csv_path))
-    if out not in found:
-        print(f"note: resuming from {csv_path} ({out.name} is missing); both are written again", file=sys.stderr)
-        out = csv_path  # where the rows below come from
-    host = envinfo.collect_light()["host"]
-    here = _this_host_hardware(cases)
-    for row in rows:
-        if row.get("host") and row["host"] != host:
-            raise UsageError(f"{out} was measured on host {row['host']}, this is {host}: resume it there, "
-                             "or start a new file")
-        if hardware(row) not in here:
-            raise UsageError(f"{out} was measured on {hardware(row)}, this run uses {', '.join(sorted(here))}: "
-                             "resume it on that hardware, or start a new file")
-    wanted = cases[0].measurement()
-    for row in rows:
-        had = {k: row.get(k) for k in MEASUREMENT}
-        if had != wanted:
-            diff = ", ".join(f"{k} {had[k]} (file) vs {wanted[k]} (now)" for k in MEASUREMENT if had[k] != wanted[k])
-            raise UsageError(f"{out} was measured with other settings: {diff}; resume with the same settings, "
-                             "or start a new file")
-    dups = results.duplicates(rows)
-    if dups:
-        print(f"note: {out} holds {len(dups)} duplicate case(s) ({'; '.join(dups[:3])}{'...' if len(dups) > 3 else ''}): "
-              "the latest ok row of each is kept", file=sys.stderr)
-    return rows
 
 
 def add_parser(sub) -> None:

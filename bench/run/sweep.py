@@ -10,12 +10,11 @@ for the cases left after any failure, and writes the results file after every ca
 """
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import json
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import time
 
@@ -27,23 +26,9 @@ from bench.cases.case import Case, Settings, execution_unavailable_reason, ident
 from bench.engine.launchers import Launcher, worker_environment
 from bench.core.precision import get_precision
 from bench.run.procs import Scratch, Worker
+from bench.run.signals import (TERMINATING, Terminated, ignore_further_signals, signals_held,  # noqa: F401
+                               stop_on_signals, stopping_on_signal)
 from bench import workloads
-
-# Signals that stop a sweep as Ctrl-C does: the service manager's and the closed terminal's.
-TERMINATING = (signal.SIGTERM, signal.SIGHUP)
-
-
-class Terminated(Exception):
-    """SIGTERM or SIGHUP arrived: the sweep stops as on Ctrl-C."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-    @property
-    def exit_status(self) -> int:
-        return 128 + self.signum  # the shell's convention: 143 for SIGTERM, 129 for SIGHUP
-
 
 class NodeGone(Exception):
     """A node of a multi-node sweep stopped answering: the sweep cannot go on."""
@@ -52,42 +37,6 @@ class NodeGone(Exception):
 class WriteFailed(Exception):
     """The results file could not be written (disk full, folder gone): the message says
     where the measured rows were saved instead."""
-
-
-def _raise_terminated(signum, frame):
-    raise Terminated(signum)
-
-
-def stop_on_signals() -> dict:
-    """SIGTERM and SIGHUP raise Terminated from now on; returns the handlers they had."""
-    return {signum: signal.signal(signum, _raise_terminated) for signum in TERMINATING}
-
-
-def ignore_further_signals() -> None:
-    """The sweep is stopping on a Ctrl-C, SIGTERM or SIGHUP: later ones are dropped, so that
-    nothing cuts the message that says where the results are, nor the exit status."""
-    for signum in (signal.SIGINT, *TERMINATING):
-        signal.signal(signum, signal.SIG_IGN)
-
-
-def stopping_on_signal() -> bool:
-    """Whether the exception being handled here is the sweep's Ctrl-C or SIGTERM."""
-    return isinstance(sys.exc_info()[1], (KeyboardInterrupt, Terminated))
-
-
-@contextlib.contextmanager
-def signals_held(stopping: bool = False):
-    """Clean-up that a second Ctrl-C or SIGTERM must not interrupt: the signals wait until it
-    is done. When the clean-up runs because the sweep is stopping on one, the later ones are
-    dropped (the clean-up can take milliseconds, and a second Ctrl-C can come after it)."""
-    held = {signal.SIGINT, *TERMINATING}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        if stopping:
-            ignore_further_signals()
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def worker_env(node_rank: int = 0) -> dict:
@@ -135,6 +84,22 @@ def worker_spec(cases: list, workdir: str, mode: str | None = None) -> tuple[dic
             continue
         spec["cases"].append(case_spec)
     return spec, failed
+
+
+@dataclasses.dataclass
+class _Attempt:
+    """One worker's run through the cases left: what was started, and how it ended."""
+
+    before: int  # cases left when it started
+    workdir: str
+    by_key: dict = dataclasses.field(default_factory=dict)
+    reader: object = None
+    worker: Worker | None = None
+    rendezvous: list | None = None
+    launch: object = None
+    inflight: Case | None = None
+    timed_out: bool = False
+    worker_error: dict | None = None
 
 
 class Sweep:
@@ -250,117 +215,134 @@ class Sweep:
             pending.remove(case)
 
     def _run_worker(self, cases: list[Case]) -> None:
-        s = self.settings
+        """Run `cases` in workers of their launcher, a fresh worker after any failure, until
+        every case has its row."""
         pending = list(cases)
         launcher = launcher_of(cases[0])
         env = worker_environment(launcher, cases[0].placement, worker_env())
         while pending:
-            before = len(pending)
             if self.scratch is None:
                 self.scratch = Scratch()
-            workdir = self.scratch.folder("worker-")
-            worker, rendezvous, launch = None, None, None
-            inflight, timed_out, worker_error = None, False, None
+            attempt = _Attempt(before=len(pending), workdir=self.scratch.folder("worker-"))
             try:
-                self.reporter.preparing(f"{launcher.name} worker, {pending[0].where()}: {len(pending)} case(s)")
-                spec, failed = worker_spec(pending, workdir)
-                for case, exc in failed:
-                    self._record(case, status="error", reason=f"preparing the worker failed: {type(exc).__name__}: {exc}")
-                    pending.remove(case)
-                if not pending:
+                if not self._launch(attempt, pending, launcher, env):
                     return
-                by_key = {json.dumps(c.spec()["key"]): c for c in pending}
-                if s.anatomy_steps:
-                    for case_spec in spec["cases"]:
-                        case_spec["anatomy"] = self._anatomy_spec(by_key[json.dumps(case_spec["key"])])
-                spec_path = os.path.join(workdir, "spec.json")
-                with open(spec_path, "w") as fh:
-                    json.dump(spec, fh)
-                env[protocol.ENV] = os.path.join(workdir, "events.jsonl")
-                reader = protocol.EventReader(env[protocol.ENV])
-                if self.leader is not None and pending[0].nnodes > 1:
-                    p = pending[0].placement
-                    launch = self.leader.begin(spec, {"gpus": list(p.gpus), "n_replicas": p.n_replicas,
-                                                      "nnodes": p.nnodes}, pending[0].options_dict)
-                    rendezvous = self.leader.store.nodes.rendezvous(launch)
-                worker = Worker(launcher.command(spec_path, pending[0].placement, pending[0].options_dict, rendezvous),
-                                env, str(envinfo.REPO))
-                spawned = deadline = time.monotonic()
-                deadline += s.startup_timeout_s
-                first_case, worker_start_s = None, None  # spawn to the first case's start, in that case's row
-                while True:
-                    exited = not worker.alive()
-                    for event in reader.poll():
-                        case = by_key.get(json.dumps(event.get("key")))
-                        if event["event"] == "worker_error":
-                            worker_error = worker_error or event
-                        elif event["event"] == "start" and case in pending:
-                            if first_case is None:
-                                first_case, worker_start_s = case, round(time.monotonic() - spawned, 3)
-                            inflight = case
-                            deadline = time.monotonic() + s.case_timeout_s
-                            self.reporter.case_started(case.label())
-                        elif event["event"] == "result" and case in pending:
-                            figures = {k: v for k, v in event.items() if k in results.COLUMNS and k not in Case.__dataclass_fields__}
-                            if case == first_case:
-                                figures["worker_start_s"] = worker_start_s
-                            if event["status"] != "ok":
-                                figures["output_tail"] = event.get("traceback", "")
-                                if rendezvous is not None and (elsewhere := self.leader.follower_reasons(launch)):
-                                    figures["reason"] = f"{figures.get('reason', '')}; {elsewhere}"
-                            self._record(case, **figures)
-                            pending.remove(case)
-                            inflight = None if inflight == case else inflight
-                            if event["status"] == "oom":
-                                self._skip_larger(pending, case)
-                            deadline = time.monotonic() + s.case_timeout_s
-                    if exited or not pending:
-                        break
-                    if time.monotonic() >= deadline:
-                        timed_out = True
-                        break
-                    time.sleep(0.1)
+                self._follow(attempt, pending)
             finally:
                 # The worker and every process it started, whatever happened; a second
                 # Ctrl-C waits until this is done.
                 with signals_held(stopping=stopping_on_signal()):
-                    if worker is not None:
+                    if attempt.worker is not None:
                         # Every case has its result, or a failure is handled below: the
                         # worker's own teardown (process groups, CUDA contexts) is not waited for.
-                        worker.kill()
-                    if rendezvous is not None:
-                        self.leader.end(launch)  # the followers end their part of the worker
-                    shutil.rmtree(workdir, ignore_errors=True)
+                        attempt.worker.kill()
+                    if attempt.rendezvous is not None:
+                        self.leader.end(attempt.launch)  # the followers end their part of the worker
+                    shutil.rmtree(attempt.workdir, ignore_errors=True)
+            self._settle(attempt, pending)
 
-            tail = worker.output_tail()
-            cause = ""
-            broke = timed_out or inflight is not None or (pending and len(pending) == before)
-            gone = self.leader.gone() if rendezvous is not None and broke else []
-            if gone:
-                cause = f"; node(s) {', '.join(map(str, gone))} stopped answering"
-            if rendezvous is not None and (elsewhere := self.leader.follower_reasons(launch)):
-                cause += f"; {elsewhere}"
-            if worker_error:
-                cause = f"; {worker_error['reason']}{cause}"
-                tail = worker_error.get("traceback", "") + "\n--- worker output ---\n" + tail
-            if timed_out:
-                victims = [inflight] if inflight is not None else list(pending)
-                what = f"no result within {s.case_timeout_s:g} s" if inflight is not None else \
-                    f"worker did not start a case within {s.startup_timeout_s:g} s"
-                for case in victims:
-                    self._record(case, status="timeout", reason=f"{what}; worker killed{cause}", output_tail=tail)
+    def _launch(self, attempt: "_Attempt", pending: list[Case], launcher: Launcher, env: dict) -> bool:
+        """Write the worker's spec and start it; False when no case is left to run."""
+        self.reporter.preparing(f"{launcher.name} worker, {pending[0].where()}: {len(pending)} case(s)")
+        spec, failed = worker_spec(pending, attempt.workdir)
+        for case, exc in failed:
+            self._record(case, status="error", reason=f"preparing the worker failed: {type(exc).__name__}: {exc}")
+            pending.remove(case)
+        if not pending:
+            return False
+        attempt.by_key = {json.dumps(c.spec()["key"]): c for c in pending}
+        if self.settings.anatomy_steps:
+            for case_spec in spec["cases"]:
+                case_spec["anatomy"] = self._anatomy_spec(attempt.by_key[json.dumps(case_spec["key"])])
+        spec_path = os.path.join(attempt.workdir, "spec.json")
+        with open(spec_path, "w") as fh:
+            json.dump(spec, fh)
+        env[protocol.ENV] = os.path.join(attempt.workdir, "events.jsonl")
+        attempt.reader = protocol.EventReader(env[protocol.ENV])
+        if self.leader is not None and pending[0].nnodes > 1:
+            p = pending[0].placement
+            attempt.launch = self.leader.begin(spec, {"gpus": list(p.gpus), "n_replicas": p.n_replicas,
+                                                      "nnodes": p.nnodes}, pending[0].options_dict)
+            attempt.rendezvous = self.leader.store.nodes.rendezvous(attempt.launch)
+        attempt.worker = Worker(launcher.command(spec_path, pending[0].placement, pending[0].options_dict,
+                                                 attempt.rendezvous), env, str(envinfo.REPO))
+        return True
+
+    def _follow(self, attempt: "_Attempt", pending: list[Case]) -> None:
+        """Record the worker's results as they come, until it exits, every case is done or a
+        time limit passes (the start-up limit first, then the case limit from each event)."""
+        s = self.settings
+        spawned = deadline = time.monotonic()
+        deadline += s.startup_timeout_s
+        first_case, worker_start_s = None, None  # spawn to the first case's start, in that case's row
+        while True:
+            exited = not attempt.worker.alive()
+            for event in attempt.reader.poll():
+                case = attempt.by_key.get(json.dumps(event.get("key")))
+                if event["event"] == "worker_error":
+                    attempt.worker_error = attempt.worker_error or event
+                elif event["event"] == "start" and case in pending:
+                    if first_case is None:
+                        first_case, worker_start_s = case, round(time.monotonic() - spawned, 3)
+                    attempt.inflight = case
+                    deadline = time.monotonic() + s.case_timeout_s
+                    self.reporter.case_started(case.label())
+                elif event["event"] == "result" and case in pending:
+                    self._result(attempt, case, event, worker_start_s if case == first_case else None)
                     pending.remove(case)
-            elif inflight is not None:
-                self._record(inflight, status="error", output_tail=tail,
-                             reason=f"worker died during the case ({worker.exit_description()}){cause}")
-                pending.remove(inflight)
-            if pending and gone:
-                raise NodeGone(f"node(s) {', '.join(map(str, gone))} stopped answering; {len(pending)} case(s) of this "
-                               f"worker and the ones after it did not run")
-            if pending and len(pending) == before:
-                # The worker ended without finishing a case (import error, bad launcher...):
-                # record it rather than start the same failure again.
-                for case in list(pending):
-                    self._record(case, status="error", output_tail=tail,
-                                 reason=f"worker ended before measuring ({worker.exit_description()}){cause}")
-                pending.clear()
+                    attempt.inflight = None if attempt.inflight == case else attempt.inflight
+                    if event["status"] == "oom":
+                        self._skip_larger(pending, case)
+                    deadline = time.monotonic() + s.case_timeout_s
+            if exited or not pending:
+                return
+            if time.monotonic() >= deadline:
+                attempt.timed_out = True
+                return
+            time.sleep(0.1)
+
+    def _result(self, attempt: "_Attempt", case: Case, event: dict, worker_start_s: float | None) -> None:
+        figures = {k: v for k, v in event.items() if k in results.COLUMNS and k not in Case.__dataclass_fields__}
+        if worker_start_s is not None:
+            figures["worker_start_s"] = worker_start_s
+        if event["status"] != "ok":
+            figures["output_tail"] = event.get("traceback", "")
+            if attempt.rendezvous is not None and (elsewhere := self.leader.follower_reasons(attempt.launch)):
+                figures["reason"] = f"{figures.get('reason', '')}; {elsewhere}"
+        self._record(case, **figures)
+
+    def _settle(self, attempt: "_Attempt", pending: list[Case]) -> None:
+        """After a worker ended: the cases it left without a row get the reason why."""
+        s, worker, inflight = self.settings, attempt.worker, attempt.inflight
+        tail = worker.output_tail()
+        cause = ""
+        broke = attempt.timed_out or inflight is not None or (pending and len(pending) == attempt.before)
+        gone = self.leader.gone() if attempt.rendezvous is not None and broke else []
+        if gone:
+            cause = f"; node(s) {', '.join(map(str, gone))} stopped answering"
+        if attempt.rendezvous is not None and (elsewhere := self.leader.follower_reasons(attempt.launch)):
+            cause += f"; {elsewhere}"
+        if attempt.worker_error:
+            cause = f"; {attempt.worker_error['reason']}{cause}"
+            tail = attempt.worker_error.get("traceback", "") + "\n--- worker output ---\n" + tail
+        if attempt.timed_out:
+            victims = [inflight] if inflight is not None else list(pending)
+            what = f"no result within {s.case_timeout_s:g} s" if inflight is not None else \
+                f"worker did not start a case within {s.startup_timeout_s:g} s"
+            for case in victims:
+                self._record(case, status="timeout", reason=f"{what}; worker killed{cause}", output_tail=tail)
+                pending.remove(case)
+        elif inflight is not None:
+            self._record(inflight, status="error", output_tail=tail,
+                         reason=f"worker died during the case ({worker.exit_description()}){cause}")
+            pending.remove(inflight)
+        if pending and gone:
+            raise NodeGone(f"node(s) {', '.join(map(str, gone))} stopped answering; {len(pending)} case(s) of this "
+                           f"worker and the ones after it did not run")
+        if pending and len(pending) == attempt.before:
+            # The worker ended without finishing a case (import error, bad launcher...):
+            # record it rather than start the same failure again.
+            for case in list(pending):
+                self._record(case, status="error", output_tail=tail,
+                             reason=f"worker ended before measuring ({worker.exit_description()}){cause}")
+            pending.clear()

@@ -31,7 +31,8 @@ from bench.measure import anatomy, counters, envinfo
 from bench.engine import launchers, training
 from bench.run import procs
 from bench.core import protocol
-from bench.workloads import facts, get_workload
+from bench.workloads import get_workload
+from bench.workloads.facts import facts
 from bench.core.precision import get_precision, release_apex
 from bench.core.stats import summarize
 from bench.measure.timing import StepClock, peak_memory_mib, reset_peak_memory

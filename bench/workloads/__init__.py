@@ -73,14 +73,6 @@ class Workload:
 
         return nn.CrossEntropyLoss()
 
-    def shard_units(self, model: nn.Module) -> list:
-        """The modules a sharding strategy wraps on their own, inner ones first."""
-        if callable(self.blocks):
-            return list(self.blocks(model))
-        if self.blocks:
-            return outermost(model, lambda m: type(m).__name__ in self.blocks)
-        return repeated_blocks(model)
-
     def synthetic_batch(self, batch: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """A fixed random batch on the CPU; the first rows are the same for any `batch`."""
         return self.synthetic_rows(0, batch, seed)
@@ -369,90 +361,3 @@ def _described(name, factory, shape, classes, probe=None, **fields) -> Workload:
                                 f"{'x'.join(map(str, shape))}, got {getattr(out, 'shape', type(out).__name__)}")
         classes = int(out.shape[-1])
     return Workload(name, shape, int(classes), factory, **{k: v for k, v in fields.items() if v is not None})
-
-
-# --- facts measured from the model (torch, in the worker or `list`) ---------------------
-
-
-@functools.lru_cache(maxsize=None)
-def facts(name: str) -> dict:
-    """{'parameters', 'flops_per_image'} of a workload: the model built on the meta device
-    (no memory, no arithmetic) and one training step counted by torch.utils.flop_counter;
-    on the CPU at batch 2 where the model cannot be built on the meta device.
-
-    The counter sees matrix products and convolutions (what the tensor cores do);
-    element-wise work such as BatchNorm and ReLU is not counted, as is customary.
-    FLOPs per image are of one forward+backward pass.
-    """
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    workload = get_workload(name)
-
-    def count(device: str) -> dict:
-        with torch.device(device):
-            model = workload.build()
-            inputs = torch.randn((2, *workload.input_shape))
-            targets = torch.randint(0, workload.num_classes, (2,))
-        counter = FlopCounterMode(display=False)
-        with counter:
-            workload.criterion()(model(inputs), targets).backward()
-        # Counted after the step: lazy modules have their parameters by then.
-        return {"parameters": sum(p.numel() for p in model.parameters()),
-                "flops_per_image": counter.get_total_flops() / 2}
-
-    try:
-        return count("meta")
-    except Exception:  # noqa: BLE001 - a factory that needs real tensors (loads weights...)
-        return count("cpu")
-
-
-def training_flops_per_image(name: str) -> float:
-    """FLOPs of one forward+backward pass per image (see `facts`)."""
-    return facts(name)["flops_per_image"]
-
-
-def parameters(name: str) -> int:
-    return facts(name)["parameters"]
-
-
-# --- the units a sharding strategy wraps -----------------------------------------------
-
-
-def outermost(model: nn.Module, chosen: Callable[[nn.Module], bool]) -> list:
-    """The modules under `model` for which `chosen` holds, none inside another."""
-    found, stack = [], list(reversed(list(model.children())))
-    while stack:
-        module = stack.pop()
-        if chosen(module):
-            found.append(module)
-        else:
-            stack.extend(reversed(list(module.children())))
-    return found
-
-
-def repeated_blocks(model: nn.Module) -> list:
-    """A model's repeated blocks, found without knowing the model: walking down from the
-    root, where a module has two or more children of one class that hold parameters, those
-    children are blocks (and are not searched further). ResNet: its four stages; a
-    transformer: its layers (timm's `blocks`, torchvision's `encoder.layers`)."""
-    from collections import Counter
-
-    found, stack = [], [model]
-    while stack:
-        module = stack.pop()
-        children = [c for c in module.children() if next(c.parameters(), None) is not None]
-        counts = Counter(type(c) for c in children)
-        for child in children:
-            (found if counts[type(child)] > 1 else stack).append(child)
-    return found
-
-
-def shard_units(model: nn.Module, name: str | None = None) -> list:
-    """The modules a sharding strategy wraps on their own for the case's model `name`
-    (its declared blocks), or the repeated blocks where the name is not known here."""
-    try:
-        workload = get_workload(name) if name else None
-    except (KeyError, WorkloadError):
-        workload = None
-    return workload.shard_units(model) if workload else repeated_blocks(model)

@@ -11,11 +11,12 @@ import sys
 
 def main(names: list[str]) -> None:
     from bench import workloads
+    from bench.workloads.facts import facts
 
     for name in names:
         try:
             w = workloads.get_workload(name)
-            found = {"name": name, **workloads.facts(name), "input_shape": list(w.input_shape),
+            found = {"name": name, **facts(name), "input_shape": list(w.input_shape),
                      "num_classes": w.num_classes}
         except Exception as exc:  # noqa: BLE001 - every failure is this name's one line
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
