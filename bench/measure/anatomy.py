@@ -53,6 +53,9 @@ import json
 import os
 import re
 
+from bench.measure.intervals import (clip, length, overlap, partition, partition_spans,  # noqa: F401
+                                     subtract, union)
+
 PARTS = ("compute", "optimizer", "copy", "exposed_comm", "idle")
 VALUES = ("step",) + PARTS + ("comm",)
 SPLIT = ("wait", "transfer")  # exposed_comm = wait + transfer, from all ranks' traces together
@@ -65,78 +68,6 @@ TOLERANCE_PCT = 5.0  # the profiled step against the timed median step (GPUs)
 OPTIMIZER_PHASE = "parabench.optimizer"
 _COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "aten::clone")
 _COMM_ANNOTATIONS = ("gloo:", "nccl:")
-
-
-# --- intervals -------------------------------------------------------------------------
-def union(intervals) -> list[tuple[float, float]]:
-    """Sorted, disjoint intervals covering the same time."""
-    out: list[list[float]] = []
-    for start, end in sorted(i for i in intervals if i[1] > i[0]):
-        if out and start <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], end)
-        else:
-            out.append([start, end])
-    return [(a, b) for a, b in out]
-
-
-def clip(intervals, start: float, end: float) -> list[tuple[float, float]]:
-    return [(max(a, start), min(b, end)) for a, b in intervals if b > start and a < end]
-
-
-def length(intervals) -> float:
-    return sum(b - a for a, b in intervals)
-
-
-def overlap(a: list, b: list) -> float:
-    """Time covered by both of two disjoint sorted interval lists."""
-    i = j = 0
-    total = 0.0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        total += max(0.0, hi - lo)
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
-
-
-def subtract(a: list, b: list) -> list[tuple[float, float]]:
-    """The parts of disjoint sorted intervals `a` that disjoint sorted intervals `b` leave."""
-    out = []
-    for start, end in a:
-        for lo, hi in b:
-            if hi <= start or lo >= end:
-                continue
-            if lo > start:
-                out.append((start, lo))
-            start = max(start, hi)
-            if start >= end:
-                break
-        if start < end:
-            out.append((start, end))
-    return out
-
-
-def partition_spans(window: tuple[float, float], layers: list[tuple[str, list]]) -> dict[str, list]:
-    """Each layer's own intervals in `window`: the time it covers that no earlier layer covers."""
-    start, end = window
-    covered: list = []
-    spans = {}
-    for name, intervals in layers:
-        mine = union(clip(intervals, start, end))
-        spans[name] = subtract(mine, covered)
-        covered = union(covered + mine)
-    return spans
-
-
-def partition(window: tuple[float, float], layers: list[tuple[str, list]]) -> dict[str, float]:
-    """Split `window` among the layers in priority order: each gets the time it covers that
-    no earlier layer covers; `idle` gets the rest. The parts add up to the window."""
-    spans = partition_spans(window, layers)
-    parts = {name: length(s) for name, s in spans.items()}
-    parts["idle"] = (window[1] - window[0]) - sum(parts.values())
-    return parts
 
 
 # --- traces ----------------------------------------------------------------------------
@@ -400,50 +331,3 @@ def analyse_rank(folder: str, rank: int) -> list[dict]:
     if os.path.exists(timeline):
         return analyse(load(timeline), labelled)
     return analyse(labelled)
-
-
-def capture(run, devices, steps: int, folder: str, rank: int) -> None:
-    """Profile `run` and write this rank's traces to `folder`.
-
-    First the labelled trace: host operators, phase labels and GPU activity, one warm-up
-    step then `steps` steps. Recording every operator costs the host microseconds per
-    call, which lengthens a launch-bound step, so on GPUs the parts come from a second
-    window of `steps` steps that records GPU activity only (and the host's CUDA calls):
-    the GPU timeline. Both windows start and end with the devices synchronised."""
-    import warnings
-
-    import torch
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    warnings.filterwarnings("ignore", message="Profiler clears events")  # one window per profiler: expected
-    cuda = sorted({d for d in devices if d.type == "cuda"}, key=lambda d: d.index)
-    os.makedirs(folder, exist_ok=True)
-
-    def synchronize():
-        for d in cuda:
-            torch.cuda.synchronize(d)
-
-    def write(path):
-        return lambda prof: prof.export_chrome_trace(path)
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=steps),
-                 on_trace_ready=write(trace_path(folder, rank))) as prof:
-        for i in range(steps + 1):
-            run()
-            if i in (0, steps):
-                synchronize()  # the window starts and ends with idle queues
-            prof.step()
-    if not cuda:
-        return
-    with profile(activities=[ProfilerActivity.CUDA], schedule=schedule(wait=0, warmup=1, active=1),
-                 on_trace_ready=write(timeline_path(folder, rank))) as prof:
-        run()  # the profiler's own warm-up
-        synchronize()
-        prof.step()
-        synchronize()  # marks the start of the window (cudaDeviceSynchronize)
-        for _ in range(steps):
-            run()
-        synchronize()
-        prof.add_metadata("parabench_steps", str(steps))
-        prof.step()

@@ -27,7 +27,7 @@ import traceback
 import torch
 
 import strategies
-from bench.measure import anatomy, counters, envinfo
+from bench.measure import anatomy, capture, counters, envinfo
 from bench.engine import launchers, training
 from bench.run import procs
 from bench.core import protocol
@@ -205,7 +205,7 @@ def profile_anatomy(job: Job, case: dict, run, devices) -> list[dict] | str:
     """This rank's step anatomy (bench/measure/anatomy.py), or why it could not be taken."""
     folder = case["anatomy"]["folder"]
     try:
-        anatomy.capture(run, devices, case["anatomy"]["steps"], folder, job.rank)
+        capture.capture(run, devices, case["anatomy"]["steps"], folder, job.rank)
         return anatomy.analyse_rank(folder, job.rank)
     except Exception as exc:  # noqa: BLE001 - the timing stands; the row says why the anatomy is missing
         return f"rank {job.rank}: {type(exc).__name__}: {str(exc).strip()[:300]}"
