@@ -42,7 +42,7 @@ class FSDP2(DDP):
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         from bench.engine import training
-        from bench.workloads import shard_units
+        from bench.workloads.facts import shard_units
 
         mesh = init_device_mesh(device.type, (ctx.world_size,))
         dtype = ctx.precision.autocast_dtype

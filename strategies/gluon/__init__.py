@@ -96,7 +96,8 @@ class MXNetGluon(Strategy):
         worker (into the worker's folder, removed with it)."""
         import numpy as np
 
-        from bench.workloads import get_workload, training_flops_per_image
+        from bench.workloads import get_workload
+        from bench.workloads.facts import training_flops_per_image
 
         workload = get_workload(spec["model"])  # one with an MXNet network (workload_unavailable_reason)
         stem = os.path.join(workdir, f"mx-{abs(hash(tuple(spec['key'])))}")
