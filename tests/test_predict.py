@@ -56,7 +56,7 @@ def test_the_fit_recovers_latency_and_bandwidth():
     points = [(s, col.ring_ms("all_reduce", s, 2, truth)) for s in (4e3, 64e3, 1e6, 16e6, 45e6)]
     fit = col.fit("all_reduce", 2, points)
     assert fit.alpha_us == pytest.approx(50, rel=1e-9) and fit.busbw_gbps == pytest.approx(20, rel=1e-9)
-    assert fit.rel_rms < 1e-9 and fit.link().hop_us == pytest.approx(25)
+    assert fit.rel_rms < 1e-9 and fit.link().base_us == pytest.approx(50)
     # Times that fall below a line through zero at the small end: the latency clamps to 0.
     noisy = [(1e3, 0.00004), (1e6, 0.1), (1e7, 1.0)]
     assert col.fit("all_gather", 2, noisy).alpha_us == 0.0
@@ -64,14 +64,20 @@ def test_the_fit_recovers_latency_and_bandwidth():
         col.fit("all_reduce", 2, [(1e6, 1.0), (1e6, 1.1)])
 
 
-def test_other_counts_use_the_nearest_fitted_ring_and_the_network_must_be_given():
-    model = col.CommModel({("all_reduce", 2): col.Fit("all_reduce", 2, 20.0, 10.0, 0.0, 5)})
-    # 8 devices from the ring at 2: hop 10 us (20 us over 2 steps), bus bandwidth 10 GB/s.
-    assert model.ms("all_reduce", 100 * MB, 8) == pytest.approx(14 * 0.01 + 1.75 * 100 * MB / 10e9 * 1e3)
-    assert "from the ring fitted at 2" in model.describe("all_reduce", 8)
-    assert model.ms("all_reduce", 100 * MB, 1) == 0.0
+def test_other_counts_take_the_nearest_bandwidth_and_the_fitted_latency():
+    one = col.CommModel({("all_reduce", 2): col.Fit("all_reduce", 2, 20.0, 10.0, 0.0, 5)})
+    # One count measured: its 20 us stay fixed; 8 devices move 2*7/8 of 100 MB at 10 GB/s.
+    assert one.ms("all_reduce", 100 * MB, 8) == pytest.approx(0.02 + 1.75 * 100 * MB / 10e9 * 1e3)
+    assert "one count measured: fixed" in one.describe("all_reduce", 8)
+    assert one.ms("all_reduce", 100 * MB, 1) == 0.0
+    # Two counts: 20 us at 2 (2 ring steps) and 32 us at 4 (6 steps) are 14 us + 3 us per step;
+    # 8 devices (14 steps) take 14 + 42 us, at the bandwidth of 4, the nearest count.
+    two = col.CommModel({("all_reduce", 2): col.Fit("all_reduce", 2, 20.0, 10.0, 0.0, 5),
+                         ("all_reduce", 4): col.Fit("all_reduce", 4, 32.0, 12.0, 0.0, 5)})
+    assert two.ms("all_reduce", 100 * MB, 8) == pytest.approx(0.056 + 1.75 * 100 * MB / 12e9 * 1e3)
+    assert two.ms("all_reduce", 100 * MB, 4) == pytest.approx(0.032 + 1.5 * 100 * MB / 12e9 * 1e3)
     with pytest.raises(ValueError, match="--inter-host-gbps"):
-        model.ms("all_reduce", 100 * MB, 8, hosts=2)
+        one.ms("all_reduce", 100 * MB, 8, hosts=2)
 
 
 # --- buckets and partitions -------------------------------------------------------------------
@@ -179,6 +185,14 @@ def test_fsdp2_gathers_ahead_and_reduce_scatters_behind_by_hand():
     assert one.step == pytest.approx(step.step)
 
 
+def test_fsdp2_forward_gathers_one_unit_ahead():
+    # A computes 5 ms, B 1, C 1; all-gathers A 1, B 0.1, C 3 ms. C's all-gather may start only
+    # when B's compute starts (6 ms; B's parameters copied out), so C computes from 9 to 10,
+    # not from 7 as an unbounded prefetch would allow.
+    end, channel = simulate._fsdp_forward([("A", 5), ("B", 1), ("C", 1)], {"A": 1, "B": 0.1, "C": 3})
+    assert (end, channel) == pytest.approx((10.0, 9.0))
+
+
 def test_zero1_shards_the_update_and_broadcasts_every_parameter():
     facts = ModelFacts("hand", (Param("a", 500_000, "root"), Param("b", 250_000, "root"),
                                 Param("c", 250_000, "root")), ())
@@ -271,6 +285,41 @@ def test_a_host_bound_step_keeps_its_measured_time_as_the_floor():
     assert row["step_ms"] == pytest.approx(11.09 + row["exposed_comm_ms"] - saved, abs=1e-3)
     # Memory: 300 MiB measured with DDP's 4 copies of 11.17 M fp32 elements (170.5 MiB).
     assert row["activations_mib"] == pytest.approx(300 - 4 * 11_172_810 * 4 / 2**20, abs=0.1)
+
+
+def test_predict_on_gpu_traces_across_hosts(tmp_path):
+    """The whole command on the H200 trace taken as a one-device base: a results file whose
+    row points at the traces, a probe file (NVLink figures of DESIGN.md), 1 to 64 GPUs in
+    hosts of 8 over 400 Gb/s. Every count gets a row that names its base and probe, counts
+    past 8 span hosts, and efficiency does not rise with the count."""
+    import shutil
+
+    from bench import results
+    from bench.predict import probe as probe_mod
+
+    shutil.copytree(H200_DDP, tmp_path / "traces" / H200_DDP.name)
+    row = {**base_row(11.09), "anatomy_traces": f"traces/{H200_DDP.name}", "step_ms_p10": 10.9, "step_ms_p90": 11.3}
+    row.update(img_per_s_p10=32 / 11.3e-3, img_per_s_p90=32 / 10.9e-3)
+    results.write(tmp_path / "base.json", [row])
+    fits = [{"collective": c, "n": 2, "alpha_us": 10.0, "busbw_gbps": 250.0, "rel_rms": 0.0, "points": 8}
+            for c in col.COLLECTIVES]
+    probe_mod.write(tmp_path / "h200.probe.json", {"schema": probe_mod.SCHEMA, "device": "cuda", "backend": "nccl",
+                                                   "gpus": [0, 1], "environment": {"gpu_name": "NVIDIA H200"},
+                                                   "fits": fits, "points": []})
+    out = tmp_path / "predictions.json"
+    proc = bench_cli("predict", "--results-dir", str(tmp_path), "--devices", "1,2,8,16,64", "--inter-host-gbps", "400",
+                     "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(out.read_text())["predictions"]
+    assert sorted({r["strategy"] for r in rows}) == ["ddp", "fsdp2", "zero1"] and len(rows) == 15
+    for strategy in ("ddp", "fsdp2", "zero1"):
+        mine = [r for r in rows if r["strategy"] == strategy]
+        assert [(r["devices"], r["hosts"]) for r in mine] == [(1, 1), (2, 1), (8, 1), (16, 2), (64, 8)]
+        efficiency = [r["scaling_efficiency"] for r in mine]
+        assert efficiency[0] == 1 and efficiency == sorted(efficiency, reverse=True)
+        assert all(r["host_bound"] and r["probe"].endswith("h200.probe.json") for r in mine)
+        assert all(r["base"]["traces"].endswith(H200_DDP.name) and r["memory_mib"] > 0 for r in mine)
+    assert "host-bound: host time is the floor" in proc.stdout
 
 
 # --- end to end on the CPU ---------------------------------------------------------------------

@@ -10,8 +10,11 @@ lets a fit at one device count speak for another.
 
 time(S, n) = alpha(n) + factor(n) x S / busbw
 
-alpha(n) is the ring's latency: one hop per ring step, 2(n-1) steps for an all-reduce and
-n-1 for the others, so alpha at a count that was not measured is hop latency x steps.
+alpha(n) is the latency: a fixed part (launching the collective) and one hop per ring
+step, 2(n-1) steps for an all-reduce and n-1 for the others. Fits at two or more counts
+separate the two parts (least squares of alpha against the steps); a fit at one count
+cannot, and its latency is taken as fixed: NCCL's small-message latency on NVLink grows
+far slower with the count than one hop per step.
 Across hosts the collective is hierarchical: inside each host a ring over its GPUs, across
 hosts a ring over the hosts in which every GPU of a host moves its shard at once, so that
 the host's network carries factor(hosts) x S per collective.
@@ -48,17 +51,18 @@ def ring_steps(collective: str, n: int) -> int:
 
 @dataclass(frozen=True)
 class Link:
-    """A ring's two numbers: latency per step (us) and bus bandwidth (GB/s), and where they came from."""
+    """A ring: latency per step (us), bus bandwidth (GB/s), fixed latency per call (us)."""
 
     hop_us: float
     busbw_gbps: float
     source: str = ""
+    base_us: float = 0.0
 
 
 def ring_ms(collective: str, nbytes: float, n: int, link: Link) -> float:
     if n <= 1 or nbytes <= 0:
         return 0.0
-    return (ring_steps(collective, n) * link.hop_us / 1e3
+    return ((link.base_us + ring_steps(collective, n) * link.hop_us) / 1e3
             + bus_factor(collective, n) * nbytes / (link.busbw_gbps * 1e9) * 1e3)
 
 
@@ -90,9 +94,8 @@ class Fit:
     points: int
 
     def link(self) -> Link:
-        steps = ring_steps(self.collective, self.n)
-        return Link(self.alpha_us / steps if steps else 0.0, self.busbw_gbps,
-                    f"{self.collective} fitted at {self.n} devices")
+        """Its own count's ring: the whole latency as the fixed part."""
+        return Link(0.0, self.busbw_gbps, f"{self.collective} fitted at {self.n} devices", base_us=self.alpha_us)
 
     def ms(self, nbytes: float) -> float:
         return ring_ms(self.collective, nbytes, self.n, self.link())
@@ -127,14 +130,31 @@ def fit(collective: str, n: int, points: list[tuple[float, float]]) -> Fit:
                len(points))
 
 
+def latency(collective: str, fits: list[Fit]) -> tuple[float, float]:
+    """(fixed us, us per ring step) from fits at several counts: least squares of alpha over
+    the ring's steps, both parts kept at zero or above; one count gives a fixed latency."""
+    if len(fits) < 2:
+        return fits[0].alpha_us, 0.0
+    xs = [ring_steps(collective, f.n) for f in fits]
+    ys = [f.alpha_us for f in fits]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    hop = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx) if sxx else 0.0
+    base = my - hop * mx
+    if base < 0:
+        base, hop = 0.0, sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs)
+    return base, hop
+
+
 # --- a probe's fits as a cost model ----------------------------------------------------------
 @dataclass
 class CommModel:
     """Collective costs at any device count from the fits of a probe.
 
-    Inside a host, a count that was measured uses its own fit; another count uses the ring of
-    the nearest measured count (its hop latency and bus bandwidth), and says so. Across hosts,
-    `inter` is the network: given by the user, not measured."""
+    Inside a host, a count that was measured uses its own fit; another count takes the bus
+    bandwidth of the nearest measured count and the latency of the measured counts (fixed
+    part and per step, see the module's note), and says so. Across hosts, `inter` is the
+    network: given by the user, not measured."""
 
     fits: dict  # (collective, n) -> Fit
     inter: Link | None = None
@@ -144,12 +164,15 @@ class CommModel:
         measured = sorted(k for c, k in self.fits if c == collective)
         if not measured:
             raise ValueError(f"the probe has no {collective} fit: run probe-comm on 2 or more devices")
+        if n in measured:
+            return self.fits[(collective, n)].link(), f"{collective} fitted at {n}"
         nearest = min(measured, key=lambda k: (abs(math.log(k / max(n, 1))), -k))
-        f = self.fits[(collective, nearest)]
-        note = (f"{collective} fitted at {n}" if nearest == n else
-                f"{collective} at {n} from the ring fitted at {nearest} (hop {f.link().hop_us:.1f} us, "
-                f"bus {f.busbw_gbps:.1f} GB/s)")
-        return f.link(), note
+        base_us, hop_us = latency(collective, [self.fits[(collective, k)] for k in measured])
+        bandwidth = self.fits[(collective, nearest)].busbw_gbps
+        grows = f" + {hop_us:.2f} us per ring step" if len(measured) > 1 else " (one count measured: fixed)"
+        note = (f"{collective} at {n}: bus bandwidth of {nearest} devices, {bandwidth:.1f} GB/s; latency "
+                f"{base_us:.1f} us{grows} from the fits at {', '.join(map(str, measured))}")
+        return Link(hop_us, bandwidth, note, base_us=base_us), note
 
     def ms(self, collective: str, nbytes: float, per_host: int, hosts: int = 1) -> float:
         if per_host * hosts <= 1:

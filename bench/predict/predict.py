@@ -125,8 +125,8 @@ def step_at(base: dict, step, sim1: simulate.Sim, sim: simulate.Sim, host_bound:
     exposed = max(added - hidden, 0.0)
     return timed + exposed, exposed, (
         f"host-bound (GPU idle {100 * step.idle / step.step:.0f}% of the 1-device step): the measured step "
-        f"{timed:.3f} ms is the floor; of {added:.3f} ms communication {hidden:.3f} ms hides in the device's wait "
-        "for the host after backward; no optimiser saving (as many launches)")
+        f"{timed:.3f} ms is the floor; of the {added:.3f} ms communication adds past compute, {hidden:.3f} ms "
+        "hides in the device's wait for the host after backward; no optimiser saving (as many launches)")
 
 
 def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_host: int, hosts: int) -> dict:

@@ -11,7 +11,7 @@ stream, gloo's threads), one collective at a time in issue order, beside compute
 - ZeRO-1: DDP's all-reduce, then each rank updates its own parameters (the largest
   rank's share of ZeroRedundancyOptimizer's greedy partition) and broadcasts them, one
   broadcast per parameter (exposed: nothing overlaps them).
-- FSDP2: per unit (stage, root) an all-gather before its forward, issued ahead so it
+- FSDP2: per unit (stage, root) an all-gather before its forward, one unit ahead so it
   overlaps the previous unit's compute; in backward the unit is gathered again
   (reshard_after_forward) one unit ahead, and its gradients reduce-scattered when its
   last gradient is ready; the update is 1/n of the elements.
@@ -116,15 +116,17 @@ def backward_segments(facts: ModelFacts, ready: list[float]) -> list[tuple[str, 
 
 
 def _fsdp_forward(segments, ag: dict) -> tuple[float, float]:
-    """Forward: all-gathers issued ahead, one at a time; a unit computes once it is gathered.
-    Returns (compute end, channel free)."""
-    channel = compute = 0.0
+    """Forward: a unit computes once it is gathered; the next unit's all-gather may start
+    once this unit's parameters are copied out, at its compute's start (FSDP2's implicit
+    prefetch holds one all-gather result ahead). Returns (compute end, channel free)."""
+    channel = compute = started = 0.0
     gathered: dict = {}
     for unit, duration in segments:
         if unit not in gathered:
-            channel += ag[unit]
+            channel = max(channel, started) + ag[unit]
             gathered[unit] = channel
-        compute = max(compute, gathered[unit]) + duration
+        started = max(compute, gathered[unit])
+        compute = started + duration
     return compute, channel
 
 
