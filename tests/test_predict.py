@@ -294,7 +294,7 @@ def test_predict_on_gpu_traces_across_hosts(tmp_path):
     past 8 span hosts, and efficiency does not rise with the count."""
     import shutil
 
-    from bench import results
+    from bench.cases import results
     from bench.predict import probe as probe_mod
 
     shutil.copytree(H200_DDP, tmp_path / "traces" / H200_DDP.name)
