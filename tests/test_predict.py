@@ -250,8 +250,8 @@ def test_ready_times_from_an_h200_trace_meet_ddps_own_launches():
 def base_row(step_ms: float, peak: float | None = 300.0) -> dict:
     from bench.cases.case import Case
 
-    case = Case("ddp", "amp-bf16", "resnet18-small", (0,), 1, 32, channels_last=True, cudnn_benchmark=True,
-                sgd_impl="foreach", options=())
+    case = Case("ddp", "amp-bf16", "resnet18-small", (0,), 1, 32, options=(),
+                knobs=(("channels_last", True), ("cudnn_benchmark", True), ("sgd_impl", "foreach")))
     return {**case.row(), "status": "ok", "step_ms_p50": step_ms, "img_per_s": 32 / step_ms * 1e3,
             "peak_alloc_mib": peak, "gpu_name": "NVIDIA H200", "source": str(H200_DDP / "run.json"),
             "anatomy_traces": H200_DDP.name}
