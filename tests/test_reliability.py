@@ -559,7 +559,7 @@ def test_new_results_files_have_unique_names(tmp_path, monkeypatch):
     import datetime
     import types
 
-    import bench.cli.run as run_mod
+    import bench.cli.run_files as run_mod
 
     class Frozen(datetime.datetime):
         @classmethod
@@ -571,7 +571,7 @@ def test_new_results_files_have_unique_names(tmp_path, monkeypatch):
     names = set()
     for pid in (1234, 1235):
         monkeypatch.setattr(run_mod.os, "getpid", lambda pid=pid: pid)
-        names.add(run_mod._output_path(args).name)
+        names.add(run_mod.output_path(args).name)
     assert len(names) == 2 and all(n.startswith("run-20260102-030405-") for n in names)
 
 
