@@ -303,7 +303,7 @@ def test_predict_on_gpu_traces_across_hosts(tmp_path):
     results.write(tmp_path / "base.json", [row])
     fits = [{"collective": c, "n": 2, "alpha_us": 10.0, "busbw_gbps": 250.0, "rel_rms": 0.0, "points": 8}
             for c in col.COLLECTIVES]
-    probe_mod.write(tmp_path / "h200.probe.json", {"schema": probe_mod.SCHEMA, "device": "cuda", "backend": "nccl",
+    probe_mod.write(tmp_path / "h200.comm.json", {"schema": probe_mod.SCHEMA, "device": "cuda", "backend": "nccl",
                                                    "gpus": [0, 1], "environment": {"gpu_name": "NVIDIA H200"},
                                                    "fits": fits, "points": []})
     out = tmp_path / "predictions.json"
@@ -317,7 +317,7 @@ def test_predict_on_gpu_traces_across_hosts(tmp_path):
         assert [(r["devices"], r["hosts"]) for r in mine] == [(1, 1), (2, 1), (8, 1), (16, 2), (64, 8)]
         efficiency = [r["scaling_efficiency"] for r in mine]
         assert efficiency[0] == 1 and efficiency == sorted(efficiency, reverse=True)
-        assert all(r["host_bound"] and r["probe"].endswith("h200.probe.json") for r in mine)
+        assert all(r["host_bound"] and r["probe"].endswith("h200.comm.json") for r in mine)
         assert all(r["base"]["traces"].endswith(H200_DDP.name) and r["memory_mib"] > 0 for r in mine)
     assert "host-bound: host time is the floor" in proc.stdout
 
@@ -404,7 +404,7 @@ def test_cpu_x2_ddp_predicted_from_x1_and_a_gloo_probe(tmp_path):
     machine, one process needs one, so a neighbour slows the measured case and not the base
     it is predicted from (beside other jobs taking 51-82% of the CPU, predictions were -21%
     to +121% off in 33 runs: the neighbours' doing, not the model's)."""
-    x1, x2, again, probe, out = (tmp_path / n for n in ("x1.json", "x2.json", "x1-again.json", "cpu.probe.json",
+    x1, x2, again, probe, out = (tmp_path / n for n in ("x1.json", "x2.json", "x1-again.json", "cpu.comm.json",
                                                         "predictions.json"))
     shares = []
     steps = (("run", *CPU_RUN, "--cpu-replicas", "1", "--anatomy", "--out", str(x1)),
