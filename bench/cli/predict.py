@@ -66,7 +66,7 @@ def cmd_probe(args) -> int:
     if settings["reps"] < 1 or settings["inner"] < 1 or settings["warmup"] < 0:
         raise ValueError("--reps and --inner must be at least 1, --warmup at least 0")
     out = Path(args.out) if args.out else Path(args.results_dir) / (
-        f"comm-{datetime.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}.probe.json")
+        f"{datetime.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}{probe.SUFFIX}")
     from bench.cases.results import check_writable
 
     check_writable(out)
@@ -93,11 +93,14 @@ def _inputs(args) -> list[Path]:
 
 
 def _probe_file(args) -> str:
+    """--probe, or the newest probe-comm file under the results folder."""
+    from bench.predict import probe
+
     if args.probe:
         return args.probe
-    found = sorted(Path(args.results_dir).rglob("*.probe.json"), key=lambda p: p.stat().st_mtime)
+    found = sorted(Path(args.results_dir).rglob(f"*{probe.SUFFIX}"), key=lambda p: p.stat().st_mtime)
     if not found:
-        raise ValueError(f"no probe (*.probe.json) in {args.results_dir}: run `bench probe-comm` or pass --probe")
+        raise ValueError(f"no probe (*{probe.SUFFIX}) in {args.results_dir}: run `bench probe-comm` or pass --probe")
     return str(found[-1])
 
 
@@ -186,7 +189,7 @@ def add_parser(sub) -> None:
     pc.add_argument("--warmup", type=int, help="untimed calls per size (default 5 on GPUs, 1 on the CPU)")
     pc.add_argument("--reps", type=int, help="timed repetitions per size (default 20 on GPUs, 5 on the CPU)")
     pc.add_argument("--inner", type=int, help="back-to-back calls per repetition (default 5 on GPUs, 1 on the CPU)")
-    pc.add_argument("--out", help="probe file (default <results-dir>/comm-<time>-<host>.probe.json)")
+    pc.add_argument("--out", help="probe file (default <results-dir>/<time>-<host>.comm.json)")
     pc.add_argument("--results-dir", default="results")
     pc.set_defaults(func=_guarded(cmd_probe))
 
@@ -194,7 +197,7 @@ def add_parser(sub) -> None:
                         "1-device case with --anatomy traces and a probe-comm file")
     pr.add_argument("files", nargs="*", help="results files (default: every results file under --results-dir)")
     pr.add_argument("--results-dir", default="results")
-    pr.add_argument("--probe", help="probe-comm file (default: the newest *.probe.json under --results-dir)")
+    pr.add_argument("--probe", help="probe-comm file (default: the newest *.comm.json under --results-dir)")
     pr.add_argument("--devices", default="1,2,4,8", help="device counts to predict (default 1,2,4,8)")
     pr.add_argument("--strategies", default=",".join(("ddp", "fsdp2", "zero1")))
     pr.add_argument("--gpus-per-host", type=int, default=8,

@@ -25,6 +25,7 @@ from pathlib import Path
 from bench.predict.collectives import COLLECTIVES, CommModel, Fit, Link, bus_factor, fit
 
 SCHEMA = "parabench-probe/1"
+SUFFIX = ".comm.json"  # what predict looks for (a report reads only results files, whatever their name)
 # resnet18's fp32 gradients (11,689,512 parameters): the largest message a strategy sends.
 RESNET18_GRAD_BYTES = 11_689_512 * 4
 DEFAULT_SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, RESNET18_GRAD_BYTES]
