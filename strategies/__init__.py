@@ -9,9 +9,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-import pkgutil
 from pathlib import Path
 
+from bench.core.discovery import import_modules
 from strategies.base import Placement, Strategy, TrainStep, WorkerContext
 
 _REGISTRY: dict[str, Strategy] = {}
@@ -20,7 +20,6 @@ _REGISTRY: dict[str, Strategy] = {}
 class PluginError(ImportError):
     """A strategy file from PARABENCH_STRATEGY_PATH that cannot be loaded; the message names it."""
 
-_loaded = False
 
 
 def register(cls: type[Strategy]) -> type[Strategy]:
@@ -33,13 +32,8 @@ def _extra_folders() -> list[Path]:
 
 
 def _load() -> None:
-    # A flag, not "registry empty": importing one strategy module directly registers it alone.
-    global _loaded
-    if _loaded:
+    if not import_modules(__name__, __path__):
         return
-    _loaded = True
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"strategies.{module.name}")
     for folder in _extra_folders():
         for path in sorted(folder.glob("*.py")):
             if path.name.startswith("_"):

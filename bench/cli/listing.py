@@ -51,12 +51,12 @@ def list_models(given: list[str]) -> None:
     print("Models (FLOPs: one forward+backward pass, torch.utils.flop_counter):")
     for name in names:
         try:
-            w, facts = workloads.get_workload(name), facts(name)
+            w, measured = workloads.get_workload(name), facts(name)
         except Exception as exc:  # noqa: BLE001 - the user's model: say why, list the others
             print(f"  {name}: cannot be built: {type(exc).__name__}: {str(exc).strip()[:300]}")
             continue
-        print(f"  {name:<15} {facts['parameters'] / 1e6:8.2f} M parameters, "
-              f"{facts['flops_per_image'] / 1e9:8.2f} GFLOP per image per training step, "
+        print(f"  {name:<15} {measured['parameters'] / 1e6:8.2f} M parameters, "
+              f"{measured['flops_per_image'] / 1e9:8.2f} GFLOP per image per training step, "
               f"input {'x'.join(map(str, w.input_shape))}, {w.num_classes} classes ({w.source})")
         if w.summary:
             print(f"  {'':<15} {w.summary}")

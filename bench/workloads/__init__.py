@@ -23,10 +23,11 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
-import pkgutil
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
+
+from bench.core.discovery import import_modules
 
 if TYPE_CHECKING:
     import torch
@@ -117,7 +118,6 @@ def _stream(seed: int, which: int, block: int) -> torch.Generator:
 
 
 _REGISTRY: dict[str, Workload] = {}
-_loaded = False
 
 
 def register(workload: Workload) -> Workload:
@@ -126,13 +126,7 @@ def register(workload: Workload) -> Workload:
 
 
 def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for module in pkgutil.iter_modules(__path__):
-        if not module.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{module.name}")
+    import_modules(__name__, __path__)
 
 
 def names() -> list[str]:
