@@ -20,6 +20,10 @@ def _ints(text: str, flag: str) -> list[int]:
     return values
 
 
+def _names(text: str | None) -> set[str]:
+    return {x.strip() for x in (text or "").split(",") if x.strip()}
+
+
 def _guarded(func):
     """`func(args)` with bad input (ValueError, a results file that cannot be used) as one line."""
     def run(args):
@@ -115,28 +119,45 @@ def cmd_predict(args) -> int:
         raise ValueError(f"cannot predict {unknown[0]!r}: choose from {', '.join(predict.TARGETS)}")
     if args.hosts is not None and args.hosts < 1 or args.gpus_per_host < 1:
         raise ValueError("--hosts and --gpus-per-host must be at least 1")
-    doc = probe.load(_probe_file(args))
-    comm = probe.comm_model(doc, args.inter_host_gbps, args.inter_host_latency_us)
+    from bench.predict import store
+
+    out = None if args.json == "-" else Path(args.json) if args.json else Path(args.results_dir) / (
+        f"{datetime.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}{store.SUFFIX}")
+    if out is not None:
+        results.check_writable(out)
     rows = results.load_many(_inputs(args))
-    usable = [r for r in rows if r.get("device") == doc["device"]]
+    if args.intra_host_busbw is not None:
+        if args.probe:
+            raise ValueError("give --probe or --intra-host-busbw, not both")
+        comm = probe.stated_model(args.intra_host_busbw, args.intra_host_latency_us, args.inter_host_gbps,
+                                  args.inter_host_latency_us)
+        device, doc = "cuda", None
+    else:
+        doc = probe.load(_probe_file(args))
+        comm = probe.comm_model(doc, args.inter_host_gbps, args.inter_host_latency_us)
+        device = doc["device"]
+    models, precisions = (_names(args.models), _names(args.precisions))
+    usable = [r for r in rows if r.get("device") == device and (not models or r.get("model") in models)
+              and (not precisions or r.get("precision") in precisions)]
     rows_out = predict.predict(usable, comm, targets, devices, args.gpus_per_host, args.hosts)
     if not rows_out:
-        raise ValueError(f"no 1-device {doc['device']} case with traces in the results: measure one with "
+        raise ValueError(f"no 1-device {device} case with traces in the results: measure one with "
                          "`bench run --anatomy` (single or ddp on one device)")
-    _note_probe_hardware(rows_out, doc)
+    if doc is not None:
+        _note_probe_hardware(rows_out, doc)
     print(render(rows_out))
     pairs = validate.pair(rows_out, rows) if args.validate else None
     if pairs is not None:
         print()
         print(validate.render(pairs))
-    if args.json:
-        payload = json.dumps({"schema": "parabench-predictions/1", "predictions": rows_out,
-                              "validation": pairs}, indent=1, default=str)
-        if args.json == "-":
-            print(payload)
-        else:
-            results.atomic_write_bytes(Path(args.json), (payload + "\n").encode())
-            print(f"predictions written to {args.json}")
+    doc_out = store.document(rows_out, pairs, {
+        "devices": devices, "strategies": targets, "gpus_per_host": args.gpus_per_host, "hosts": args.hosts,
+        "inter_host_gbps": args.inter_host_gbps, "link": comm.source})
+    if out is None:
+        print(json.dumps(doc_out, indent=1, default=str))
+        return 0
+    store.write(out, doc_out)
+    print(f"predictions written to {out} (`bench report` draws them beside the measured cases)")
     return 0
 
 
@@ -198,8 +219,15 @@ def add_parser(sub) -> None:
     pr.add_argument("files", nargs="*", help="results files (default: every results file under --results-dir)")
     pr.add_argument("--results-dir", default="results")
     pr.add_argument("--probe", help="probe-comm file (default: the newest *.comm.json under --results-dir)")
+    pr.add_argument("--intra-host-busbw", type=float, metavar="GB/S",
+                    help="instead of a probe: the GPUs' link inside a host as NCCL-tests' bus bandwidth, GB/s "
+                         "(every prediction then says it was stated, not probed)")
+    pr.add_argument("--intra-host-latency-us", type=float, default=10.0,
+                    help="with --intra-host-busbw: latency per collective, us (default 10)")
     pr.add_argument("--devices", default="1,2,4,8", help="device counts to predict (default 1,2,4,8)")
     pr.add_argument("--strategies", default=",".join(("ddp", "fsdp2", "zero1")))
+    pr.add_argument("--models", help="only bases of these models, e.g. resnet18 (default: every model)")
+    pr.add_argument("--precisions", help="only bases of these precisions, e.g. amp-bf16 (default: every one)")
     pr.add_argument("--gpus-per-host", type=int, default=8,
                     help="GPUs a host holds: larger counts span hosts (default 8)")
     pr.add_argument("--hosts", type=int, help="spread every device count over this many hosts instead")
@@ -208,5 +236,7 @@ def add_parser(sub) -> None:
     pr.add_argument("--inter-host-latency-us", type=float, default=5.0,
                     help="latency per inter-host ring step, us (default 5)")
     pr.add_argument("--validate", action="store_true", help="set predictions against measured cases at the same count")
-    pr.add_argument("--json", nargs="?", const="-", help="write the predictions as JSON to FILE (stdout without one)")
+    pr.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                    help="the predictions file (default <results-dir>/<time>-<host>.predictions.json, which "
+                         "`bench report` draws); --json alone prints it instead")
     pr.set_defaults(func=_guarded(cmd_predict))

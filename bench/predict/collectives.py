@@ -159,8 +159,11 @@ class CommModel:
     fits: dict  # (collective, n) -> Fit
     inter: Link | None = None
     source: str = ""
+    stated: Link | None = None  # a link given instead of probed: every collective and count
 
     def intra_link(self, collective: str, n: int) -> tuple[Link, str]:
+        if self.stated is not None:
+            return self.stated, self.stated.source
         measured = sorted(k for c, k in self.fits if c == collective)
         if not measured:
             raise ValueError(f"the probe has no {collective} fit: run probe-comm on 2 or more devices")
@@ -177,7 +180,7 @@ class CommModel:
     def ms(self, collective: str, nbytes: float, per_host: int, hosts: int = 1) -> float:
         if per_host * hosts <= 1:
             return 0.0
-        if hosts <= 1 and (collective, per_host) in self.fits:
+        if hosts <= 1 and self.stated is None and (collective, per_host) in self.fits:
             return self.fits[(collective, per_host)].ms(nbytes)
         link = self.intra_link(collective, max(per_host, 2))[0] if per_host > 1 else Link(0.0, 1.0)
         if hosts > 1 and self.inter is None:

@@ -12,15 +12,11 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-# FSDP2 in strategies/fsdp2.py: one unit per residual stage, the rest (stem, fc) at the root.
-FSDP_UNITS = ("layer1", "layer2", "layer3", "layer4")
-
-
 @dataclass(frozen=True)
 class Param:
     name: str
     numel: int
-    unit: str  # FSDP2 unit: "root" or a stage
+    unit: str  # FSDP2 unit: "root" or the module name of the block that holds it
 
 
 @dataclass(frozen=True)
@@ -40,9 +36,18 @@ class ModelFacts:
         return out
 
 
-def unit_of(name: str) -> str:
-    head = name.split(".", 1)[0]
-    return head if head in FSDP_UNITS else "root"
+def units_by_param(net, model: str) -> dict[str, str]:
+    """Parameter name -> FSDP2 unit, the blocks strategies/fsdp2.py wraps on their own
+    (bench.workloads.facts.shard_units: the workload's declared blocks); the innermost block
+    that holds a parameter owns it, the root everything else."""
+    from bench.workloads.facts import shard_units
+
+    names = {id(m): n for n, m in net.named_modules()}
+    owner: dict[str, str] = {}
+    for block in shard_units(net, model):  # inner blocks first
+        for name, _ in block.named_parameters():
+            owner.setdefault(f"{names[id(block)]}.{name}", names[id(block)])
+    return owner
 
 
 @functools.lru_cache(maxsize=None)
@@ -66,7 +71,8 @@ def facts(model: str) -> ModelFacts:
     by_dtype: dict = {}
     for b in net.buffers():
         by_dtype[b.dtype] = by_dtype.get(b.dtype, 0) + b.numel() * b.element_size()
-    return ModelFacts(model, tuple(Param(n, sizes[n], unit_of(n)) for n in order), tuple(by_dtype.values()))
+    owner = units_by_param(net, model)
+    return ModelFacts(model, tuple(Param(n, sizes[n], owner.get(n, "root")) for n in order), tuple(by_dtype.values()))
 
 
 def ddp_buckets(sizes: list[int], cap_bytes: int, first_cap_bytes: int | None = None) -> list[list[int]]:

@@ -152,6 +152,7 @@ def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_h
     assumptions.append("memory: fp32 parameters, gradients, momentum (sharded terms / n) + activations = measured "
                        "1-device peak - its state" if mem["memory_mib"] is not None else
                        "memory: the state only (the base measured no device peak)")
+    assumptions = list(dict.fromkeys(assumptions))  # the same link may serve several collectives
     return {
         **case.row(), "variant": case.variant(), "hardware": case_mod.hardware(base), "devices": n,
         "per_host": per_host, "hosts": hosts, "step_ms": round(step_ms, 4),

@@ -219,6 +219,20 @@ def comm_model(doc: dict, inter_host_gbps: float | None = None, inter_host_laten
     return CommModel(fits, inter, source=doc.get("path", ""))
 
 
+def stated_model(busbw_gbps: float, latency_us: float, inter_host_gbps: float | None = None,
+                 inter_host_latency_us: float = 5.0) -> CommModel:
+    """Collective costs from a link the user states (no probe): every collective at every
+    count on a ring of this bus bandwidth and fixed latency per call."""
+    if busbw_gbps <= 0 or latency_us < 0:
+        raise ValueError("--intra-host-busbw must be positive and --intra-host-latency-us at least 0")
+    note = (f"intra-host link stated, not probed: bus bandwidth {busbw_gbps:g} GB/s, latency {latency_us:g} us "
+            "per collective")
+    model = comm_model({"fits": []}, inter_host_gbps, inter_host_latency_us)
+    model.stated = Link(0.0, busbw_gbps, note, base_us=latency_us)
+    model.source = f"stated link ({busbw_gbps:g} GB/s, {latency_us:g} us)"
+    return model
+
+
 def describe(doc: dict) -> list[str]:
     """One line per fit, for the terminal."""
     where = ", ".join(map(str, doc["gpus"])) if doc["gpus"] else "cpu"

@@ -83,7 +83,7 @@ def ddp(step, facts: ModelFacts, comm, t: Target) -> Sim:
     broadcast = 0.0
     if str(t.options.get("broadcast_buffers", True)).lower() in ("1", "true", "yes", "on"):
         broadcast = sum(_ms(comm, "broadcast", b, t) for b in facts.buffer_bytes)
-    notes = [f"DDP: {len(buckets)} buckets of " + "/".join(f"{sum(sizes[i] for i in b) / 2**20:.1f}" for b in buckets)
+    notes = [f"DDP: {len(buckets)} bucket{'s' if len(buckets) > 1 else ''} of " + "/".join(f"{sum(sizes[i] for i in b) / 2**20:.1f}" for b in buckets)
              + " MiB (bucket_cap_mb as set; gradient-ready order)"]
     return Sim(step.forward + broadcast, end, step.tail, sum(costs) + broadcast, step.optimizer, notes)
 

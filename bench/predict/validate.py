@@ -15,7 +15,8 @@ def pair(predictions: list[dict], rows: list[dict]) -> list[dict]:
     """One entry per prediction that has a measured case."""
     from bench.cases import results
 
-    measured = {_key(r): r for r in results.latest(rows) if r.get("status") == "ok"}
+    latest = [r for r in results.latest(rows) if r.get("status") == "ok"]
+    measured = {_key(r): r for r in latest}
     out = []
     for p in predictions:
         m = measured.get((p["hardware"], case_mod.Case.from_row(p).key()))
@@ -28,17 +29,54 @@ def pair(predictions: list[dict], rows: list[dict]) -> list[dict]:
             "predicted_step_ms": p["step_ms"], "measured_step_ms": m["step_ms_p50"],
             "error_pct": round(100 * (p["img_per_s"] - m["img_per_s"]) / m["img_per_s"], 2),
             "predicted_memory_mib": p.get("memory_mib"), "measured_memory_mib": m.get("peak_alloc_mib"),
-            "measured_source": m["source"], "base": p["base"]["label"],
+            "measured_source": m["source"], "base": p["base"]["label"], "host_bound": p["host_bound"],
+            "run_drift_pct": run_drift(p, m, latest),
         })
     return out
+
+
+def run_drift(prediction: dict, measured: dict, rows: list[dict]) -> float | None:
+    """How far the measured case's own run was from the base at one device: its 1-device case
+    of the same setting (the same strategy where it ran one, else any) against the base's
+    images/s, in percent. 0 where the base is that run's; None where that run has no 1-device
+    case. Runs on other hosts (or other days) differ: a prediction can be no nearer than this."""
+    if measured["source"] == prediction["base"]["source"]:
+        return 0.0
+    setting = case_mod.Case.from_row(measured).baseline_key()
+    ones = [r for r in rows if r["source"] == measured["source"] and int(r.get("n_replicas") or 0) == 1
+            and case_mod.hardware(r) == case_mod.hardware(measured)
+            and case_mod.Case.from_row(r).baseline_key() == setting]
+    if not ones:
+        return None
+    one = next((r for r in ones if r["strategy"] == measured["strategy"]), ones[0])
+    return round(100 * (one["img_per_s"] - prediction["base"]["img_per_s"]) / prediction["base"]["img_per_s"], 2)
+
+
+def summary(pairs: list[dict]) -> list[str]:
+    """The errors at 2 or more devices, apart for device-bound and host-bound bases, and for
+    measurements whose run sat within 5% of the base at one device."""
+    lines = []
+    many = [v for v in pairs if v["devices"] > 1]
+    for title, chosen in (("device-bound bases", [v for v in many if not v["host_bound"]]),
+                          ("host-bound bases", [v for v in many if v["host_bound"]])):
+        if not chosen:
+            continue
+        errors = sorted(abs(v["error_pct"]) for v in chosen)
+        near = [abs(v["error_pct"]) for v in chosen if v["run_drift_pct"] is not None and abs(v["run_drift_pct"]) <= 5]
+        lines.append(f"{title}: {len(chosen)} pairs at 2+ devices, |error| median {errors[len(errors) // 2]:.1f}%, "
+                     f"max {errors[-1]:.1f}%" + (f"; where the measured run's 1-device case was within 5% of the "
+                                                 f"base: {len(near)} pairs, max {max(near):.1f}%" if near else ""))
+    return lines
 
 
 def render(pairs: list[dict]) -> str:
     if not pairs:
         return "validation: no measured case matches a prediction (same hardware, model, precision, batch, " \
                "knobs, options and device count)"
-    head = f"{'case':<52} {'measured img/s':>15} {'predicted':>10} {'error':>8}  {'memory MiB meas/pred':>20}"
-    lines = ["validation (measured vs predicted; error = predicted/measured - 1):", head]
+    head = (f"{'case':<52} {'measured img/s':>15} {'predicted':>10} {'error':>8}  {'memory MiB meas/pred':>20} "
+            f"{'run vs base':>11}")
+    lines = ["validation (measured vs predicted; error = predicted/measured - 1; run vs base: the measured run's "
+             "own 1-device case against the base, where they differ the error carries that difference):", head]
     for v in pairs:
         spread = ""
         if v["measured_img_per_s_p10"] and v["measured_img_per_s_p90"]:
@@ -47,6 +85,7 @@ def render(pairs: list[dict]) -> str:
         if v["measured_memory_mib"] and v["predicted_memory_mib"]:
             memory = f"{v['measured_memory_mib']:.0f}/{v['predicted_memory_mib']:.0f}"
         label = v["label"] + (f", {v['variant']}" if v["variant"] else "")
+        drift = "-" if v.get("run_drift_pct") is None else f"{v['run_drift_pct']:+.1f}%"
         lines.append(f"{label:<52} {v['measured_img_per_s']:>15.4g} {v['predicted_img_per_s']:>10.4g} "
-                     f"{v['error_pct']:>+7.1f}%  {memory:>20}{spread and '  measured p10-p90' + spread}")
-    return "\n".join(lines)
+                     f"{v['error_pct']:>+7.1f}%  {memory:>20} {drift:>11}{spread and '  measured p10-p90' + spread}")
+    return "\n".join(lines + [""] + summary(pairs))
