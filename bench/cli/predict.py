@@ -125,7 +125,6 @@ def cmd_predict(args) -> int:
         f"{datetime.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}{store.SUFFIX}")
     if out is not None:
         results.check_writable(out)
-    rows = results.load_many(_inputs(args))
     if args.intra_host_busbw is not None:
         if args.probe:
             raise ValueError("give --probe or --intra-host-busbw, not both")
@@ -136,6 +135,7 @@ def cmd_predict(args) -> int:
         doc = probe.load(_probe_file(args))
         comm = probe.comm_model(doc, args.inter_host_gbps, args.inter_host_latency_us)
         device = doc["device"]
+    rows = results.load_many(_inputs(args))
     models, precisions = (_names(args.models), _names(args.precisions))
     usable = [r for r in rows if r.get("device") == device and (not models or r.get("model") in models)
               and (not precisions or r.get("precision") in precisions)]

@@ -5,9 +5,9 @@ State per parameter element, fp32 (the strategies keep fp32 parameters under aut
 parameters, gradients and SGD's momentum, 4 bytes each; DDP adds its gradient buckets
 (another copy of the gradients) unless gradient_as_bucket_view. Sharded terms are divided
 by the device count: ZeRO-1 the momentum (the busiest rank's share of its greedy
-partition), FSDP2 all three, plus what it holds unsharded at once: two units' parameters
-(the one computing and the one prefetched) and one unit's gradients before their
-reduce-scatter; without reshard_after_forward every parameter stays gathered from forward
+partition), FSDP2 all three, plus what it holds unsharded at once: two neighbouring units'
+parameters (the one computing and the one prefetched; the largest such pair) and one unit's
+gradients before their reduce-scatter; without reshard_after_forward every parameter stays gathered from forward
 to backward. Activations (and the step's transient buffers) are the measured one-device
 peak less the state of the strategy that measured it; they stay the same per device under
 weak scaling.
@@ -27,8 +27,11 @@ def state_bytes(strategy: str, facts: ModelFacts, n: int, options: dict) -> dict
     """Bytes per device of each part of the training state."""
     full = facts.numel * 4
     if strategy == "fsdp2":
-        biggest = max(facts.unit_numel().values()) * 4
-        gathered = 2 * biggest if _flag(options, "reshard_after_forward", True) else full
+        units = facts.unit_numel()  # in gradient-ready order: backward's, forward's reversed
+        sizes = [k * 4 for k in units.values()]
+        biggest = max(sizes)
+        pair = max((a + b for a, b in zip(sizes, sizes[1:])), default=biggest)
+        gathered = pair if _flag(options, "reshard_after_forward", True) else full
         return {"parameters": full / n, "gradients": full / n, "momentum": full / n,
                 "unsharded": gathered + biggest}
     out = {"parameters": full, "gradients": full, "momentum": full}

@@ -29,6 +29,7 @@ def pair(predictions: list[dict], rows: list[dict]) -> list[dict]:
             "predicted_step_ms": p["step_ms"], "measured_step_ms": m["step_ms_p50"],
             "error_pct": round(100 * (p["img_per_s"] - m["img_per_s"]) / m["img_per_s"], 2),
             "predicted_memory_mib": p.get("memory_mib"), "measured_memory_mib": m.get("peak_alloc_mib"),
+            "strategy": p["strategy"],
             "measured_source": m["source"], "base": p["base"]["label"], "host_bound": p["host_bound"],
             "run_drift_pct": run_drift(p, m, latest),
         })
@@ -66,6 +67,11 @@ def summary(pairs: list[dict]) -> list[str]:
         lines.append(f"{title}: {len(chosen)} pairs at 2+ devices, |error| median {errors[len(errors) // 2]:.1f}%, "
                      f"max {errors[-1]:.1f}%" + (f"; where the measured run's 1-device case was within 5% of the "
                                                  f"base: {len(near)} pairs, max {max(near):.1f}%" if near else ""))
+    memory = sorted(abs(v["predicted_memory_mib"] / v["measured_memory_mib"] - 1) * 100 for v in many
+                    if v.get("strategy") in ("fsdp2", "zero1") and v["predicted_memory_mib"] and v["measured_memory_mib"])
+    if memory:
+        lines.append(f"peak memory per GPU of the sharded strategies: {len(memory)} pairs, |error| median "
+                     f"{memory[len(memory) // 2]:.1f}%, max {memory[-1]:.1f}%")
     return lines
 
 
