@@ -28,8 +28,9 @@ def figure(pred: pd.DataFrame, pairs: pd.DataFrame, folder: Path, name: str, tit
     solid, the base at one device and every measured case the prediction was validated on."""
     panels = sorted({(p, b) for p, b in zip(pred["precision"], pred["batch_per_gpu"])},
                     key=lambda t: (PRECISION_ORDER.index(t[0]) if t[0] in PRECISION_ORDER else 99, t[1]))
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 5), squeeze=False)
-    for ax, (precision, batch) in zip(axes[0], panels):
+    fig, axes = plt.subplots(2, len(panels), figsize=(6.5 * len(panels), 8.5), squeeze=False,
+                             gridspec_kw={"height_ratios": [3, 2]})
+    for ax, eff, (precision, batch) in zip(axes[0], axes[1], panels):
         mine = pred[(pred["precision"] == precision) & (pred["batch_per_gpu"] == batch)]
         for (strategy, variant), line in mine.groupby(["strategy", "variant"], sort=True):
             line = line.sort_values("devices")
@@ -37,6 +38,7 @@ def figure(pred: pd.DataFrame, pairs: pd.DataFrame, folder: Path, name: str, tit
             series = f"{strategy}{' ' + variant if variant else ''}"
             ax.plot(line["devices"], line["img_per_s"], ls="--", marker="x", color=color,
                     label=_wrap(f"{series} (predicted)"))
+            eff.plot(line["devices"], 100 * line["scaling_efficiency"], ls="--", marker="x", color=color)
             base = line.iloc[0]["base"]
             measured = [(1, base["img_per_s"])] if base["label"].startswith(strategy + " ") else []
             if not pairs.empty:
@@ -47,15 +49,19 @@ def figure(pred: pd.DataFrame, pairs: pd.DataFrame, folder: Path, name: str, tit
             if measured:
                 xs, ys = zip(*sorted(set(measured)))
                 ax.plot(xs, ys, ls="-", marker="o", color=color, label=_wrap(f"{series} (measured)"))
-        ax.set_xscale("log", base=2)
+                one = line.iloc[0]["base"]["img_per_s"]  # efficiency against the base, as predicted
+                eff.plot(xs, [100 * y / (x * one) for x, y in zip(xs, ys)], ls="-", marker="o", color=color)
         ticks = sorted(set(mine["devices"]))
-        ax.set_xticks(ticks, [str(t) for t in ticks])
+        for a in (ax, eff):
+            a.set_xscale("log", base=2)
+            a.set_xticks(ticks, [str(t) for t in ticks])
+            a.grid(alpha=0.3, which="both")
         ax.set_yscale("log")
-        ax.set_xlabel("devices")
+        eff.set_xlabel("devices")
+        eff.set_ylabel("scaling efficiency, % (of n x the base)")
         ax.set_ylabel("images/s (solid: measured; dashed: predicted)")
         ax.set_title(f"{precision}, {batch}/device")
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.12))
+        eff.legend(*ax.get_legend_handles_labels(), fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     fig.suptitle(title, fontsize=10)
     return _save(fig, folder, name)
 
