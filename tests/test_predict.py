@@ -398,6 +398,12 @@ def test_report_draws_predictions_beside_the_measured_and_the_answer_ignores_the
     assert "![nvidia-h200-resnet18-predicted-scale](nvidia-h200-resnet18-predicted-scale.png)" in section
     assert (tmp_path / "with" / "nvidia-h200-resnet18-predicted-scale.png").exists()
     assert "8x8" in section and "stated link (295 GB/s, 10 us)" in section and "3200 Gb/s per host" in section
+    # `bench answer` says it apart, from a prediction whose base ran the strategy itself.
+    from bench.report.predicted import said_in_answer
+
+    said = said_in_answer([tmp_path / "run.json"])
+    assert len(said) == 1 and said[0].startswith("Predicted, not measured (scale.predictions.json): at 8x8 devices")
+    assert "the highest is ddp (" in said[0] and "from ddp amp-fp16 resnet18 1 GPU batch 256" in said[0]
 
 
 # --- end to end on the CPU ---------------------------------------------------------------------

@@ -31,6 +31,10 @@ def cmd_answer(args) -> int:
             print(table.to_string(index=False) + "\n")
     for line in legend.lines():
         print(line)
+    from bench.report.predicted import said_in_answer
+
+    for line in said_in_answer(shown):
+        print("\n" + line)
     return 0
 
 

@@ -119,3 +119,24 @@ def file_section(doc: dict, out: Path) -> list[str]:
         lines += [f"**{model} on {hw}**", "", f"![{name}]({name}.png)", "", table(group, mine).to_markdown(index=False),
                   ""]
     return lines
+
+
+def said_in_answer(paths: list[Path]) -> list[str]:
+    """One line per predictions file beside the results, apart from the measured answer: the
+    highest predicted images/s at the largest device count among predictions made from the
+    strategy's own one-device case (one from another strategy's base lacks its own overheads),
+    and where the rest is drawn."""
+    lines = []
+    for found in store.beside(paths):
+        pred = pd.DataFrame(store.load(found)["predictions"])
+        if not pred.empty:
+            pred = pred[[b["label"].startswith(f"{s} ") for b, s in zip(pred["base"], pred["strategy"])]]
+        if pred.empty:
+            continue
+        top = pred[pred["devices"] == pred["devices"].max()].sort_values("img_per_s").iloc[-1]
+        knobs = f" ({top['variant']})" if top["variant"] else ""
+        lines.append(f"Predicted, not measured ({found.name}): at {_layout(top)} devices the highest is "
+                     f"{top['strategy']}{knobs} {top['precision']} {top['model']} {int(top['batch_per_gpu'])}/device, "
+                     f"{_k(top['img_per_s'])} img/s ({100 * top['scaling_efficiency']:.0f}% efficiency) from "
+                     f"{top['base']['label']}; `bench report` draws every prediction beside the measured cases.")
+    return lines
