@@ -417,7 +417,9 @@ def test_bad_input_gets_one_line(tmp_path):
                        (["probe-comm", "--gpus", "", "--sizes", "4K,lots"], "--sizes takes sizes"),
                        (["predict", "--results-dir", str(tmp_path), "--probe", str(tmp_path / "none.json")],
                         "cannot read probe"),
-                       (["predict", "--results-dir", str(tmp_path), "--strategies", "dp"], "cannot predict 'dp'")):
+                       (["predict", "--results-dir", str(tmp_path), "--strategies", "dp"], "cannot predict 'dp'"),
+                       (["predict", "--results-dir", str(tmp_path), "--probe", "x.comm.json", "--intra-host-busbw", "250"],
+                        "give --probe or --intra-host-busbw, not both")):
         proc = bench_cli(*args)
         assert proc.returncode == 2 and says in proc.stderr, (args, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
