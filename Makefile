@@ -27,7 +27,7 @@ LAYOUT ?= $(if $(ON_GPU),--channels-last)
 # Setup only when PY is the project's own environment.
 NEEDS_SETUP := $(if $(filter $(VENV)/bin/python,$(PY)),setup)
 
-.PHONY: setup setup-mxnet bench list plot test slurm-test pytest-bench baseline-ci regress-ci regress clean
+.PHONY: setup setup-mxnet bench list plot test slurm-test pytest-bench baseline-ci regress-ci regress predict-validate clean
 
 setup: $(VENV)/.installed
 
@@ -117,6 +117,21 @@ CURRENT ?= $(lastword $(sort $(wildcard $(RESULTS)/run-*.json)))
 regress: $(NEEDS_SETUP)
 	$(if $(CURRENT),,$(error no $(RESULTS)/run-*.json to compare: run `make bench` first, or pass CURRENT=FILE))
 	$(PY) -m bench compare auto $(CURRENT) $(ARGS)
+
+# Predictions judged on one host: the collectives probed on GPUS, one-GPU bases with traces, the
+# same cases measured at COUNTS GPUs, then `predict --validate` (all in $(RESULTS)/predict-<time>/;
+# `make plot` draws it). E.g. make predict-validate GPUS=0,1,2,3 COUNTS=2,4 MODEL=resnet18
+COUNTS ?= 2
+predict-validate: $(NEEDS_SETUP)
+	$(if $(filter-out all cpu none,$(GPUS)),,$(error predict-validate needs GPUS=0,1,... (two or more GPUs)))
+	set -e; dir=$(RESULTS)/predict-$$(date +%Y%m%d-%H%M%S); mkdir -p $$dir; \
+	$(PY) -m bench probe-comm --gpus $(GPUS) --devices $(COUNTS) --out $$dir/link.comm.json; \
+	run="$(PY) -m bench run --gpus $(GPUS) --strategies ddp,zero1,fsdp2 --models $(MODEL) --precisions $(PRECISION) \
+		$(if $(BATCH_SIZES),--batch-sizes $(BATCH_SIZES)) $(LAYOUT) $(ARGS)"; \
+	$$run --gpu-counts 1 --anatomy --out $$dir/bases.json; \
+	$$run --gpu-counts $(COUNTS) --out $$dir/measured.json; \
+	$(PY) -m bench predict $$dir/bases.json $$dir/measured.json --probe $$dir/link.comm.json --devices 1,$(COUNTS) \
+		--validate --json $$dir/validation.predictions.json
 
 clean:
 	rm -rf $(VENV) $(MXNET_VENV) .pytest_cache .benchmarks
