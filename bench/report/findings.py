@@ -125,7 +125,14 @@ def sentences(frame: pd.DataFrame) -> list[str]:
     if saved:
         mib, speed = [m for m, _ in saved], [v for _, v in saved]
         names = ", ".join(s for s in strategies.names() if strategies.get(s).shards)
-        out.append(f"Sharding ({names}) takes between {max(mib):.0f} MiB less and {max(0, -min(mib)):.0f} MiB more "
+        most, worst = max(mib), min(mib)
+        if worst >= 0:
+            span = f"uses {worst:.0f}-{most:.0f} MiB less"
+        elif most <= 0:
+            span = f"uses {-most:.0f}-{-worst:.0f} MiB more"
+        else:
+            span = f"uses between {most:.0f} MiB less and {-worst:.0f} MiB more"
+        out.append(f"Sharding ({names}) {span} "
                    f"per GPU than {reference} ({sum(m > 0 for m in mib)} of {len(mib)} cases save), at "
                    f"{100 * min(speed):.0f}-{100 * max(speed):.0f}% of its throughput (same run).")
     bound = []
