@@ -120,16 +120,17 @@ regress: $(NEEDS_SETUP)
 
 # Predictions judged on one host: the collectives probed on GPUS, one-GPU bases with traces, the
 # same cases measured at COUNTS GPUs, then `predict --validate` (all in $(RESULTS)/predict-<time>/;
-# `make plot` draws it). E.g. make predict-validate GPUS=0,1,2,3 COUNTS=2,4 MODEL=resnet18
+# `make plot RESULTS=...` draws it). The bases and the measurements share the host, so the
+# errors are the model's. E.g. make predict-validate GPUS=0,1,2,3 COUNTS=2,4 MODEL=resnet18
 COUNTS ?= 2
+PREDICT_RUN = $(PY) -m bench run --gpus $(GPUS) --strategies ddp,zero1,fsdp2 --models $(MODEL) \
+	--precisions $(PRECISION) $(if $(BATCH_SIZES),--batch-sizes $(BATCH_SIZES)) $(LAYOUT) $(ARGS)
 predict-validate: $(NEEDS_SETUP)
-	$(if $(filter-out all cpu none,$(GPUS)),,$(error predict-validate needs GPUS=0,1,... (two or more GPUs)))
+	$(if $(findstring $(,),$(GPUS)),,$(error predict-validate needs two or more GPUs: GPUS=0,1[,...]))
 	set -e; dir=$(RESULTS)/predict-$$(date +%Y%m%d-%H%M%S); mkdir -p $$dir; \
 	$(PY) -m bench probe-comm --gpus $(GPUS) --devices $(COUNTS) --out $$dir/link.comm.json; \
-	run="$(PY) -m bench run --gpus $(GPUS) --strategies ddp,zero1,fsdp2 --models $(MODEL) --precisions $(PRECISION) \
-		$(if $(BATCH_SIZES),--batch-sizes $(BATCH_SIZES)) $(LAYOUT) $(ARGS)"; \
-	$$run --gpu-counts 1 --anatomy --out $$dir/bases.json; \
-	$$run --gpu-counts $(COUNTS) --out $$dir/measured.json; \
+	$(PREDICT_RUN) --gpu-counts 1 --anatomy --out $$dir/bases.json; \
+	$(PREDICT_RUN) --gpu-counts $(COUNTS) --out $$dir/measured.json; \
 	$(PY) -m bench predict $$dir/bases.json $$dir/measured.json --probe $$dir/link.comm.json --devices 1,$(COUNTS) \
 		--validate --json $$dir/validation.predictions.json
 

@@ -406,6 +406,38 @@ def test_report_draws_predictions_beside_the_measured_and_the_answer_ignores_the
     assert "the highest is ddp (" in said[0] and "from ddp amp-fp16 resnet18 1 GPU batch 256" in said[0]
 
 
+def test_report_sets_each_measured_point_on_its_own_series_only(tmp_path):
+    """Measured points and errors join their prediction by hardware, model, strategy, knobs,
+    precision and batch: the 2- and 4-GPU errors land on resnet18-small's fused-SGD DDP row at
+    1024, none on another GPU's copy of the same predictions; files that cannot be read are
+    left out in one line, in the report and in the answer."""
+    import shutil
+
+    from bench.predict import store
+    from bench.report.predicted import said_in_answer, section
+
+    shutil.copy(H200_BASES / "h200-bases-best-small.json", tmp_path / "run.json")
+    doc = store.load(H200_BASES / "validation-2-4.predictions.json")
+    keep = [p for p in doc["predictions"] if p["model"] == "resnet18-small" and p["batch_per_gpu"] == 1024]
+    other_gpu = [{**p, "hardware": "NVIDIA H100 80GB HBM3"} for p in keep]
+    store.write(tmp_path / "v.predictions.json", store.document(keep + other_gpu, doc["validation"], doc["settings"]))
+    (tmp_path / "broken.predictions.json").write_text('{"schema": "something else"}')
+    text = "\n".join(section([tmp_path / "run.json"], tmp_path))
+
+    def table_rows(part):  # the cells of one GPU's table
+        return [[c.strip() for c in line.split("|")[1:-1]] for line in part.split("**")[0].splitlines()
+                if line.startswith("| `")]
+
+    h200 = table_rows(text.split("**resnet18-small on NVIDIA H200**")[1])
+    h100 = table_rows(text.split("**resnet18-small on NVIDIA H100 80GB HBM3**")[1])
+    fused = [r for r in h200 if r[0] == "`ddp`, channels_last, sgd=fused" and r[1] == "amp-bf16"]
+    assert len(fused) == 1 and fused[0][-1].startswith("2: +") and "; 4: +" in fused[0][-1], fused
+    assert sum(bool(r[-1]) for r in h200) == 3  # DDP with channels_last, with fused SGD, and the fastest settings
+    assert h100 and not any(r[-1] for r in h100)
+    assert "`broken.predictions.json` left out: " in text
+    assert any("broken.predictions.json left out" in line for line in said_in_answer([tmp_path / "run.json"]))
+
+
 # --- end to end on the CPU ---------------------------------------------------------------------
 def bench_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """`python -m bench probe-comm|predict ...`."""

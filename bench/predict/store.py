@@ -15,7 +15,8 @@ class PredictionsError(ValueError):
 
 
 def document(predictions: list[dict], validation: list[dict] | None, settings: dict) -> dict:
-    return {"schema": SCHEMA, "settings": settings, "predictions": predictions, "validation": validation or []}
+    """`validation` None: not validated; a list (maybe empty): the pairs found."""
+    return {"schema": SCHEMA, "settings": settings, "predictions": predictions, "validation": validation}
 
 
 def write(path: Path, doc: dict) -> None:
@@ -31,6 +32,8 @@ def load(path) -> dict:
         raise PredictionsError(f"{path}: cannot read a predictions file ({exc})") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise PredictionsError(f"{path}: not a {SCHEMA} file (written by `bench predict`)")
+    if not isinstance(doc.get("predictions"), list):
+        raise PredictionsError(f"{path}: a predictions file without its 'predictions' list")
     doc["path"] = str(path)
     return doc
 

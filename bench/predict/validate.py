@@ -4,7 +4,12 @@ options, on the same hardware (the latest ok row of it), and the error of the pr
 images/s (and step) in percent of the measured."""
 from __future__ import annotations
 
+import statistics
+
 from bench.cases import case as case_mod
+
+# What ties a pair to its prediction's series (a report draws the measured point on it).
+SERIES = ("hardware", "model", "strategy", "variant", "precision", "batch_per_gpu")
 
 
 def _key(row: dict) -> tuple:
@@ -29,7 +34,7 @@ def pair(predictions: list[dict], rows: list[dict]) -> list[dict]:
             "predicted_step_ms": p["step_ms"], "measured_step_ms": m["step_ms_p50"],
             "error_pct": round(100 * (p["img_per_s"] - m["img_per_s"]) / m["img_per_s"], 2),
             "predicted_memory_mib": p.get("memory_mib"), "measured_memory_mib": m.get("peak_alloc_mib"),
-            "strategy": p["strategy"],
+            **{k: p[k] for k in SERIES},
             "measured_source": m["source"], "base": p["base"]["label"], "host_bound": p["host_bound"],
             "run_drift_pct": run_drift(p, m, latest),
         })
@@ -58,20 +63,22 @@ def summary(pairs: list[dict]) -> list[str]:
     measurements whose run sat within 5% of the base at one device."""
     lines = []
     many = [v for v in pairs if v["devices"] > 1]
-    for title, chosen in (("device-bound bases", [v for v in many if not v["host_bound"]]),
-                          ("host-bound bases", [v for v in many if v["host_bound"]])):
+    for title, chosen in (("device-bound bases", [v for v in many if v.get("host_bound") is False]),
+                          ("host-bound bases", [v for v in many if v.get("host_bound")])):
         if not chosen:
             continue
-        errors = sorted(abs(v["error_pct"]) for v in chosen)
-        near = [abs(v["error_pct"]) for v in chosen if v["run_drift_pct"] is not None and abs(v["run_drift_pct"]) <= 5]
-        lines.append(f"{title}: {len(chosen)} pairs at 2+ devices, |error| median {errors[len(errors) // 2]:.1f}%, "
-                     f"max {errors[-1]:.1f}%" + (f"; where the measured run's 1-device case was within 5% of the "
-                                                 f"base: {len(near)} pairs, max {max(near):.1f}%" if near else ""))
-    memory = sorted(abs(v["predicted_memory_mib"] / v["measured_memory_mib"] - 1) * 100 for v in many
-                    if v.get("strategy") in ("fsdp2", "zero1") and v["predicted_memory_mib"] and v["measured_memory_mib"])
+        errors = [abs(v["error_pct"]) for v in chosen]
+        near = [abs(v["error_pct"]) for v in chosen
+                if v.get("run_drift_pct") is not None and abs(v["run_drift_pct"]) <= 5]
+        lines.append(f"{title}: {len(chosen)} pairs at 2+ devices, |error| median {statistics.median(errors):.1f}%, "
+                     f"max {max(errors):.1f}%" + (f"; where the measured run's 1-device case was within 5% of the "
+                                                  f"base: {len(near)} pairs, max {max(near):.1f}%" if near else ""))
+    memory = [abs(v["predicted_memory_mib"] / v["measured_memory_mib"] - 1) * 100 for v in many
+              if v.get("strategy") in ("fsdp2", "zero1") and v.get("predicted_memory_mib")
+              and v.get("measured_memory_mib")]
     if memory:
         lines.append(f"peak memory per GPU of the sharded strategies: {len(memory)} pairs, |error| median "
-                     f"{memory[len(memory) // 2]:.1f}%, max {memory[-1]:.1f}%")
+                     f"{statistics.median(memory):.1f}%, max {max(memory):.1f}%")
     return lines
 
 

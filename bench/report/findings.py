@@ -126,14 +126,15 @@ def sentences(frame: pd.DataFrame) -> list[str]:
         mib, speed = [m for m, _ in saved], [v for _, v in saved]
         names = ", ".join(s for s in strategies.names() if strategies.get(s).shards)
         most, worst = max(mib), min(mib)
-        if worst >= 0:
-            span = f"uses {worst:.0f}-{most:.0f} MiB less"
+        if max(abs(most), abs(worst)) < 0.5:
+            span = f"uses as much memory per GPU as {reference}"
+        elif worst >= 0:
+            span = f"uses {worst:.0f}-{most:.0f} MiB less per GPU than {reference}"
         elif most <= 0:
-            span = f"uses {-most:.0f}-{-worst:.0f} MiB more"
+            span = f"uses {-most:.0f}-{-worst:.0f} MiB more per GPU than {reference}"
         else:
-            span = f"uses between {most:.0f} MiB less and {-worst:.0f} MiB more"
-        out.append(f"Sharding ({names}) {span} "
-                   f"per GPU than {reference} ({sum(m > 0 for m in mib)} of {len(mib)} cases save), at "
+            span = f"uses between {most:.0f} MiB less and {-worst:.0f} MiB more per GPU than {reference}"
+        out.append(f"Sharding ({names}) {span} ({sum(m > 0 for m in mib)} of {len(mib)} cases save), at "
                    f"{100 * min(speed):.0f}-{100 * max(speed):.0f}% of its throughput (same run).")
     bound = []
     for _, g in ok[ok["execution"] == "cuda-graph"].iterrows():

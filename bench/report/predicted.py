@@ -1,7 +1,7 @@
 """Predictions beside measurements: every `bench predict` file found beside the results,
-drawn per hardware and model (images/s against devices: measured solid, predicted dashed)
-and tabled with the validation error where a measured case has the same device count.
-Predictions never enter the answer's rankings; this section only shows them."""
+drawn per hardware and model (images/s and scaling efficiency against devices: measured solid,
+predicted dashed) and tabled with the validation error where a measured case has the same
+device count. Predictions never enter the answer's rankings; this section only shows them."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,9 +10,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from bench.predict import store
+from bench.predict.validate import SERIES, summary
 from bench.report.figures import COLORS, PRECISION_ORDER, _save, _wrap, slug
-
-SERIES = ["strategy", "variant", "precision", "batch_per_gpu"]
 
 
 def _k(value: float) -> str:
@@ -23,9 +22,27 @@ def _layout(row) -> str:
     return f"{int(row['hosts'])}x{int(row['per_host'])}" if row["hosts"] > 1 else str(int(row["devices"]))
 
 
+def _own_base(row) -> bool:
+    """Predicted from a one-device case of the strategy itself (else from another strategy's,
+    which lacks the strategy's own host work)."""
+    return row["base"]["label"].startswith(f"{row['strategy']} ")
+
+
+def _measured(pairs: pd.DataFrame, series: dict) -> pd.DataFrame:
+    """The validation pairs of one prediction series at 2 or more devices (files written before
+    pairs carried their series have none)."""
+    if pairs.empty or not set(SERIES) <= set(pairs.columns):
+        return pd.DataFrame(columns=["devices", "measured_img_per_s", "error_pct"])
+    hit = pairs["devices"] > 1
+    for key in SERIES:
+        hit &= pairs[key] == series[key]
+    return pairs[hit].sort_values("devices")
+
+
 def figure(pred: pd.DataFrame, pairs: pd.DataFrame, folder: Path, name: str, title: str) -> list[Path]:
-    """One panel per precision and batch; per strategy and knobs a dashed predicted curve and,
-    solid, the base at one device and every measured case the prediction was validated on."""
+    """One column per precision and batch: images/s above, scaling efficiency below; per
+    strategy and knobs a dashed predicted curve (dotted where its base ran another strategy)
+    and, solid, the base at one device and every measured case it was validated on."""
     panels = sorted({(p, b) for p, b in zip(pred["precision"], pred["batch_per_gpu"])},
                     key=lambda t: (PRECISION_ORDER.index(t[0]) if t[0] in PRECISION_ORDER else 99, t[1]))
     fig, axes = plt.subplots(2, len(panels), figsize=(6.5 * len(panels), 8.5), squeeze=False,
@@ -34,22 +51,21 @@ def figure(pred: pd.DataFrame, pairs: pd.DataFrame, folder: Path, name: str, tit
         mine = pred[(pred["precision"] == precision) & (pred["batch_per_gpu"] == batch)]
         for (strategy, variant), line in mine.groupby(["strategy", "variant"], sort=True):
             line = line.sort_values("devices")
+            first = line.iloc[0]
             color = COLORS.get(strategy, "grey")
             series = f"{strategy}{' ' + variant if variant else ''}"
-            ax.plot(line["devices"], line["img_per_s"], ls="--", marker="x", color=color,
-                    label=_wrap(f"{series} (predicted)"))
-            eff.plot(line["devices"], 100 * line["scaling_efficiency"], ls="--", marker="x", color=color)
-            base = line.iloc[0]["base"]
-            measured = [(1, base["img_per_s"])] if base["label"].startswith(strategy + " ") else []
-            if not pairs.empty:
-                hit = pairs[(pairs["label"].str.startswith(strategy + " ")) & (pairs["variant"] == variant)
-                            & pairs["label"].str.contains(f" {precision} ", regex=False)
-                            & pairs["label"].str.endswith(f"batch {batch}") & (pairs["devices"] > 1)]
-                measured += list(zip(hit["devices"], hit["measured_img_per_s"]))
-            if measured:
-                xs, ys = zip(*sorted(set(measured)))
+            own = _own_base(first)
+            how = "predicted" if own else f"predicted from {first['base']['label'].split()[0]}'s base"
+            style = {"ls": "--" if own else ":", "marker": "x", "color": color}
+            ax.plot(line["devices"], line["img_per_s"], label=_wrap(f"{series} ({how})"), **style)
+            eff.plot(line["devices"], 100 * line["scaling_efficiency"], **style)
+            hit = _measured(pairs, first)
+            points = ([(1, first["base"]["img_per_s"])] if own else []) + list(
+                zip(hit["devices"], hit["measured_img_per_s"]))
+            if points:
+                xs, ys = zip(*sorted(set(points)))
                 ax.plot(xs, ys, ls="-", marker="o", color=color, label=_wrap(f"{series} (measured)"))
-                one = line.iloc[0]["base"]["img_per_s"]  # efficiency against the base, as predicted
+                one = first["base"]["img_per_s"]  # efficiency against the base, as predicted
                 eff.plot(xs, [100 * y / (x * one) for x, y in zip(xs, ys)], ls="-", marker="o", color=color)
         ticks = sorted(set(mine["devices"]))
         for a in (ax, eff):
@@ -57,66 +73,79 @@ def figure(pred: pd.DataFrame, pairs: pd.DataFrame, folder: Path, name: str, tit
             a.set_xticks(ticks, [str(t) for t in ticks])
             a.grid(alpha=0.3, which="both")
         ax.set_yscale("log")
-        eff.set_xlabel("devices")
-        eff.set_ylabel("scaling efficiency, % (of n x the base)")
         ax.set_ylabel("images/s (solid: measured; dashed: predicted)")
         ax.set_title(f"{precision}, {batch}/device")
+        eff.set_xlabel("devices")
+        eff.set_ylabel("scaling efficiency, % (of n x the base)")
         eff.legend(*ax.get_legend_handles_labels(), fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     fig.suptitle(title, fontsize=10)
     return _save(fig, folder, name)
 
 
 def table(pred: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
-    """One row per series: predicted images/s and efficiency per device count, then the
-    validation errors."""
+    """One row per series: predicted images/s and efficiency per device count, its base, then
+    the validation errors."""
     rows = []
-    for key, line in pred.groupby(SERIES, sort=True):
-        strategy, variant, precision, batch = key
-        row = {"strategy and knobs": f"`{strategy}`" + (f", {variant}" if variant else ""), "precision": precision,
-               "batch/device": int(batch)}
-        for _, r in line.sort_values("devices").iterrows():
+    for _, line in pred.groupby(list(SERIES), sort=True):
+        line = line.sort_values("devices")
+        first = line.iloc[0]
+        row = {"strategy and knobs": f"`{first['strategy']}`" + (f", {first['variant']}" if first["variant"] else ""),
+               "precision": first["precision"], "batch/device": int(first["batch_per_gpu"]),
+               "from": "its own 1-device case" if _own_base(first) else first["base"]["label"]}
+        for _, r in line.iterrows():
             row[_layout(r)] = f"{_k(r['img_per_s'])} ({100 * r['scaling_efficiency']:.0f}%)"
         if not pairs.empty:
-            hit = pairs[pairs["label"].str.startswith(strategy + " ") & (pairs["variant"] == variant)
-                        & pairs["label"].str.contains(f" {precision} ", regex=False)
-                        & pairs["label"].str.endswith(f"batch {batch}") & (pairs["devices"] > 1)]
             row["measured: error"] = "; ".join(f"{int(v['devices'])}: {v['error_pct']:+.1f}%"
-                                               for _, v in hit.sort_values("devices").iterrows())
+                                               for _, v in _measured(pairs, first).iterrows())
         rows.append(row)
     return pd.DataFrame(rows).fillna("")
 
 
+def _readable(paths: list[Path]) -> list[tuple[Path, dict | None, str]]:
+    """(file, document or None, why not) for every predictions file beside the results."""
+    out = []
+    for found in store.beside(paths):
+        try:
+            out.append((found, store.load(found), ""))
+        except store.PredictionsError as exc:
+            out.append((found, None, str(exc)))
+    return out
+
+
 def section(paths: list[Path], out: Path) -> list[str]:
     lines = []
-    for found in store.beside(paths):
-        lines += file_section(store.load(found), out)
+    for found, doc, why in _readable(paths):
+        lines += [f"- `{found.name}` left out: {why}", ""] if doc is None else file_section(doc, out)
     return (["## Predicted beyond the measured devices", "",
              "Predicted, not measured: the answer above ranks measured cases only. Each prediction starts from a "
-             "measured one-device case and its `--anatomy` traces; every prediction's assumptions are in its file. "
-             "Cells: images/s (scaling efficiency); `HxG`: H hosts of G devices.", ""] + lines) if lines else []
+             "measured one-device case and its `--anatomy` traces (dotted curves: another strategy's case, which "
+             "lacks the strategy's own host work); every prediction's assumptions are in its file. Cells: images/s "
+             "(scaling efficiency); `HxG`: H hosts of G devices.", ""] + lines) if lines else []
 
 
 def file_section(doc: dict, out: Path) -> list[str]:
     if not doc["predictions"]:
         return []
     pred = pd.DataFrame(doc["predictions"])
-    pairs = pd.DataFrame(doc["validation"])
-    settings = doc.get("settings", {})
+    validated = doc.get("validation")
+    pairs = pd.DataFrame(validated or [])
+    settings = doc.get("settings") or {}
     stem = Path(doc["path"]).name[:-len(store.SUFFIX)]
     lines = [f"### `{stem}`", "",
              f"Collective costs from {settings.get('link') or 'a probe'}"
              + (f"; across hosts {settings['inter_host_gbps']:g} Gb/s per host" if settings.get("inter_host_gbps")
                 else "") + ".", ""]
-    from bench.predict.validate import summary
-
-    said = summary(doc["validation"]) if doc["validation"] else []
-    if said:
-        lines += ["Validation (predicted against measured at 2 or more devices):", ""] + [f"- {s}" for s in said] + [""]
+    if validated is None:
+        lines += ["Not validated (`bench predict --validate` sets predictions against measured cases).", ""]
+    elif not validated:
+        lines += ["Validated: no measured case had a predicted device count.", ""]
+    else:
+        lines += ["Validation (predicted against measured at 2 or more devices):", ""] + [
+            f"- {s}" for s in summary(validated)] + [""]
     for (hw, model), group in pred.groupby(["hardware", "model"], sort=True):
-        mine = pairs[pairs["label"].str.contains(f" {model} ", regex=False)] if not pairs.empty else pairs
         name = f"{slug(hw, model)}-predicted-{slug(stem)}"
-        figure(group, mine, out, name, f"{model} on {hw}: predicted (dashed) and measured (solid), {stem}")
-        lines += [f"**{model} on {hw}**", "", f"![{name}]({name}.png)", "", table(group, mine).to_markdown(index=False),
+        figure(group, pairs, out, name, f"{model} on {hw}: predicted (dashed) and measured (solid), {stem}")
+        lines += [f"**{model} on {hw}**", "", f"![{name}]({name}.png)", "", table(group, pairs).to_markdown(index=False),
                   ""]
     return lines
 
@@ -124,13 +153,15 @@ def file_section(doc: dict, out: Path) -> list[str]:
 def said_in_answer(paths: list[Path]) -> list[str]:
     """One line per predictions file beside the results, apart from the measured answer: the
     highest predicted images/s at the largest device count among predictions made from the
-    strategy's own one-device case (one from another strategy's base lacks its own overheads),
-    and where the rest is drawn."""
+    strategy's own one-device case, and where the rest is drawn."""
     lines = []
-    for found in store.beside(paths):
-        pred = pd.DataFrame(store.load(found)["predictions"])
+    for found, doc, why in _readable(paths):
+        if doc is None:
+            lines.append(f"Predictions file {found.name} left out: {why}")
+            continue
+        pred = pd.DataFrame(doc["predictions"])
         if not pred.empty:
-            pred = pred[[b["label"].startswith(f"{s} ") for b, s in zip(pred["base"], pred["strategy"])]]
+            pred = pred[pred.apply(_own_base, axis=1)]
         if pred.empty:
             continue
         top = pred[pred["devices"] == pred["devices"].max()].sort_values("img_per_s").iloc[-1]
