@@ -395,8 +395,11 @@ def test_report_draws_predictions_beside_the_measured_and_the_answer_ignores_the
 
     assert answer(report) == answer(alone) and "predicted" not in answer(report).lower()
     section = report.split("## Predicted beyond the measured devices")[1]
-    assert "![nvidia-h200-resnet18-predicted-scale](nvidia-h200-resnet18-predicted-scale.png)" in section
-    assert (tmp_path / "with" / "nvidia-h200-resnet18-predicted-scale.png").exists()
+    from bench.report.figures import slug
+
+    name = f"nvidia-h200-resnet18-predicted-{slug(tmp_path.name, 'scale')}"  # the file's folder and name
+    assert f"![{name}]({name}.png)" in section
+    assert (tmp_path / "with" / f"{name}.png").exists()
     assert "8x8" in section and "stated link (295 GB/s, 10 us)" in section and "3200 Gb/s per host" in section
     # `bench answer` says it apart, from a prediction whose base ran the strategy itself.
     from bench.report.predicted import said_in_answer

@@ -130,7 +130,8 @@ def file_section(doc: dict, out: Path) -> list[str]:
     validated = doc.get("validation")
     pairs = pd.DataFrame(validated or [])
     settings = doc.get("settings") or {}
-    stem = Path(doc["path"]).name[:-len(store.SUFFIX)]
+    path = Path(doc["path"])
+    stem = f"{path.parent.name}/{path.name[:-len(store.SUFFIX)]}"  # files of one name in several folders
     lines = [f"### `{stem}`", "",
              f"Collective costs from {settings.get('link') or 'a probe'}"
              + (f"; across hosts {settings['inter_host_gbps']:g} Gb/s per host" if settings.get("inter_host_gbps")
