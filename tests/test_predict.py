@@ -380,6 +380,32 @@ def test_h200_one_gpu_traces_predict_the_measured_2_and_4_gpu_runs(tmp_path):
             assert abs(v["predicted_memory_mib"] / v["measured_memory_mib"] - 1) <= 0.05, v
 
 
+def test_one_host_of_2_h200_resnet18_at_1024_within_5_percent(tmp_path):
+    """`make predict-validate` on one host of 2 H200 (results/reference/h200x2/predict-validate/run-1):
+    from its probe and one-GPU traces, DDP, FSDP2 and ZeRO-1 on resnet18 at 1024 per GPU, fp32 and
+    amp-bf16, come within 5% of the 2-GPU runs measured there (the errors are at most 3.0%)."""
+    import shutil
+    import tarfile
+
+    from bench.cases import results
+    from bench.predict import predict, probe, validate
+
+    run = REPO / "results" / "reference" / "h200x2" / "predict-validate" / "run-1"
+    for name in ("bases.json", "measured.json"):
+        shutil.copy(run / name, tmp_path / name)
+    with tarfile.open(run / "traces.tar.xz") as tar:
+        tar.extractall(tmp_path, members=[m for m in tar.getmembers() if "-resnet18-1-gpu-b1024" in m.name],
+                       filter="data")
+    rows = [r for r in results.load_many([tmp_path / "bases.json", tmp_path / "measured.json"])
+            if r["model"] == "resnet18" and r["batch_per_gpu"] == 1024]
+    comm = probe.comm_model(probe.load(run / "link.comm.json"))
+    pairs = [v for v in validate.pair(predict.predict(rows, comm, ["ddp", "fsdp2", "zero1"], [2]), rows)
+             if v["devices"] == 2]
+    assert {(v["strategy"], v["precision"]) for v in pairs} == {
+        (s, p) for s in ("ddp", "fsdp2", "zero1") for p in ("fp32", "amp-bf16")}
+    assert all(abs(v["error_pct"]) <= 5 for v in pairs), [(v["label"], v["error_pct"]) for v in pairs]
+
+
 def test_report_draws_predictions_beside_the_measured_and_the_answer_ignores_them(tmp_path):
     import shutil
 
