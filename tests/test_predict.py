@@ -325,6 +325,9 @@ def test_predict_on_gpu_traces_across_hosts(tmp_path):
         assert all(r["host_bound"] and r["probe"].endswith("h200.comm.json") for r in mine)
         assert all(r["base"]["traces"].endswith(H200_DDP.name) and r["memory_mib"] > 0 for r in mine)
     assert "host-bound: host time is the floor" in proc.stdout
+    # --json alone: standard output is the JSON and nothing else (it can be piped).
+    piped = bench_cli("predict", "--results-dir", str(tmp_path), "--devices", "1,2", "--json")
+    assert piped.returncode == 0 and len(json.loads(piped.stdout)["predictions"]) == 6, piped.stdout[:200]
 
 
 # --- a link stated instead of probed ------------------------------------------------------------

@@ -145,11 +145,12 @@ def cmd_predict(args) -> int:
                          "`bench run --anatomy` (single or ddp on one device)")
     if doc is not None:
         _note_probe_hardware(rows_out, doc)
-    print(render(rows_out))
     pairs = validate.pair(rows_out, rows) if args.validate else None
-    if pairs is not None:
-        print()
-        print(validate.render(pairs))
+    if out is not None:  # with --json alone, standard output holds the JSON only
+        print(render(rows_out))
+        if pairs is not None:
+            print()
+            print(validate.render(pairs))
     doc_out = store.document(rows_out, pairs, {
         "devices": devices, "strategies": targets, "gpus_per_host": args.gpus_per_host, "hosts": args.hosts,
         "inter_host_gbps": args.inter_host_gbps, "link": comm.source})
