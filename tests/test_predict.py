@@ -305,7 +305,9 @@ def test_predict_on_gpu_traces_across_hosts(tmp_path):
     shutil.copytree(H200_DDP, tmp_path / "traces" / H200_DDP.name)
     row = {**base_row(11.09), "anatomy_traces": f"traces/{H200_DDP.name}", "step_ms_p10": 10.9, "step_ms_p90": 11.3}
     row.update(img_per_s_p10=32 / 11.3e-3, img_per_s_p90=32 / 10.9e-3)
-    results.write(tmp_path / "base.json", [row])
+    # A second profiled case whose traces are not there: left out as a base, said in one line.
+    gone = {**row, "model": "resnet18", "anatomy_traces": "traces/not-unpacked"}
+    results.write(tmp_path / "base.json", [row, gone])
     fits = [{"collective": c, "n": 2, "alpha_us": 10.0, "busbw_gbps": 250.0, "rel_rms": 0.0, "points": 8}
             for c in col.COLLECTIVES]
     probe_mod.write(tmp_path / "h200.comm.json", {"schema": probe_mod.SCHEMA, "device": "cuda", "backend": "nccl",
@@ -325,6 +327,8 @@ def test_predict_on_gpu_traces_across_hosts(tmp_path):
         assert all(r["host_bound"] and r["probe"].endswith("h200.comm.json") for r in mine)
         assert all(r["base"]["traces"].endswith(H200_DDP.name) and r["memory_mib"] > 0 for r in mine)
     assert "host-bound: host time is the floor" in proc.stdout
+    assert "1 profiled case(s) left out as bases, their traces are not there" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     # --json alone: standard output is the JSON and nothing else (it can be piped).
     piped = bench_cli("predict", "--results-dir", str(tmp_path), "--devices", "1,2", "--json")
     assert piped.returncode == 0 and len(json.loads(piped.stdout)["predictions"]) == 6, piped.stdout[:200]

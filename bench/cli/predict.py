@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 import socket
+import sys
 from pathlib import Path
 
 from bench.cli.common import UsageError, resolve_gpus
@@ -139,6 +140,10 @@ def cmd_predict(args) -> int:
     models, precisions = (_names(args.models), _names(args.precisions))
     usable = [r for r in rows if r.get("device") == device and (not models or r.get("model") in models)
               and (not precisions or r.get("precision") in precisions)]
+    missing = predict.missing_traces(usable)
+    if missing:  # such a case cannot be a base; the others still are
+        print(f"{len(missing)} profiled case(s) left out as bases, their traces are not there (first: {missing[0]}; "
+              "unpack a traces.tar.xz beside its results file?)", file=sys.stderr)
     rows_out = predict.predict(usable, comm, targets, devices, args.gpus_per_host, args.hosts)
     if not rows_out:
         raise ValueError(f"no 1-device {device} case with traces in the results: measure one with "

@@ -43,10 +43,21 @@ def layout(n: int, gpus_per_host: int | None, hosts: int | None) -> tuple[int, i
     return gpus_per_host, n // gpus_per_host
 
 
-def is_base(row: dict) -> bool:
+def profiled_base(row: dict) -> bool:
+    """A one-device case that could be a base: profiled (--anatomy), eager or compiled."""
     return (row.get("status") == "ok" and int(row.get("n_replicas") or 0) == 1 and int(row.get("nnodes") or 1) == 1
             and bool(row.get("anatomy_traces")) and row.get("strategy") in BASE_PREFERENCE
             and row.get("execution") != "cuda-graph")
+
+
+def is_base(row: dict) -> bool:
+    """A profiled one-device case whose traces are at hand."""
+    return profiled_base(row) and Path(traces_of(row)).is_dir()
+
+
+def missing_traces(rows: list[dict]) -> list[str]:
+    """The traces folders that profiled one-device cases point at and that are not there."""
+    return sorted({traces_of(r) for r in rows if profiled_base(r) and not Path(traces_of(r)).is_dir()})
 
 
 def traces_of(row: dict) -> str:
