@@ -8,21 +8,7 @@ import socket
 import sys
 from pathlib import Path
 
-from bench.cli.common import UsageError, resolve_gpus
-
-
-def _ints(text: str, flag: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ValueError(f"{flag} takes comma-separated whole numbers, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise ValueError(f"{flag} takes positive whole numbers, got {text!r}")
-    return values
-
-
-def _names(text: str | None) -> set[str]:
-    return {x.strip() for x in (text or "").split(",") if x.strip()}
+from bench.cli.common import UsageError, csv, ints, listed, resolve_gpus
 
 
 def _guarded(func):
@@ -40,7 +26,7 @@ def _guarded(func):
 # --- probe-comm ----------------------------------------------------------------------------
 def _probe_counts(args, gpus: list[int]) -> list[int]:
     if args.devices:
-        counts = _ints(args.devices, "--devices")
+        counts = ints(args.devices, "--devices")
     elif gpus:
         counts = sorted({k for k in (2, 4, 8, 16) if k <= len(gpus)} | {len(gpus)})
     else:
@@ -60,7 +46,7 @@ def cmd_probe(args) -> int:
         gpus = []  # fewer than 2 GPUs: the CPU, with gloo
     counts = _probe_counts(args, gpus)
     sizes = [probe.parse_size(s) for s in args.sizes.split(",")] if args.sizes else probe.DEFAULT_SIZES
-    collectives = [c.strip() for c in args.collectives.split(",") if c.strip()]
+    collectives = listed(args.collectives, "--collectives")
     unknown = [c for c in collectives if c not in probe.COLLECTIVES]
     if unknown:
         raise ValueError(f"unknown collective {unknown[0]!r}: choose from {', '.join(probe.COLLECTIVES)}")
@@ -113,8 +99,8 @@ def cmd_predict(args) -> int:
     from bench.cases import results
     from bench.predict import predict, probe, validate
 
-    devices = _ints(args.devices, "--devices")
-    targets = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    devices = ints(args.devices, "--devices")
+    targets = listed(args.strategies, "--strategies")
     unknown = [s for s in targets if s not in predict.TARGETS]
     if unknown:
         raise ValueError(f"cannot predict {unknown[0]!r}: choose from {', '.join(predict.TARGETS)}")
@@ -137,7 +123,7 @@ def cmd_predict(args) -> int:
         comm = probe.comm_model(doc, args.inter_host_gbps, args.inter_host_latency_us)
         device = doc["device"]
     rows = results.load_many(_inputs(args))
-    models, precisions = (_names(args.models), _names(args.precisions))
+    models, precisions = set(csv(args.models)), set(csv(args.precisions))
     usable = [r for r in rows if r.get("device") == device and (not models or r.get("model") in models)
               and (not precisions or r.get("precision") in precisions)]
     missing = predict.missing_traces(usable)

@@ -11,11 +11,8 @@ import pandas as pd
 
 from bench.predict import store
 from bench.predict.validate import SERIES, summary
+from bench.report.findings import rate as _k
 from bench.report.figures import COLORS, PRECISION_ORDER, _save, _wrap, slug
-
-
-def _k(value: float) -> str:
-    return f"{value / 1e3:.1f} k" if value >= 1e3 else f"{value:.0f}"
 
 
 def _layout(row) -> str:
