@@ -106,6 +106,9 @@ KNOBS: tuple[Knob, ...] = (
     Knob("sgd_impl", "--sgd-impl", "auto", "SGD update kernels; auto: PyTorch's choice (foreach on GPUs, "
          "for-loop on the CPU)", choices=("auto", "for-loop", "foreach", "fused"), legacy="for-loop", label="sgd",
          resolve=_sgd_impl, unavailable=_graph_needs_fused_sgd),
+    Knob("cpu_bind", "--cpu-bind", "none", "CPUs of each process on a host: none (the kernel places them, as "
+         "torchrun does), exclusive (a block of its own within its GPU's NUMA node; bench/run/affinity.py)",
+         choices=("none", "exclusive"), legacy="none", label="cpu-bind", same_step=False),
 )
 BY_NAME = {knob.name: knob for knob in KNOBS}
 NAMES = tuple(BY_NAME)

@@ -44,6 +44,7 @@ ENVIRONMENT = [
     "hosts", "node_gpu_names",  # every node's host name and GPU model (or CPU), in node order
     "gpu_topology", "host_memory_gib", "torch_git", "environment",  # NCCL_* etc. in force, as JSON
     "worker_scope",  # which cases shared the worker (bench/cases/case.py WORKER_SCOPES)
+    "cpus_per_rank",  # the CPUs each rank ran on ("0-15;16-31", rank order; the cpu_bind knob)
 ]
 COLUMNS = list(case_mod.COLUMNS) + FIGURES + ENVIRONMENT
 STATUSES = ("ok", "oom", "error", "timeout", "skipped")
@@ -61,7 +62,7 @@ REQUIRED_POSITIVE = ("img_per_s", "img_per_s_p10", "img_per_s_p90", "step_ms_p10
 NON_NEGATIVE = FLOAT - set(REQUIRED_POSITIVE) - {"anatomy_vs_timed_pct"}
 # Version fields stay text (CUDA "13.0", not the float 13.0) when a CSV is read back.
 TEXT = {"cuda", "cudnn", "nccl", "torch", "mxnet", "numpy", "python", "driver", "gpus", "git_commit", "torch_git",
-        "worker_scope", "workload_source"}
+        "worker_scope", "workload_source", "cpus_per_rank"}
 
 
 class ResultsError(Exception):

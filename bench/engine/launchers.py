@@ -33,6 +33,10 @@ class Launcher:
         """Cases with the same key can share one worker: one process drives any device set."""
         return (self.name, tuple((k, str(options.get(k))) for k in self.options))
 
+    def processes_per_host(self, placement: Placement) -> int:
+        """The worker's processes on each host (the ranks that share its CPUs)."""
+        return 1
+
     def variables(self, placement: Placement) -> dict:
         """Environment variables the launcher gives the worker's processes where the user
         did not set them; rows record them with the user's own."""
@@ -79,6 +83,9 @@ class ProcessGroupLauncher(Launcher):
         # error handling off from the start (PyTorch's CUDA-graph notes): a worker of its own.
         return super().key(placement, options, execution) + (placement.gpus, placement.n_replicas,
                                                               execution == "cuda-graph")
+
+    def processes_per_host(self, placement):
+        return placement.per_node
 
     def init(self, spec, rank, world_size, local_rank):
         from datetime import timedelta

@@ -29,7 +29,7 @@ import torch
 import strategies
 from bench.measure import anatomy, capture, counters, envinfo
 from bench.engine import launchers, training
-from bench.run import procs
+from bench.run import affinity, procs
 from bench.core import protocol
 from bench.workloads import get_workload
 from bench.workloads.facts import facts
@@ -71,6 +71,13 @@ class Job:
         self.spec = spec
         self.launcher = launchers.by_name(spec["launcher"])
         self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
+        self.cpus: list[int] = []
+
+    def bind_cpus(self, case: dict) -> None:
+        """This process's CPUs for the case (the cpu_bind knob, bench/run/affinity.py)."""
+        placement = Placement(tuple(case["gpus"]), case["n_replicas"], case.get("nnodes", 1))
+        self.cpus = affinity.bind(case["cpu_bind"], self.local_rank, self.launcher.processes_per_host(placement),
+                                  case["gpus"])
 
     @property
     def reporting(self) -> bool:
@@ -87,7 +94,7 @@ class Job:
         import socket
 
         gpu = torch.cuda.get_device_name() if self.spec["gpus"] and torch.cuda.is_available() else "CPU"
-        return {"node": self.node, "host": socket.gethostname(), "gpu": gpu}
+        return {"node": self.node, "host": socket.gethostname(), "gpu": gpu, "cpus": affinity.cpu_ranges(self.cpus)}
 
     def data(self, case: dict):
         """This process's rows of the case's global batch, built here and nowhere else; a
@@ -177,6 +184,7 @@ def measure_case(job: Job, case: dict) -> dict | None:
     memory = {(r["where"]["node"], k): v for r in per_rank for k, v in r["memory"].items()}
 
     figures = summarize(step_ms, trial_wall, case["steps"], case["global_batch"])
+    figures["cpus_per_rank"] = ";".join(r["where"]["cpus"] for r in per_rank)
     figures.update({name: round(max(r["phases"][name] for r in per_rank), 3) for name in phases})
     if case.get("nnodes", 1) > 1:
         nodes = {r["where"]["node"]: r["where"] for r in per_rank}
@@ -284,6 +292,7 @@ def serve(spec: dict, spec_path: str, rank: int, world_size: int, local_rank: in
             if job.reporting:
                 protocol.emit("start", key=case["key"])
             started = time.perf_counter()
+            job.bind_cpus(case)
             configure_backends(case, parity=spec.get("mode") == "parity")
             try:
                 if spec.get("mode") == "parity":
