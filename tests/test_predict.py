@@ -282,6 +282,13 @@ def test_a_host_bound_step_keeps_its_measured_time_as_the_floor():
         assert row["host_bound"] and row["step_ms"] >= 11.09 and row["scaling_efficiency"] <= 1
         assert "host-bound" in row["assumptions"][0] and "the floor" in row["assumptions"][0]
         assert row["devices"] == 16 and row["hosts"] == 2 and any("hierarchical" in a for a in row["assumptions"])
+    # An FSDP2 base, host-bound: its trace lacks the host work FSDP2 skips at one device, and says so.
+    fsdp2_base = {**base, "strategy": "fsdp2"}
+    warned = [a for a in predict.predict_one(fsdp2_base, step, facts, nvlink(), "fsdp2", {}, 2, 1)["assumptions"]
+              if "skips its all-gathers" in a]
+    assert len(warned) == 1 and "too fast" in warned[0]
+    assert not any("skips its all-gathers" in a
+                   for a in predict.predict_one(fsdp2_base, step, facts, nvlink(), "fsdp2", {}, 1, 1)["assumptions"])
     # The same timeline with a busy GPU: device-bound, the sharded update is saved.
     busy = timeline.StepTimeline(**{**step.__dict__, "idle": 0.0})
     row = predict.predict_one(base, busy, facts, nvlink(), "fsdp2", {}, 8, 1)
