@@ -589,3 +589,49 @@ def test_cpu_x2_ddp_predicted_from_x1_and_a_gloo_probe(tmp_path):
         pytest.skip(f"timing not judged: other processes took up to {100 * max(shares):.0f}% of the CPU during the "
                     f"runs (judged up to {100 * FOREIGN_MAX:.0f}%); the prediction was {error:+.1f}% off")
     assert abs(error) <= MODEL_TOLERANCE_PCT + drift, (error, drift)
+
+
+def test_probe_host_times_fsdp2_as_rank_0_of_a_fake_world_and_predict_uses_it(tmp_path):
+    """probe-host runs a measured one-device case again as rank 0 of a world of 2 whose
+    collectives do nothing. FSDP2 runs there (its all-gathers' and reduce-scatters' copies
+    included); DDP does not (its reducer gets no tensor back), which is that entry's error
+    while the other entry stands. predict --host-probe then takes the probed step for FSDP2 at
+    2 devices and says so; DDP's prediction is untouched."""
+    from bench.predict import hostprobe
+
+    base, host, comm, out = (tmp_path / n for n in ("base.json", "b.host.json", "cpu.comm.json", "p.json"))
+    proc = run_cli("run", "--gpus", "", "--strategies", "fsdp2,ddp", "--cpu-replicas", "1", "--batch-sizes", "2",
+                   "--warmup", "1", "--steps", "2", "--trials", "1", "--anatomy", "--out", str(base),
+                   env={"OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr
+    proc = bench_cli("probe-host", str(base), "--devices", "2", "--strategies", "fsdp2,ddp", "--out", str(host))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(host.read_text())
+    entries = {e["base"].split()[0]: e for e in doc["entries"]}
+    assert doc["schema"] == hostprobe.SCHEMA and set(entries) == {"fsdp2", "ddp"}
+    assert entries["fsdp2"]["status"] == "ok" and entries["fsdp2"]["world"] == 2 and entries["fsdp2"]["step_ms_p50"] > 0
+    assert entries["ddp"]["status"] == "error" and entries["ddp"]["reason"]
+    probed = entries["fsdp2"]["step_ms_p50"]
+    proc = bench_cli("probe-comm", "--gpus", "", "--devices", "2", "--sizes", "64K,1M,8M", "--reps", "3",
+                     "--out", str(comm))
+    assert proc.returncode == 0, proc.stderr
+    proc = bench_cli("predict", str(base), "--probe", str(comm), "--devices", "1,2", "--strategies", "fsdp2,ddp",
+                     "--host-probe", str(host), "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rows = {(r["strategy"], r["devices"]): r for r in json.loads(out.read_text())["predictions"]}
+    fsdp2_2 = rows[("fsdp2", 2)]
+    assert fsdp2_2["assumptions"][0].startswith("step = its step as rank 0 of a fake world of n, collectives stubbed")
+    assert f"{probed:.3f} ms" in fsdp2_2["assumptions"][0]
+    # The probed step replaces the measured one-device step; what the simulation adds stays.
+    plain = tmp_path / "plain.json"
+    proc = bench_cli("predict", str(base), "--probe", str(comm), "--devices", "1,2", "--strategies", "fsdp2",
+                     "--json", str(plain))
+    assert proc.returncode == 0, proc.stderr
+    without = {r["devices"]: r for r in json.loads(plain.read_text())["predictions"]}[2]
+    base_step = entries["fsdp2"]["base_step_ms"]
+    assert fsdp2_2["step_ms"] - without["step_ms"] == pytest.approx(probed - base_step, abs=2e-3)
+    assert not any("fake world" in a for r in rows.values() if r["strategy"] == "ddp" for a in r["assumptions"])
+    assert "fake world" not in rows[("fsdp2", 1)]["assumptions"][0]  # one device: the base itself
+    # A file that is not a host probe: one line naming the fix.
+    proc = bench_cli("predict", str(base), "--probe", str(comm), "--host-probe", str(comm))
+    assert proc.returncode == 2 and "is not a host probe" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

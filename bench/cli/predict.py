@@ -1,5 +1,6 @@
-"""`probe-comm` and `predict`: collective costs measured on the devices at hand, and the step of
-DDP, FSDP2 and ZeRO-1 predicted at other device counts from them (bench/predict/)."""
+"""`probe-comm`, `probe-host` and `predict`: collective costs measured on the devices at hand, a
+strategy's own work at n devices measured on one, and the step of DDP, FSDP2 and ZeRO-1
+predicted at other device counts from them (bench/predict/)."""
 from __future__ import annotations
 
 import datetime
@@ -69,6 +70,30 @@ def cmd_probe(args) -> int:
     return 0
 
 
+# --- probe-host ---------------------------------------------------------------------------------
+def cmd_probe_host(args) -> int:
+    from bench.cases import results
+    from bench.predict import hostprobe, probe
+
+    counts = ints(args.devices, "--devices")
+    if any(k < 2 for k in counts):
+        raise ValueError("--devices: a world of 2 or more (one device is the base itself)")
+    chosen = tuple(listed(args.strategies, "--strategies"))
+    if args.timeout <= 0:
+        raise ValueError("--timeout must be positive")
+    out = Path(args.out) if args.out else Path(args.results_dir) / (
+        f"{datetime.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}{hostprobe.SUFFIX}")
+    results.check_writable(out)
+    rows = results.load_many([Path(f) for f in args.files])
+    if not hostprobe.one_device_cases(rows, chosen):
+        raise ValueError(f"no measured one-device case of {', '.join(chosen)} in the files: measure one with "
+                         "`bench run` first")
+    entries = hostprobe.measure(rows, counts, chosen, args.timeout)
+    probe.write(out, hostprobe.record(entries, {"devices": counts, "strategies": list(chosen)}))
+    print(f"host probe written to {out} (`bench predict --host-probe {out}` uses it)")
+    return 0
+
+
 # --- predict ----------------------------------------------------------------------------------
 def _inputs(args) -> list[Path]:
     from bench.cases import results
@@ -97,7 +122,7 @@ def _probe_file(args) -> str:
 
 def cmd_predict(args) -> int:
     from bench.cases import results
-    from bench.predict import predict, probe, validate
+    from bench.predict import hostprobe, predict, probe, validate
 
     devices = ints(args.devices, "--devices")
     targets = listed(args.strategies, "--strategies")
@@ -130,7 +155,8 @@ def cmd_predict(args) -> int:
     if missing:  # such a case cannot be a base; the others still are
         print(f"{len(missing)} profiled case(s) left out as bases, their traces are not there (first: {missing[0]}; "
               "unpack a traces.tar.xz beside its results file?)", file=sys.stderr)
-    rows_out = predict.predict(usable, comm, targets, devices, args.gpus_per_host, args.hosts)
+    world_steps = hostprobe.load(args.host_probe) if args.host_probe else None
+    rows_out = predict.predict(usable, comm, targets, devices, args.gpus_per_host, args.hosts, world_steps)
     if not rows_out:
         raise ValueError(f"no 1-device {device} case with traces in the results: measure one with "
                          "`bench run --anatomy` (single or ddp on one device)")
@@ -190,7 +216,9 @@ def render(rows: list[dict]) -> str:
 
 
 def add_parser(sub) -> None:
-    """`probe-comm` and `predict`; bad input is one line (UsageError)."""
+    """`probe-comm`, `probe-host` and `predict`; bad input is one line (UsageError)."""
+    from bench.predict.hostprobe import DEFAULT_STRATEGIES
+
     pc = sub.add_parser("probe-comm", help="time all-reduce, reduce-scatter, all-gather and broadcast over message "
                         "sizes and fit latency + bandwidth per collective and device count")
     pc.add_argument("--gpus", help="CUDA ordinals (default: all visible; '' or cpu: gloo processes on the CPU)")
@@ -205,6 +233,17 @@ def add_parser(sub) -> None:
     pc.add_argument("--out", help="probe file (default <results-dir>/<time>-<host>.comm.json)")
     pc.add_argument("--results-dir", default="results")
     pc.set_defaults(func=_guarded(cmd_probe))
+
+    ph = sub.add_parser("probe-host", help="time measured one-device cases again as rank 0 of a fake world of n "
+                        "(collectives do nothing): the work a strategy adds at n devices, for predict --host-probe")
+    ph.add_argument("files", nargs="+", help="results files holding the one-device cases")
+    ph.add_argument("--devices", default="2", help="world sizes, e.g. 2,4 (default 2)")
+    ph.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
+                    help="the one-device cases' strategies to probe (default: those that skip work at one device)")
+    ph.add_argument("--timeout", type=float, default=600, help="seconds for each case and world (default 600)")
+    ph.add_argument("--out", help="host probe file (default <results-dir>/<time>-<host>.host.json)")
+    ph.add_argument("--results-dir", default="results")
+    ph.set_defaults(func=_guarded(cmd_probe_host))
 
     pr = sub.add_parser("predict", help="predict DDP, FSDP2 and ZeRO-1 at other device counts from a measured "
                         "1-device case with --anatomy traces and a probe-comm file")
@@ -227,6 +266,8 @@ def add_parser(sub) -> None:
                     help="each host's network bandwidth, Gbit/s (needed across hosts)")
     pr.add_argument("--inter-host-latency-us", type=float, default=5.0,
                     help="latency per inter-host ring step, us (default 5)")
+    pr.add_argument("--host-probe", metavar="FILE", help="a probe-host file: where it measured a base at n, that "
+                    "step stands for the base's at n devices")
     pr.add_argument("--validate", action="store_true", help="set predictions against measured cases at the same count")
     pr.add_argument("--json", nargs="?", const="-", metavar="FILE",
                     help="the predictions file (default <results-dir>/<time>-<host>.predictions.json, which "

@@ -179,6 +179,39 @@ class Spawn(ProcessGroupLauncher):
         torch.multiprocessing.spawn(_spawn_entry, args=(n, port, body), nprocs=n, join=True)
 
 
+class FakeWorld(ProcessGroupLauncher):
+    """One process as rank 0 of `spec["fake_world"]` ranks whose collectives do nothing
+    (PyTorch's fake process group): the step's own work at that world size, on one device,
+    communication left out (bench/predict/hostprobe.py)."""
+
+    name = "fake-world"
+    multi_process = False
+
+    def processes_per_host(self, placement):
+        return 1
+
+    def init(self, spec, rank, world_size, local_rank):
+        import torch
+        import torch.distributed as dist
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+
+        if spec["gpus"]:
+            torch.cuda.set_device(spec["gpus"][0])
+        dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
+
+    def run(self, spec, body):
+        body(0, int(spec["fake_world"]), 0)
+
+    def gather(self, obj):
+        return [obj]  # the other ranks do not exist
+
+    def barrier(self):
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+
+
 class Interpreter(Launcher):
     """Another Python interpreter running its own worker module (MXNet's environment)."""
 
@@ -199,7 +232,8 @@ def worker_environment(launcher: Launcher, placement: Placement, env: dict) -> d
 LOCAL = Launcher()
 TORCHRUN = Torchrun()
 SPAWN = Spawn()
-BY_NAME = {launcher.name: launcher for launcher in (LOCAL, TORCHRUN, SPAWN)}
+FAKE_WORLD = FakeWorld()
+BY_NAME = {launcher.name: launcher for launcher in (LOCAL, TORCHRUN, SPAWN, FAKE_WORLD)}
 
 
 def by_name(name: str) -> Launcher:

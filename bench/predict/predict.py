@@ -128,26 +128,31 @@ def cores_full(base: dict, per_host: int) -> str | None:
 
 
 def step_at(base: dict, step, sim1: simulate.Sim, sim: simulate.Sim, host_bound: bool,
-            serial: bool = False) -> tuple[float, float, str]:
-    """The predicted step (ms), the communication it exposes (ms) and how it was reached."""
-    timed = float(base["step_ms_p50"])
+            serial: bool = False, world_step_ms: float | None = None) -> tuple[float, float, str]:
+    """The predicted step (ms), the communication it exposes (ms) and how it was reached.
+    `world_step_ms`: the base's step measured as rank 0 of a fake world of n (bench.predict.hostprobe),
+    which then stands for the measured one-device step."""
+    timed = float(base["step_ms_p50"]) if world_step_ms is None else world_step_ms
+    what = "measured 1-device median" if world_step_ms is None else (
+        f"its step as rank 0 of a fake world of n, collectives stubbed ({float(base['step_ms_p50']):.3f} ms at 1)")
     saved = sim1.optimizer - sim.optimizer  # the optimiser's sharded share
     added = sim.step - sim1.step + saved  # communication not hidden behind compute
     if serial:
         added = sim.comm
     if not host_bound:
         return timed + added - saved, added, (
-            f"step = measured 1-device median {timed:.3f} ms + {added:.3f} ms exposed communication - {saved:.3f} ms "
+            f"step = {what} {timed:.3f} ms + {added:.3f} ms exposed communication - {saved:.3f} ms "
             "sharded optimiser")
     hidden = min(max(added, 0.0), max(0.0, step.tail - step.optimizer))
     exposed = max(added - hidden, 0.0)
     return timed + exposed, exposed, (
-        f"host-bound (GPU idle {100 * step.idle / step.step:.0f}% of the 1-device step): the measured step "
+        f"host-bound (GPU idle {100 * step.idle / step.step:.0f}% of the 1-device step): {what} "
         f"{timed:.3f} ms is the floor; of the {added:.3f} ms communication adds past compute, {hidden:.3f} ms "
         "hides in the device's wait for the host after backward; no optimiser saving (as many launches)")
 
 
-def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_host: int, hosts: int) -> dict:
+def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_host: int, hosts: int,
+                world_step_ms: float | None = None) -> dict:
     on_gpu = base.get("device") == "cuda"
     # FSDP2 with mixed_precision=auto gathers bf16/fp16 parameters.
     gathered = 2 if (target == "fsdp2" and options.get("mixed_precision") == "auto"
@@ -156,7 +161,7 @@ def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_h
     sim1 = simulate.simulate(step, facts, comm, simulate.Target(target, 1, 1, options, gathered))
     host_bound = _host_bound(step, on_gpu)
     serial = cores_full(base, per_host)
-    step_ms, exposed, how = step_at(base, step, sim1, sim, host_bound, serial is not None)
+    step_ms, exposed, how = step_at(base, step, sim1, sim, host_bound, serial is not None, world_step_ms)
     case = target_case(base, target, options, per_host, hosts)
     n = per_host * hosts
     mem = memory.per_gpu_mib(target, facts, n, options, base["strategy"], dict(case_mod.Case.from_row(base).options),
@@ -167,7 +172,7 @@ def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_h
     assumptions += [comm.describe(c, per_host, hosts) for c in USES[target] if n > 1]
     if base["strategy"] != target:
         assumptions.append(f"the base ran {base['strategy']}: {target}'s own host work (hooks, copies) is not in it")
-    elif target in WORLD_OF_ONE_SKIPS and host_bound and n > 1:
+    elif target in WORLD_OF_ONE_SKIPS and host_bound and n > 1 and world_step_ms is None:
         assumptions.append(WORLD_OF_ONE_SKIPS[target])
     assumptions.append("memory: fp32 parameters, gradients, momentum (sharded terms / n) + activations = measured "
                        "1-device peak - its state" if mem["memory_mib"] is not None else
@@ -195,9 +200,12 @@ def _timeline(folder: str) -> timeline.StepTimeline:
 
 
 def predict(rows: list[dict], comm, targets, devices: list[int], gpus_per_host: int | None = None,
-            hosts: int | None = None) -> list[dict]:
-    """Prediction rows for every base found in `rows`, target and device count."""
+            hosts: int | None = None, world_steps: dict | None = None) -> list[dict]:
+    """Prediction rows for every base found in `rows`, target and device count. `world_steps`
+    (bench.predict.hostprobe.load): a base's step as rank 0 of a fake world of n, used for
+    its own strategy at n devices where measured."""
     from bench.cases import results
+    from bench.predict import hostprobe
 
     rows = results.latest(rows)
     out = []
@@ -208,5 +216,8 @@ def predict(rows: list[dict], comm, targets, devices: list[int], gpus_per_host: 
             for options in target_options(target, base, rows):
                 for n in devices:
                     per_host, n_hosts = layout(n, gpus_per_host if base.get("device") == "cuda" else None, hosts)
-                    out.append(predict_one(base, step, facts, comm, target, options, per_host, n_hosts))
+                    # Measured with the base's own strategy and options only.
+                    own = (world_steps or {}).get((*hostprobe.base_key(base), n)) if base["strategy"] == target \
+                        and options == dict(case_mod.Case.from_row(base).options) else None
+                    out.append(predict_one(base, step, facts, comm, target, options, per_host, n_hosts, own))
     return out
