@@ -11,6 +11,7 @@ import pandas as pd
 from bench.report import findings as answer
 from bench.report.figures import _save, plt, slug
 from bench.report.frame import BASELINE, DDP, _order, label
+from bench.report.regime import IDLE_SHARE
 from bench.cases.knobs import STEP_KNOBS
 
 
@@ -105,7 +106,7 @@ def anatomy_findings(rows: pd.DataFrame, every: pd.DataFrame) -> list[str]:
     for _, r in eager.iterrows():
         graph = _launch_free(r, every)
         busy = r["anatomy_step_ms"] - r["anatomy_idle_ms"]
-        if r["anatomy_idle_ms"] > 0.5 * r["anatomy_step_ms"]:
+        if r["anatomy_idle_ms"] > IDLE_SHARE * r["anatomy_step_ms"]:
             out.append(f"{label(r)} is host-bound: its devices idle {r['anatomy_idle_ms']:.2f} of "
                        f"{r['anatomy_step_ms']:.2f} ms; busy time {busy:.2f} ms"
                        + (f", and the same step in a CUDA graph takes {graph:.2f} ms." if graph else "."))
