@@ -420,6 +420,29 @@ def test_one_host_of_2_h200_resnet18_at_1024_within_5_percent(tmp_path):
     assert all(abs(v["error_pct"]) <= 5 for v in pairs), [(v["label"], v["error_pct"]) for v in pairs]
 
 
+def test_validation_says_whether_a_prediction_falls_inside_the_measured_spread():
+    """A host-bound step moves more within one measurement than the 5% a prediction is held to
+    (results/reference/h200/repeat/): each pair says whether the prediction falls between the
+    measured case's p10 and p90 images/s, and the summary counts them per kind of base."""
+    from bench.predict import validate
+
+    assert validate.within_spread(100.0, 90.0, 110.0) is True
+    assert validate.within_spread(100.0, 110.0, 90.0) is True  # images/s p10 may be the larger
+    assert validate.within_spread(111.0, 90.0, 110.0) is False
+    assert validate.within_spread(100.0, None, 110.0) is None
+
+    def pair(error, inside, host_bound):
+        return {"devices": 2, "error_pct": error, "within_measured_spread": inside, "host_bound": host_bound,
+                "run_drift_pct": 0.0, "strategy": "ddp"}
+
+    lines = validate.summary([pair(12.0, True, True), pair(-20.0, False, True), pair(30.0, None, True),
+                              pair(1.0, False, False)])
+    host = next(line for line in lines if line.startswith("host-bound"))
+    device = next(line for line in lines if line.startswith("device-bound"))
+    assert "3 pairs" in host and "inside the measured p10-p90: 1 of 2" in host
+    assert "inside the measured p10-p90: 0 of 1" in device
+
+
 def test_report_draws_predictions_beside_the_measured_and_the_answer_ignores_them(tmp_path):
     import shutil
 

@@ -37,8 +37,19 @@ def pair(predictions: list[dict], rows: list[dict]) -> list[dict]:
             **{k: p[k] for k in SERIES},
             "measured_source": m["source"], "base": p["base"]["label"], "host_bound": p["host_bound"],
             "run_drift_pct": run_drift(p, m, latest),
+            "within_measured_spread": within_spread(p["img_per_s"], m.get("img_per_s_p10"), m.get("img_per_s_p90")),
         })
     return out
+
+
+def within_spread(predicted: float, p10: float | None, p90: float | None) -> bool | None:
+    """Whether the prediction falls between the measured case's own p10 and p90 images/s (its
+    steps' spread): a host-bound step varies more within one measurement than 5%, and an error
+    inside that band is no evidence against the model. None where the case has no spread."""
+    if not p10 or not p90:
+        return None
+    low, high = sorted((float(p10), float(p90)))
+    return low <= predicted <= high
 
 
 def run_drift(prediction: dict, measured: dict, rows: list[dict]) -> float | None:
@@ -70,9 +81,12 @@ def summary(pairs: list[dict]) -> list[str]:
         errors = [abs(v["error_pct"]) for v in chosen]
         near = [abs(v["error_pct"]) for v in chosen
                 if v.get("run_drift_pct") is not None and abs(v["run_drift_pct"]) <= 5]
+        spread = [v["within_measured_spread"] for v in chosen if v.get("within_measured_spread") is not None]
         lines.append(f"{title}: {len(chosen)} pairs at 2+ devices, |error| median {statistics.median(errors):.1f}%, "
-                     f"max {max(errors):.1f}%" + (f"; where the measured run's 1-device case was within 5% of the "
-                                                  f"base: {len(near)} pairs, max {max(near):.1f}%" if near else ""))
+                     f"max {max(errors):.1f}%"
+                     + (f"; predicted inside the measured p10-p90: {sum(spread)} of {len(spread)}" if spread else "")
+                     + (f"; where the measured run's 1-device case was within 5% of the "
+                        f"base: {len(near)} pairs, max {max(near):.1f}%" if near else ""))
     memory = [abs(v["predicted_memory_mib"] / v["measured_memory_mib"] - 1) * 100 for v in many
               if v.get("strategy") in ("fsdp2", "zero1") and v.get("predicted_memory_mib")
               and v.get("measured_memory_mib")]
@@ -99,6 +113,8 @@ def render(pairs: list[dict]) -> str:
             memory = f"{v['measured_memory_mib']:.0f}/{v['predicted_memory_mib']:.0f}"
         label = v["label"] + (f", {v['variant']}" if v["variant"] else "")
         drift = "-" if v.get("run_drift_pct") is None else f"{v['run_drift_pct']:+.1f}%"
+        inside = {True: ", predicted inside", False: ", predicted outside", None: ""}[v.get("within_measured_spread")]
         lines.append(f"{label:<52} {v['measured_img_per_s']:>15.4g} {v['predicted_img_per_s']:>10.4g} "
-                     f"{v['error_pct']:>+7.1f}%  {memory:>20} {drift:>11}{spread and '  measured p10-p90' + spread}")
+                     f"{v['error_pct']:>+7.1f}%  {memory:>20} {drift:>11}"
+                     f"{spread and '  measured p10-p90' + spread + inside}")
     return "\n".join(lines + [""] + summary(pairs))
