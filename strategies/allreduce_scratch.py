@@ -61,7 +61,7 @@ class AllreduceScratch(Strategy):
             # Phases labelled as in training.standard_step (the step anatomy reads them).
             for forward, optimizer, (inputs, targets) in zip(forwards, optimizers, shards):
                 with record_function("parabench.forward"), runtime.autocast():
-                    loss = common.loss_fn(forward(inputs), targets)  # mean over this shard
+                    loss = ctx.criterion(forward(inputs), targets)  # mean over this shard
                 with record_function("parabench.backward"):
                     runtime.backward(loss, optimizer)
             with record_function("parabench.allreduce"):

@@ -105,5 +105,5 @@ class DDP(Strategy):
             # This rank's shard of the global batch: the launcher gave it nothing else.
             return training.inputs_to(inputs, device, ctx), targets.to(device, non_blocking=True)
 
-        run = training.standard_step(training.maybe_compile(wrapped, ctx), optimizer, runtime)
+        run = training.standard_step(training.maybe_compile(wrapped, ctx), optimizer, runtime, ctx.criterion)
         return TrainStep(model, [device], place, run, optimizer)

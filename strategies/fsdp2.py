@@ -74,5 +74,5 @@ class FSDP2(DDP):
         def place(inputs, targets):
             return training.inputs_to(inputs, device, ctx), targets.to(device, non_blocking=True)
 
-        run = training.standard_step(training.maybe_compile(model, ctx), optimizer, runtime)
+        run = training.standard_step(training.maybe_compile(model, ctx), optimizer, runtime, ctx.criterion)
         return TrainStep(model, [device], place, run, optimizer)

@@ -35,7 +35,7 @@ TOY_STRATEGY = textwrap.dedent('''
             def place(inputs, targets):
                 return training.inputs_to(inputs, device, ctx), targets.to(device)
 
-            return TrainStep(model, [device], place, training.standard_step(model, optimizer, runtime), optimizer)
+            return TrainStep(model, [device], place, training.standard_step(model, optimizer, runtime, ctx.criterion), optimizer)
 ''')
 
 

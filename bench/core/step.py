@@ -20,6 +20,7 @@ class WorkerContext:
     world_size: int = 1
     local_rank: int = 0
     state: dict = field(default_factory=dict)  # per-worker state a launcher keeps (process group...)
+    criterion: Any = None  # the workload's loss module (Workload.criterion()); every strategy's step takes it
 
     @property
     def channels_last(self) -> bool:

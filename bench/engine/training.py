@@ -13,8 +13,6 @@ from bench.core.step import TrainStep, WorkerContext
 # The same optimiser in every strategy and both frameworks.
 SGD_SETTINGS = {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-4}
 
-loss_fn = nn.CrossEntropyLoss()
-
 # How the SGD update runs: one small kernel per tensor ("for-loop", PyTorch's default on
 # the CPU), grouped multi-tensor kernels ("foreach", its default on CUDA), or one fused
 # kernel ("fused"). Same arithmetic; the launch count differs, which matters on GPUs.
@@ -110,10 +108,11 @@ def trained_parameters(model: nn.Module, optimizer) -> dict:
     return {name: masters.get(id(p), p) for name, p in model.named_parameters()}
 
 
-def standard_step(forward, optimizer, runtime):
+def standard_step(forward, optimizer, runtime, criterion):
     """`run` for strategies whose forward returns the batch's output on one device (single,
-    DataParallel and friends, DDP and the sharded strategies). The phases are labelled for
-    the profiler, so that the step anatomy can tell the optimiser apart exactly."""
+    DataParallel and friends, DDP and the sharded strategies); `criterion` is the workload's
+    loss (ctx.criterion). The phases are labelled for the profiler, so that the step anatomy
+    can tell the optimiser apart exactly."""
     from torch.profiler import record_function
 
     clear_grads = grad_clearer(optimizer)
@@ -121,7 +120,7 @@ def standard_step(forward, optimizer, runtime):
     def run(batch):
         inputs, targets = batch
         with record_function("parabench.forward"), runtime.autocast():
-            loss = loss_fn(forward(inputs), targets)
+            loss = criterion(forward(inputs), targets)
         with record_function("parabench.backward"):
             runtime.backward(loss, optimizer)
         with record_function("parabench.optimizer"):

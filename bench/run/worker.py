@@ -61,7 +61,8 @@ def is_oom(exc: BaseException) -> bool:
 def make_context(case: dict, rank: int = 0, world_size: int = 1, local_rank: int = 0) -> WorkerContext:
     return WorkerContext(case, Placement(tuple(case["gpus"]), case["n_replicas"], case.get("nnodes", 1)),
                          get_precision(case["precision"]),
-                         case["options"], rank, world_size, local_rank)
+                         case["options"], rank, world_size, local_rank,
+                         criterion=get_workload(case["model"]).criterion())
 
 
 class Job:
@@ -121,7 +122,6 @@ def build_step(job: Job, case: dict, parity: bool = False):
     strategy = strategies.get(case["strategy"])
     inputs, targets = job.data(case)
     workload = get_workload(case["model"])
-    training.loss_fn = workload.criterion()  # every strategy's step takes the workload's loss
     torch.manual_seed(case["seed"])
     model = workload.build(seed=case["seed"])
     if parity and case.get("parity_dtype", "float32") != "float32":
