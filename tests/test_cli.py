@@ -83,6 +83,9 @@ def test_rows_record_the_thread_setting_the_launcher_gave(tmp_path):
     assert TORCHRUN.variables(Placement((0,), 1)) == {} and TORCHRUN.variables(Placement((), 1)) == {}
     assert TORCHRUN.variables(Placement((0, 1), 2)) == TORCHRUN.variables(Placement((), 2)) == {"OMP_NUM_THREADS": "1"}
     assert worker_environment(TORCHRUN, Placement((0, 1), 2), {"OMP_NUM_THREADS": "8"})["OMP_NUM_THREADS"] == "8"
+    # A CPU case sees no GPU (PowerSGD's hook would take its CUDA path on a GPU host); a GPU case's are kept.
+    assert worker_environment(TORCHRUN, Placement((), 2), {"CUDA_VISIBLE_DEVICES": "0"})["CUDA_VISIBLE_DEVICES"] == ""
+    assert worker_environment(LOCAL, Placement((0,), 1), {"CUDA_VISIBLE_DEVICES": "3"})["CUDA_VISIBLE_DEVICES"] == "3"
 
     out = tmp_path / "r.json"
     proc = run_cli("run", "--strategies", "single,ddp", *TINY, "--batch-sizes", "1", "--out", str(out))

@@ -225,8 +225,14 @@ class Interpreter(Launcher):
 
 
 def worker_environment(launcher: Launcher, placement: Placement, env: dict) -> dict:
-    """`env` with the launcher's variables added where `env` does not set them."""
-    return {**launcher.variables(placement), **env}
+    """`env` with the launcher's variables added where `env` does not set them. A case on the
+    CPU runs with no GPU visible, whatever `env` says: PyTorch code that asks whether CUDA is
+    available takes its CUDA path on a GPU host even for CPU tensors (DDP's PowerSGD hook calls
+    torch.cuda.synchronize(cpu) and fails)."""
+    variables = {**launcher.variables(placement), **env}
+    if not placement.gpus:
+        variables["CUDA_VISIBLE_DEVICES"] = ""
+    return variables
 
 
 LOCAL = Launcher()
