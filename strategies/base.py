@@ -35,6 +35,11 @@ class Strategy:
     # its saving by it): "" (nothing), "optimizer" (optimiser state) or "all" (parameters,
     # gradients and optimiser state).
     shards: str = ""
+    # What the strategy leaves out when it runs on one device and does at n (so that its
+    # one-device step lacks that work), or "". `bench probe-host` then runs its one-device
+    # case as a rank of a fake world of n, whose collectives do nothing, instead of a world
+    # of its own; predictions from its one-device step say it is missing.
+    world_of_one_skips: str = ""
 
     min_replicas: int = 1
     max_replicas: int | None = None  # 1 for strategies that use one device

@@ -32,6 +32,8 @@ class FSDP2(DDP):
     apex_unavailable = ("fully_shard turns parameters into DTensor shards; Apex casts and copies plain "
                         "CUDA tensors (FSDP2's MixedPrecisionPolicy is its mixed precision)")
     executions = ("eager", "compile")
+    world_of_one_skips = ("FSDP2 at one device skips its all-gathers and reduce-scatters and the copies around them "
+                          "(_fsdp_param_group.py: world_size == 1)")
     options = {**{k: DDP.options[k] for k in LAUNCHER_OPTIONS}, "reshard_after_forward": True, "mixed_precision": "off"}
     option_choices = {**{k: v for k, v in DDP.option_choices.items() if k in LAUNCHER_OPTIONS},
                       "mixed_precision": ("auto", "off")}

@@ -15,7 +15,7 @@ from bench.predict import collectives as col
 from bench.predict import memory, simulate
 from bench.predict.params import ModelFacts, Param, ddp_buckets, zero_partition
 from bench.predict.timeline import StepTimeline
-from tests.conftest import REPO, rows_of, run_cli
+from tests.conftest import REPO, TEST_STRATEGIES, rows_of, run_cli
 
 H200_DDP = REPO / "tests" / "fixtures" / "anatomy" / "ddp-amp-bf16-resnet18-small-2-gpu-b32-channels-last"
 MB = 1e6
@@ -552,35 +552,29 @@ class ForeignCpu:
         self.share = max(0.0, self._busy_s() - self._busy - ours_s) / (wall * os.cpu_count())
 
 
-CPU_RUN = ["--gpus", "", "--strategies", "ddp", "--batch-sizes", "2", "--warmup", "1", "--steps", "3", "--trials", "1"]
-# Measured on a 2-vCPU KVM guest (AMD EPYC) with other processes under 2% of the CPU, four
-# runs of this protocol: images/s errors +27.6, -10.5, +11.8 and +15.7% with the one-process
-# case drifting 3.1, 18.5, 3.0 and 19.7% between its two runs; less the drift, at most 24.5%.
-# The model's own bias is the sign: 2 ranks on 2 cores slow each other's compute (their
-# operators took 15-37% longer than the one process's in the 2-process anatomy), which the
-# prediction (compute per device as measured alone) leaves out. 35%: that, and room for
-# what four runs did not show.
-MODEL_TOLERANCE_PCT = 35.0
+CPU_RUN = ["--gpus", "", "--strategies", "ddp", "--batch-sizes", "2", "--warmup", "2", "--steps", "8", "--trials", "2"]
+# Measured on a 2-vCPU KVM guest (AMD EPYC) with other processes under 2% of the CPU, eleven runs
+# of this protocol: images/s errors -30.1, -12.7, -12.3, -7.2, -4.6, -3.2, +4.5, +13.7, +15.6,
+# +19.3 and +34.6% (median -3.2%), the one-process case drifting 0.8-30.3% between its two runs
+# (the two outside 25% drifted 18.8% and 13.1%); and two runs with every process of the test
+# pinned to one CPU, so that the two ranks share a core: -0.1 and +9.3%. The same predictions
+# without the host probe (compute per rank as one process alone measured it): -11.1% to +51.1%
+# (median +17.9%), and +69.0% and +100.8% on the shared core. What is left is this machine's own
+# speed moving between runs (the same one-process step took 106.7 and 153.1 ms a minute apart):
+# 25%, plus the drift measured during the test.
+MODEL_TOLERANCE_PCT = 25.0
 FOREIGN_MAX = 0.10
 
 
-@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="reads the machine's CPU time from /proc/stat")
-def test_cpu_x2_ddp_predicted_from_x1_and_a_gloo_probe(tmp_path):
-    """DDP on 2 CPU processes predicted from DDP on 1 (its anatomy traces) and a gloo probe
-    on 2 processes, set against a measured 2-process run.
-
-    The timing is judged against MODEL_TOLERANCE_PCT plus the drift of this machine during
-    the test: the one-process case is measured before and after the two-process one, and
-    their medians' difference is added (on an otherwise idle 2-vCPU machine the same case
-    moved by up to 20% a minute apart). It is judged only where other processes took at most
-    FOREIGN_MAX of the CPU during every run: the two ranks need both cores of a 2-core
-    machine, one process needs one, so a neighbour slows the measured case and not the base
-    it is predicted from (beside other jobs taking 51-82% of the CPU, predictions were -21%
-    to +121% off in 33 runs: the neighbours' doing, not the model's)."""
-    x1, x2, again, probe, out = (tmp_path / n for n in ("x1.json", "x2.json", "x1-again.json", "cpu.comm.json",
-                                                        "predictions.json"))
+def cpu_x2_prediction(folder: Path) -> tuple[float, float, list[float], str]:
+    """One prediction of DDP on 2 CPU processes set against its measurement, with the checks of
+    what the prediction says: (error %, drift %, other processes' CPU shares, a line saying it)."""
+    folder.mkdir()
+    x1, host, x2, again, probe, out, plain = (folder / n for n in (
+        "x1.json", "x1.host.json", "x2.json", "x1-again.json", "cpu.comm.json", "predictions.json", "plain.json"))
     shares = []
     steps = (("run", *CPU_RUN, "--cpu-replicas", "1", "--anatomy", "--out", str(x1)),
+             ("probe-host", str(x1), "--devices", "2", "--strategies", "ddp", "--out", str(host)),
              ("run", *CPU_RUN, "--cpu-replicas", "2", "--out", str(x2)),
              ("run", *CPU_RUN, "--cpu-replicas", "1", "--out", str(again)),
              ("probe-comm", "--gpus", "", "--devices", "2", "--sizes", "64K,1M,8M,32M", "--reps", "3",
@@ -591,50 +585,105 @@ def test_cpu_x2_ddp_predicted_from_x1_and_a_gloo_probe(tmp_path):
             proc = (run_cli if args[0] == "run" else bench_cli)(*args, env={"OMP_NUM_THREADS": "1"})
         assert proc.returncode == 0, proc.stderr
         shares.append(foreign.share)
-    proc = bench_cli("predict", str(x1), str(x2), "--probe", str(probe), "--devices", "1,2", "--strategies", "ddp",
-                     "--validate", "--json", str(out))
+    predict = ("predict", str(x1), str(x2), "--probe", str(probe), "--devices", "1,2", "--strategies", "ddp",
+               "--validate")
+    proc = bench_cli(*predict, "--host-probe", str(host), "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "validation (measured vs predicted" in proc.stdout
     doc = json.loads(out.read_text())
     two = {r["devices"]: r for r in doc["predictions"]}[2]
     assert two["base"]["source"] == str(x1) and two["probe"] == str(probe) and two["comm_ms"] > 0
     assert two["base"]["label"] == "ddp fp32 resnet18-small CPU x1 batch 2"
+    probed = json.loads(host.read_text())["entries"][0]
+    assert probed["status"] == "ok" and probed["together"] == 2 and len(probed["step_ms_p50_each"]) == 2
+    ratio = probed["step_ms_p50"] / probed["alone_step_ms_p50"]
+    base_ms = rows_of(x1)[0]["step_ms_p50"]
+    assert two["assumptions"][0].startswith(f"step = measured 1-device median {base_ms:.3f} ms x {ratio:.3f}, the "
+                                            "slowest of its processes without communication over one of them alone")
     if (os.cpu_count() or 1) <= 2:
         assert any("fill the host's" in a for a in two["assumptions"])
     pairs = {v["devices"]: v for v in doc["validation"]}
     assert pairs[1]["error_pct"] == pytest.approx(0.0, abs=0.1)  # one device: the base itself
     error = pairs[2]["error_pct"]
-    drift = 100 * abs(rows_of(again)[0]["step_ms_p50"] / rows_of(x1)[0]["step_ms_p50"] - 1)
-    print(f"CPU x2 DDP: predicted {pairs[2]['predicted_img_per_s']:.3f} img/s, measured "
-          f"{pairs[2]['measured_img_per_s']:.3f}: {error:+.1f}%; the 1-process case drifted {drift:.1f}%; other "
-          "processes took " + ", ".join(f"{100 * s:.0f}%" for s in shares) + " of the CPU during the runs")
-    if max(shares) > FOREIGN_MAX:
-        pytest.skip(f"timing not judged: other processes took up to {100 * max(shares):.0f}% of the CPU during the "
-                    f"runs (judged up to {100 * FOREIGN_MAX:.0f}%); the prediction was {error:+.1f}% off")
-    assert abs(error) <= MODEL_TOLERANCE_PCT + drift, (error, drift)
+    # The same prediction without the host probe, for the record: compute as one process alone.
+    proc = bench_cli(*predict, "--json", str(plain))
+    assert proc.returncode == 0, proc.stderr
+    plain_two = {r["devices"]: r for r in json.loads(plain.read_text())["predictions"]}[2]
+    assert any("`bench probe-host` measures it" in a for a in plain_two["assumptions"])
+    assert two["step_ms"] - plain_two["step_ms"] == pytest.approx(base_ms * (ratio - 1), abs=2e-3)
+    alone = {v["devices"]: v for v in json.loads(plain.read_text())["validation"]}[2]["error_pct"]
+    drift = 100 * abs(rows_of(again)[0]["step_ms_p50"] / base_ms - 1)
+    line = (f"predicted {pairs[2]['predicted_img_per_s']:.3f} img/s, measured {pairs[2]['measured_img_per_s']:.3f}: "
+            f"{error:+.1f}% ({alone:+.1f}% without the host probe, whose 2 processes at once took {ratio:.3f}x one "
+            f"alone); the 1-process case drifted {drift:.1f}%; other processes took "
+            + ", ".join(f"{100 * s:.0f}%" for s in shares) + " of the CPU during the runs")
+    return error, drift, shares, line
 
 
-def test_probe_host_times_fsdp2_as_rank_0_of_a_fake_world_and_predict_uses_it(tmp_path):
-    """probe-host runs a measured one-device case again as rank 0 of a world of 2 whose
-    collectives do nothing. FSDP2 runs there (its all-gathers' and reduce-scatters' copies
-    included); DDP does not (its reducer gets no tensor back), which is that entry's error
-    while the other entry stands. predict --host-probe then takes the probed step for FSDP2 at
-    2 devices and says so; DDP's prediction is untouched."""
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="reads the machine's CPU time from /proc/stat")
+def test_cpu_x2_ddp_predicted_from_x1_a_host_probe_and_a_gloo_probe(tmp_path):
+    """DDP on 2 CPU processes predicted from DDP on 1 (its anatomy traces), what 2 processes at
+    once cost each other (probe-host: the same case by 2 processes that meet after every step
+    without communicating, against one of them alone) and a gloo probe on 2 processes, set
+    against a measured 2-process run.
+
+    The timing is judged against MODEL_TOLERANCE_PCT plus the drift of this machine during
+    the test: the one-process case is measured before and after the two-process one, and
+    their medians' difference is added. A prediction outside that is measured once more, and
+    the second judges (as `make regress-ci` confirms a regression): a wrong model misses twice,
+    this machine's moods rarely. It is judged only where other processes took at most
+    FOREIGN_MAX of the CPU during every run: the two ranks need both cores of a 2-core
+    machine, so a neighbour slows the measured case by more than the base (beside other jobs
+    taking 51-82% of the CPU, predictions were -21% to +121% off in 33 runs: the neighbours'
+    doing, not the model's)."""
+    said = []
+    for attempt in (1, 2):
+        error, drift, shares, line = cpu_x2_prediction(tmp_path / f"attempt-{attempt}")
+        said.append(f"CPU x2 DDP, attempt {attempt}: {line}")
+        print(said[-1])
+        if max(shares) > FOREIGN_MAX:
+            pytest.skip(f"timing not judged: other processes took up to {100 * max(shares):.0f}% of the CPU during "
+                        f"the runs (judged up to {100 * FOREIGN_MAX:.0f}%); the prediction was {error:+.1f}% off")
+        if abs(error) <= MODEL_TOLERANCE_PCT + drift:
+            return
+    raise AssertionError(f"off by more than {MODEL_TOLERANCE_PCT:g}% plus the drift twice: " + "; ".join(said))
+
+
+def test_probe_host_runs_each_base_as_n_peers_without_communication_and_predict_uses_it(tmp_path):
+    """probe-host runs each measured one-device case again with 2 processes at once on the CPU:
+    FSDP2, which skips work at one device, as rank 0 of a fake world of 2 (its all-gathers' and
+    reduce-scatters' copies included), DDP in a world of its own; a case that fails is that entry's
+    error, the others stand, and no process is left behind. predict --host-probe then takes the
+    probed step for each base's own strategy at 2 devices and says so."""
+    import psutil
+
     from bench.predict import hostprobe
 
     base, host, comm, out = (tmp_path / n for n in ("base.json", "b.host.json", "cpu.comm.json", "p.json"))
-    proc = run_cli("run", "--gpus", "", "--strategies", "fsdp2,ddp", "--cpu-replicas", "1", "--batch-sizes", "2",
-                   "--warmup", "1", "--steps", "2", "--trials", "1", "--anatomy", "--out", str(base),
-                   env={"OMP_NUM_THREADS": "1"})
+    proc = run_cli("run", "--gpus", "", "--strategies", "fsdp2,ddp,faulty", "--cpu-replicas", "1", "--batch-sizes",
+                   "2", "--warmup", "1", "--steps", "2", "--trials", "1", "--anatomy", "--out", str(base),
+                   env={"OMP_NUM_THREADS": "1", **TEST_STRATEGIES})
     assert proc.returncode == 0, proc.stderr
-    proc = bench_cli("probe-host", str(base), "--devices", "2", "--strategies", "fsdp2,ddp", "--out", str(host))
+    # The faulty case fails from now on: its probe must fail alone.
+    doc = json.loads(base.read_text())
+    for row in doc["rows"]:
+        if row["strategy"] == "faulty":
+            row["options"] = json.dumps({**json.loads(row["options"]), "fault": "raise"})
+    base.write_text(json.dumps(doc))
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    proc = bench_cli("probe-host", str(base), "--devices", "2", "--strategies", "fsdp2,ddp,faulty", "--out", str(host),
+                     env={"OMP_NUM_THREADS": "1", **TEST_STRATEGIES})
     assert proc.returncode == 0, proc.stderr
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
     doc = json.loads(host.read_text())
     entries = {e["base"].split()[0]: e for e in doc["entries"]}
-    assert doc["schema"] == hostprobe.SCHEMA and set(entries) == {"fsdp2", "ddp"}
-    assert entries["fsdp2"]["status"] == "ok" and entries["fsdp2"]["world"] == 2 and entries["fsdp2"]["step_ms_p50"] > 0
-    assert entries["ddp"]["status"] == "error" and entries["ddp"]["reason"]
-    probed = entries["fsdp2"]["step_ms_p50"]
+    assert doc["schema"] == hostprobe.SCHEMA and set(entries) == {"fsdp2", "ddp", "faulty"}
+    assert entries["faulty"]["status"] == "error" and "injected failure" in entries["faulty"]["reason"]
+    for name, launcher, world in (("fsdp2", "fake-world", 2), ("ddp", "own-world", 1)):
+        entry = entries[name]
+        assert entry["status"] == "ok" and entry["world"] == 2 and entry["together"] == 2, entry
+        assert entry["launcher"] == launcher and entry["rank_world"] == world and entry["step_ms_p50"] > 0
+        assert entry["step_ms_p50"] == pytest.approx(max(entry["step_ms_p50_each"]), abs=1e-3)
     proc = bench_cli("probe-comm", "--gpus", "", "--devices", "2", "--sizes", "64K,1M,8M", "--reps", "3",
                      "--out", str(comm))
     assert proc.returncode == 0, proc.stderr
@@ -642,19 +691,69 @@ def test_probe_host_times_fsdp2_as_rank_0_of_a_fake_world_and_predict_uses_it(tm
                      "--host-probe", str(host), "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     rows = {(r["strategy"], r["devices"]): r for r in json.loads(out.read_text())["predictions"]}
-    fsdp2_2 = rows[("fsdp2", 2)]
-    assert fsdp2_2["assumptions"][0].startswith("step = its step as rank 0 of a fake world of n, collectives stubbed")
-    assert f"{probed:.3f} ms" in fsdp2_2["assumptions"][0]
-    # The probed step replaces the measured one-device step; what the simulation adds stays.
+    assert rows[("fsdp2", 2)]["assumptions"][0].startswith(
+        "step = the slowest of its processes without communication (2 processes at once on this host's CPU, "
+        "each rank 0 of a fake world of 2")
+    ddp = entries["ddp"]
+    ratio = ddp["step_ms_p50"] / ddp["alone_step_ms_p50"]  # DDP does at one device what it does at 2
+    assert f"{float(ddp['base_step_ms']):.3f} ms x {ratio:.3f}, " in rows[("ddp", 2)]["assumptions"][0]
+    # The base's step times the probe's ratio replaces the base's step; what the simulation adds stays.
     plain = tmp_path / "plain.json"
-    proc = bench_cli("predict", str(base), "--probe", str(comm), "--devices", "1,2", "--strategies", "fsdp2",
+    proc = bench_cli("predict", str(base), "--probe", str(comm), "--devices", "1,2", "--strategies", "ddp",
                      "--json", str(plain))
     assert proc.returncode == 0, proc.stderr
     without = {r["devices"]: r for r in json.loads(plain.read_text())["predictions"]}[2]
-    base_step = entries["fsdp2"]["base_step_ms"]
-    assert fsdp2_2["step_ms"] - without["step_ms"] == pytest.approx(probed - base_step, abs=2e-3)
-    assert not any("fake world" in a for r in rows.values() if r["strategy"] == "ddp" for a in r["assumptions"])
-    assert "fake world" not in rows[("fsdp2", 1)]["assumptions"][0]  # one device: the base itself
+    assert rows[("ddp", 2)]["step_ms"] - without["step_ms"] == pytest.approx(
+        float(ddp["base_step_ms"]) * (ratio - 1), abs=2e-3)
+    assert "without communication" not in rows[("fsdp2", 1)]["assumptions"][0]  # one device: the base itself
     # A file that is not a host probe: one line naming the fix.
     proc = bench_cli("predict", str(base), "--probe", str(comm), "--host-probe", str(comm))
     assert proc.returncode == 2 and "is not a host probe" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_host_probe_plans_one_process_per_device_in_the_world_the_strategy_needs():
+    from bench.predict.hostprobe import plan
+
+    cpu_ddp = plan({"strategy": "ddp", "device": "cpu"}, 4, [])
+    cpu_fsdp2 = plan({"strategy": "fsdp2", "device": "cpu"}, 4, [])
+    assert (cpu_ddp.launcher, cpu_ddp.world, cpu_ddp.devices) == ("own-world", 1, ((),) * 4)
+    assert (cpu_fsdp2.launcher, cpu_fsdp2.world, cpu_fsdp2.together) == ("fake-world", 4, 4)
+    zero1, fsdp2 = {"strategy": "zero1", "device": "cuda", "gpus": "2"}, {"strategy": "fsdp2", "device": "cuda", "gpus": "2"}
+    assert plan(zero1, 2, [0, 1, 2, 3]).devices == ((0,), (1,))
+    # Too few GPUs: in a world of its own, alone, it would be its base again (nothing to run);
+    # in a fake world it still does the work it skips at one device.
+    assert plan(zero1, 2, [2]).devices == () and "is not measured" in plan(zero1, 2, [2]).note
+    assert plan(fsdp2, 2, [2]).devices == ((2,),) and "one process alone on GPU 2" in plan(fsdp2, 2, [2]).note
+
+
+PEER = """
+import json, sys, time
+from bench.engine import launchers
+port, sleep_s = int(sys.argv[1]), float(sys.argv[2])
+launcher = launchers.OWN_WORLD
+launcher.init({"gpus": [], "world": 1, "peers": {"port": port, "count": 2, "timeout_s": 120}}, 0, 1, 0)
+launcher.barrier()
+step, took = launcher.pace(lambda: time.sleep(sleep_s)), []
+for _ in range(5):
+    start = time.perf_counter()
+    step()
+    took.append(time.perf_counter() - start)
+launcher.close()
+print(json.dumps(sorted(took)[2]))
+"""
+
+
+def test_peers_meet_after_every_step():
+    """Two peers, one taking 5 ms a step and one 100 ms: paced, the fast one's steps last as long
+    as the slow one's, as a real run's ranks wait for each other at their all-reduce. (A lower
+    bound only: a busy machine can make any step longer, never shorter.)"""
+    pytest.importorskip("torch")
+    from bench.predict.hostprobe import _store
+
+    store = _store(120)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    peers = [subprocess.Popen([sys.executable, "-c", PEER, str(store.port), str(s)], env=env, cwd=REPO,
+                              stdout=subprocess.PIPE, text=True) for s in (0.005, 0.1)]
+    fast, slow = (json.loads(p.communicate(timeout=120)[0]) for p in peers)
+    assert all(p.returncode == 0 for p in peers)
+    assert slow >= 0.1 and fast >= 0.09, (fast, slow)

@@ -88,8 +88,9 @@ def cmd_probe_host(args) -> int:
     if not hostprobe.one_device_cases(rows, chosen):
         raise ValueError(f"no measured one-device case of {', '.join(chosen)} in the files: measure one with "
                          "`bench run` first")
-    entries = hostprobe.measure(rows, counts, chosen, args.timeout)
-    probe.write(out, hostprobe.record(entries, {"devices": counts, "strategies": list(chosen)}))
+    gpus = resolve_gpus(args.gpus)
+    entries = hostprobe.measure(rows, counts, chosen, args.timeout, gpus)
+    probe.write(out, hostprobe.record(entries, {"devices": counts, "strategies": list(chosen), "gpus": gpus}))
     print(f"host probe written to {out} (`bench predict --host-probe {out}` uses it)")
     return 0
 
@@ -217,7 +218,7 @@ def render(rows: list[dict]) -> str:
 
 def add_parser(sub) -> None:
     """`probe-comm`, `probe-host` and `predict`; bad input is one line (UsageError)."""
-    from bench.predict.hostprobe import DEFAULT_STRATEGIES
+    from bench.predict.predict import TARGETS
 
     pc = sub.add_parser("probe-comm", help="time all-reduce, reduce-scatter, all-gather and broadcast over message "
                         "sizes and fit latency + bandwidth per collective and device count")
@@ -234,12 +235,15 @@ def add_parser(sub) -> None:
     pc.add_argument("--results-dir", default="results")
     pc.set_defaults(func=_guarded(cmd_probe))
 
-    ph = sub.add_parser("probe-host", help="time measured one-device cases again as rank 0 of a fake world of n "
-                        "(collectives do nothing): the work a strategy adds at n devices, for predict --host-probe")
+    ph = sub.add_parser("probe-host", help="time measured one-device cases again with n processes at once, one per "
+                        "device of this host, communication left out: what n ranks cost each other on the host and "
+                        "what a strategy adds at n, for predict --host-probe")
     ph.add_argument("files", nargs="+", help="results files holding the one-device cases")
-    ph.add_argument("--devices", default="2", help="world sizes, e.g. 2,4 (default 2)")
-    ph.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
-                    help="the one-device cases' strategies to probe (default: those that skip work at one device)")
+    ph.add_argument("--devices", default="2", help="device counts, e.g. 2,4 (default 2)")
+    ph.add_argument("--gpus", help="the GPUs the processes of a GPU case run on, one each (default: all visible; "
+                    "fewer than n: one process alone)")
+    ph.add_argument("--strategies", default=",".join(TARGETS),
+                    help=f"the one-device cases' strategies to probe (default {','.join(TARGETS)})")
     ph.add_argument("--timeout", type=float, default=600, help="seconds for each case and world (default 600)")
     ph.add_argument("--out", help="host probe file (default <results-dir>/<time>-<host>.host.json)")
     ph.add_argument("--results-dir", default="results")

@@ -16,6 +16,7 @@ import functools
 import re
 from pathlib import Path
 
+import strategies
 from bench.cases import case as case_mod
 from bench.predict import memory, params, simulate, timeline
 
@@ -23,13 +24,6 @@ HOST_BOUND_IDLE = 0.30
 TARGETS = ("ddp", "fsdp2", "zero1")
 USES = {"ddp": ("all_reduce", "broadcast"), "zero1": ("all_reduce", "broadcast"),
         "fsdp2": ("all_gather", "reduce_scatter")}
-# What a target leaves out at one device, so that its one-device trace lacks it: host-bound, the
-# prediction is then a step too fast (bench/predict/README.md, measured on 2 H200).
-WORLD_OF_ONE_SKIPS = {
-    "fsdp2": "FSDP2 at one device skips its all-gathers and reduce-scatters and the copies around them "
-             "(_fsdp_param_group.py: world_size == 1): host-bound, their host work at n devices is not in the "
-             "base, and the step predicted is too fast (2 H200: 1.5x the base measured, against 1.0x)",
-}
 # A base is a one-device case whose step the targets share; the target's own first.
 BASE_PREFERENCE = ("ddp", "zero1", "fsdp2", "single")
 
@@ -87,8 +81,6 @@ def choose_bases(rows: list[dict], target: str) -> list[dict]:
 def target_options(target: str, base: dict, rows: list[dict]) -> list[dict]:
     """The target's option sets to predict: its defaults (the base's own options where the
     base ran the target), and every set it was measured with on this setting."""
-    import strategies
-
     base_case = case_mod.Case.from_row(base)
     sets = [dict(base_case.options) if base["strategy"] == target else dict(strategies.get(target).options)]
     for row in rows:
@@ -128,17 +120,27 @@ def cores_full(base: dict, per_host: int) -> str | None:
 
 
 def step_at(base: dict, step, sim1: simulate.Sim, sim: simulate.Sim, host_bound: bool,
-            serial: bool = False, world_step_ms: float | None = None) -> tuple[float, float, str]:
+            serial: bool = False, probed: dict | None = None) -> tuple[float, float, str]:
     """The predicted step (ms), the communication it exposes (ms) and how it was reached.
-    `world_step_ms`: the base's step measured as rank 0 of a fake world of n (bench.predict.hostprobe),
-    which then stands for the measured one-device step."""
-    timed = float(base["step_ms_p50"]) if world_step_ms is None else world_step_ms
-    what = "measured 1-device median" if world_step_ms is None else (
-        f"its step as rank 0 of a fake world of n, collectives stubbed ({float(base['step_ms_p50']):.3f} ms at 1)")
+    `probed`: the base's step measured at n without communication (a bench.predict.hostprobe
+    entry), which then stands for the measured one-device step."""
+    timed, what = float(base["step_ms_p50"]), "measured 1-device median"
+    if probed is not None and probed.get("alone_step_ms_p50") and int(probed["rank_world"]) == 1:
+        # The same work as the base: only the ratio, measured within the probe's own processes.
+        ratio = probed["step_ms_p50"] / float(probed["alone_step_ms_p50"])
+        timed, what = timed * ratio, (
+            f"measured 1-device median {timed:.3f} ms x {ratio:.3f}, the slowest of its processes without "
+            f"communication over one of them alone ({probed['where']}) =")
+    elif probed is not None:
+        timed, what = probed["step_ms_p50"], (
+            f"the slowest of its processes without communication ({probed['where']}; "
+            f"{float(base['step_ms_p50']):.3f} ms the base)")
     saved = sim1.optimizer - sim.optimizer  # the optimiser's sharded share
     added = sim.step - sim1.step + saved  # communication not hidden behind compute
     if serial:
         added = sim.comm
+    if probed is not None and int(probed.get("rank_world", 1)) > 1:
+        saved = 0.0  # a rank of a fake world of n already updates its 1/n share
     if not host_bound:
         return timed + added - saved, added, (
             f"step = {what} {timed:.3f} ms + {added:.3f} ms exposed communication - {saved:.3f} ms "
@@ -152,7 +154,7 @@ def step_at(base: dict, step, sim1: simulate.Sim, sim: simulate.Sim, host_bound:
 
 
 def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_host: int, hosts: int,
-                world_step_ms: float | None = None) -> dict:
+                probed: dict | None = None) -> dict:
     on_gpu = base.get("device") == "cuda"
     # FSDP2 with mixed_precision=auto gathers bf16/fp16 parameters.
     gathered = 2 if (target == "fsdp2" and options.get("mixed_precision") == "auto"
@@ -161,7 +163,7 @@ def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_h
     sim1 = simulate.simulate(step, facts, comm, simulate.Target(target, 1, 1, options, gathered))
     host_bound = _host_bound(step, on_gpu)
     serial = cores_full(base, per_host)
-    step_ms, exposed, how = step_at(base, step, sim1, sim, host_bound, serial is not None, world_step_ms)
+    step_ms, exposed, how = step_at(base, step, sim1, sim, host_bound, serial is not None, probed)
     case = target_case(base, target, options, per_host, hosts)
     n = per_host * hosts
     mem = memory.per_gpu_mib(target, facts, n, options, base["strategy"], dict(case_mod.Case.from_row(base).options),
@@ -170,10 +172,17 @@ def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_h
                         f"on one ({step.basis}, {step.steps} profiled steps)"]
     assumptions += ([serial] if serial else []) + sim.notes
     assumptions += [comm.describe(c, per_host, hosts) for c in USES[target] if n > 1]
+    skips = strategies.get(target).world_of_one_skips
     if base["strategy"] != target:
         assumptions.append(f"the base ran {base['strategy']}: {target}'s own host work (hooks, copies) is not in it")
-    elif target in WORLD_OF_ONE_SKIPS and host_bound and n > 1 and world_step_ms is None:
-        assumptions.append(WORLD_OF_ONE_SKIPS[target])
+    elif skips and host_bound and n > 1 and probed is None:
+        assumptions.append(f"{skips}: host-bound, their host work at n devices is not in the base, and the step "
+                           "predicted is too fast (2 H200: 1.5x the base measured, against 1.0x; `bench probe-host` "
+                           "measures it)")
+    if serial and probed is None:
+        assumptions.append("compute per rank as one process alone measured it: ranks that share the host's cores "
+                           "slow each other by an amount that depends on the processor (`bench probe-host` "
+                           "measures it)")
     assumptions.append("memory: fp32 parameters, gradients, momentum (sharded terms / n) + activations = measured "
                        "1-device peak - its state" if mem["memory_mib"] is not None else
                        "memory: the state only (the base measured no device peak)")
@@ -202,8 +211,8 @@ def _timeline(folder: str) -> timeline.StepTimeline:
 def predict(rows: list[dict], comm, targets, devices: list[int], gpus_per_host: int | None = None,
             hosts: int | None = None, world_steps: dict | None = None) -> list[dict]:
     """Prediction rows for every base found in `rows`, target and device count. `world_steps`
-    (bench.predict.hostprobe.load): a base's step as rank 0 of a fake world of n, used for
-    its own strategy at n devices where measured."""
+    (bench.predict.hostprobe.load): a base's step measured at n without communication, used
+    for its own strategy at n devices where measured."""
     from bench.cases import results
     from bench.predict import hostprobe
 
