@@ -394,6 +394,41 @@ def test_h200_one_gpu_traces_predict_the_measured_2_and_4_gpu_runs(tmp_path):
             assert abs(v["predicted_memory_mib"] / v["measured_memory_mib"] - 1) <= 0.05, v
 
 
+def test_predict_takes_a_ratio_from_a_world_of_its_own_and_the_step_from_a_fake_world(tmp_path):
+    """How a host-probe entry enters the prediction, on the committed H200 resnet18 fp32 bases:
+    a world of its own (DDP) multiplies the base's step by the probe's together/alone ratio; a
+    fake world (FSDP2) stands for the base's step, its sharded optimiser saving already in it, and
+    a fake-world step shorter than the base's says that launches differ."""
+    import shutil
+    import tarfile
+
+    from bench.cases import results
+    from bench.predict import hostprobe, predict, probe
+
+    shutil.copy(H200_BASES / "h200-bases-256.json", tmp_path / "b.json")
+    with tarfile.open(H200_BASES / "traces.tar.xz") as tar:
+        tar.extractall(tmp_path, members=[m for m in tar.getmembers() if "fp32-resnet18-1-gpu-b256" in m.name],
+                       filter="data")
+    rows = [r for r in results.load_many([tmp_path / "b.json"]) if r["model"] == "resnet18" and r["precision"] == "fp32"]
+    base = {r["strategy"]: r for r in rows if r["strategy"] in ("ddp", "fsdp2")}
+    link = probe.stated_model(253.0, 10.0)
+    plain = {r["strategy"]: r for r in predict.predict(rows, link, ["ddp", "fsdp2"], [2])}
+    ddp_ms, fsdp2_ms = float(base["ddp"]["step_ms_p50"]), float(base["fsdp2"]["step_ms_p50"])
+    probed = {(*hostprobe.base_key(base["ddp"]), 2): {"rank_world": 1, "step_ms_p50": 30.0, "alone_step_ms_p50": 25.0,
+                                                      "where": "2 processes at once"},
+              (*hostprobe.base_key(base["fsdp2"]), 2): {"rank_world": 2, "step_ms_p50": fsdp2_ms - 1.0,
+                                                        "where": "one process alone"}}
+    got = {r["strategy"]: r for r in predict.predict(rows, link, ["ddp", "fsdp2"], [2], world_steps=probed)}
+    assert got["ddp"]["step_ms"] - plain["ddp"]["step_ms"] == pytest.approx(ddp_ms * 0.2, abs=1e-3)
+    assert got["ddp"]["assumptions"][0].startswith(f"step = measured 1-device median {ddp_ms:.3f} ms x 1.200, ")
+    fsdp2 = got["fsdp2"]
+    assert fsdp2["assumptions"][0].startswith("step = the slowest of its processes without communication (one process")
+    assert any("taken in different launches" in a for a in fsdp2["assumptions"])
+    assert not any("taken in different launches" in a for a in plain["fsdp2"]["assumptions"])
+    # The fake world's step already updates 1/n of the state: nothing is taken off it again.
+    assert fsdp2["step_ms"] == pytest.approx(fsdp2_ms - 1.0 + fsdp2["exposed_comm_ms"], abs=1e-3)
+
+
 def test_one_host_of_2_h200_resnet18_at_1024_within_5_percent(tmp_path):
     """`make predict-validate` on one host of 2 H200 (results/reference/h200x2/predict-validate/run-1):
     from its probe and one-GPU traces, DDP, FSDP2 and ZeRO-1 on resnet18 at 1024 per GPU, fp32 and

@@ -190,8 +190,8 @@ def measure(rows: list[dict], counts: list[int], strategies: tuple[str, ...], ti
 def record(entries: list[dict], settings: dict) -> dict:
     from bench.measure import envinfo
 
-    return {"schema": SCHEMA, "settings": settings, "environment": {**envinfo.collect(), **envinfo.torch_build()},
-            "entries": entries}
+    environment = {**envinfo.collect(), **envinfo.for_gpus(tuple(settings.get("gpus") or ())), **envinfo.torch_build()}
+    return {"schema": SCHEMA, "settings": settings, "environment": environment, "entries": entries}
 
 
 def load(path: str | os.PathLike) -> dict[tuple, dict]:

@@ -179,6 +179,10 @@ def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_h
         assumptions.append(f"{skips}: host-bound, their host work at n devices is not in the base, and the step "
                            "predicted is too fast (2 H200: 1.5x the base measured, against 1.0x; `bench probe-host` "
                            "measures it)")
+    if probed is not None and int(probed.get("rank_world", 1)) > 1 and probed["step_ms_p50"] < float(base["step_ms_p50"]):
+        assumptions.append(f"the probe's step ({probed['step_ms_p50']:.3f} ms) is shorter than the base's "
+                           f"({float(base['step_ms_p50']):.3f} ms) though it does more: the two were taken in "
+                           "different launches, and this host's launches differ by at least that much")
     if serial and probed is None:
         assumptions.append("compute per rank as one process alone measured it: ranks that share the host's cores "
                            "slow each other by an amount that depends on the processor (`bench probe-host` "
