@@ -417,7 +417,7 @@ def test_predict_takes_a_ratio_from_a_world_of_its_own_and_the_step_from_a_fake_
     probed = {(*hostprobe.base_key(base["ddp"]), 2): {"rank_world": 1, "step_ms_p50": 30.0, "alone_step_ms_p50": 25.0,
                                                       "where": "2 processes at once"},
               (*hostprobe.base_key(base["fsdp2"]), 2): {"rank_world": 2, "step_ms_p50": fsdp2_ms - 1.0,
-                                                        "where": "one process alone"}}
+                                                        "where": "one process alone", "peak_alloc_mib": 5627.27}}
     got = {r["strategy"]: r for r in predict.predict(rows, link, ["ddp", "fsdp2"], [2], world_steps=probed)}
     assert got["ddp"]["step_ms"] - plain["ddp"]["step_ms"] == pytest.approx(ddp_ms * 0.2, abs=1e-3)
     assert got["ddp"]["assumptions"][0].startswith(f"step = measured 1-device median {ddp_ms:.3f} ms x 1.200, ")
@@ -427,6 +427,10 @@ def test_predict_takes_a_ratio_from_a_world_of_its_own_and_the_step_from_a_fake_
     assert not any("taken in different launches" in a for a in plain["fsdp2"]["assumptions"])
     # The fake world's step already updates 1/n of the state: nothing is taken off it again.
     assert fsdp2["step_ms"] == pytest.approx(fsdp2_ms - 1.0 + fsdp2["exposed_comm_ms"], abs=1e-3)
+    # Its memory is what the fake world's rank allocated; a world of its own keeps the model's.
+    assert fsdp2["memory_mib"] == 5627.3 and fsdp2["memory_measured"]
+    assert "memory: the peak a rank of the fake world of n allocated in the host probe" in fsdp2["assumptions"]
+    assert not got["ddp"]["memory_measured"] and got["ddp"]["memory_mib"] == plain["ddp"]["memory_mib"]
 
 
 def test_one_host_of_2_h200_resnet18_at_1024_within_5_percent(tmp_path):

@@ -169,6 +169,7 @@ def measure_one(row: dict, n: int, timeout_s: float, gpus: list[int]) -> dict:
     alone = figures[0].get("alone")
     return {**entry, "status": "ok", "reason": "", **slowest["together"],
             "step_ms_p50_each": [round(f["together"]["step_ms_p50"], 4) for f in figures],
+            "peak_alloc_mib": max((f["peak_alloc_mib"] for f in figures if f["peak_alloc_mib"]), default=None),
             **({f"alone_{k}": v for k, v in alone.items()} if alone else {})}
 
 
@@ -220,7 +221,7 @@ def _run(spec_path: str, out_path: str) -> None:
     """In a peer: the case in its world, warmed up, then in every trial the first peer timed alone
     while the others wait, and all of them timed together, meeting after every step. Alone and
     together alternate in one process, so their ratio is free of what moves between launches."""
-    from bench.measure.timing import StepClock
+    from bench.measure.timing import StepClock, peak_memory_mib, reset_peak_memory
     from bench.run import procs
     from bench.run.worker import Job, build_step, configure_backends
 
@@ -237,6 +238,7 @@ def _run(spec_path: str, out_path: str) -> None:
         run()
     first, together = int(doc["peer"]) == 0, int(peers["count"]) > 1
     paced, alone_ms, together_ms = job.launcher.pace(run), [], []
+    reset_peak_memory(step.devices)
     job.launcher.barrier()
     for _ in range(case["trials"]):
         if together:
@@ -245,8 +247,10 @@ def _run(spec_path: str, out_path: str) -> None:
             job.launcher.barrier()
         together_ms += clock.time_trial(paced, case["steps"])[0]
         job.launcher.barrier()
+    memory = peak_memory_mib(step.devices)  # what the step allocates in this world, as `bench run` reads it
     job.launcher.close()
-    out = {"together": _figures(together_ms), "alone": _figures(alone_ms) if alone_ms else None}
+    out = {"together": _figures(together_ms), "alone": _figures(alone_ms) if alone_ms else None,
+           "peak_alloc_mib": round(max(m[0] for m in memory.values()), 2) if memory else None}
     Path(out_path).write_text(json.dumps(out))
 
 

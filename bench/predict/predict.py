@@ -168,6 +168,10 @@ def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_h
     n = per_host * hosts
     mem = memory.per_gpu_mib(target, facts, n, options, base["strategy"], dict(case_mod.Case.from_row(base).options),
                              base.get("peak_alloc_mib") if on_gpu else None)
+    mem["memory_measured"] = bool(probed is not None and int(probed.get("rank_world", 1)) > 1
+                                  and probed.get("peak_alloc_mib"))
+    if mem["memory_measured"]:  # a rank of a fake world of n allocates what a rank of n does
+        mem["memory_mib"] = round(float(probed["peak_alloc_mib"]), 1)
     assumptions = [how, f"weak scaling: {base['batch_per_gpu']} images per device, compute per device as measured "
                         f"on one ({step.basis}, {step.steps} profiled steps)"]
     assumptions += ([serial] if serial else []) + sim.notes
@@ -187,9 +191,10 @@ def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_h
         assumptions.append("compute per rank as one process alone measured it: ranks that share the host's cores "
                            "slow each other by an amount that depends on the processor (`bench probe-host` "
                            "measures it)")
-    assumptions.append("memory: fp32 parameters, gradients, momentum (sharded terms / n) + activations = measured "
-                       "1-device peak - its state" if mem["memory_mib"] is not None else
-                       "memory: the state only (the base measured no device peak)")
+    assumptions.append("memory: the peak a rank of the fake world of n allocated in the host probe" if mem.get(
+        "memory_measured") else "memory: fp32 parameters, gradients, momentum (sharded terms / n) + activations = "
+        "measured 1-device peak - its state" if mem["memory_mib"] is not None else
+        "memory: the state only (the base measured no device peak)")
     assumptions = list(dict.fromkeys(assumptions))  # the same link may serve several collectives
     return {
         **case.row(), "variant": case.variant(), "hardware": case_mod.hardware(base), "devices": n,
