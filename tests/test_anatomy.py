@@ -95,12 +95,15 @@ def test_a_host_sleep_shows_as_idle_on_the_cpu(tmp_path):
 @pytest.mark.skipif(cuda_gpus() < 1, reason="needs a CUDA GPU")
 def test_a_host_sleep_shows_as_idle_on_a_gpu(tmp_path):
     # Batch 32 is host-bound already (the GPU waits for launches): a host sleep adds to the wait.
+    # 40 ms: well above how far the idle of a host-bound step moves between two launches on a slow
+    # host (10.0 and 22.7 ms with a 5 ms sleep on one H200, a rise of 12.7 ms).
     where = ["--gpus", "0", "--models", "resnet18-small", "--precisions", "amp-bf16", "--batch-sizes", "32",
              "--warmup", "5", "--steps", "10", "--trials", "2", "--anatomy", "--anatomy-steps", "5"]
-    plain, slept = sleepy(tmp_path, "plain", 0, where), sleepy(tmp_path, "slept", 5, where)
+    sleep_ms = 40
+    plain, slept = sleepy(tmp_path, "plain", 0, where), sleepy(tmp_path, "slept", sleep_ms, where)
     rise = slept["anatomy_idle_ms"] - plain["anatomy_idle_ms"]
-    print(f"idle {plain['anatomy_idle_ms']:.3f} -> {slept['anatomy_idle_ms']:.3f} ms with a 5 ms host sleep")
-    assert 5 * 0.8 < rise < 5 * 1.3
+    print(f"idle {plain['anatomy_idle_ms']:.3f} -> {slept['anatomy_idle_ms']:.3f} ms with a {sleep_ms} ms host sleep")
+    assert sleep_ms * 0.8 < rise < sleep_ms * 1.3
     for row in (plain, slept):
         assert row["anatomy_basis"] == "gpu timeline"
         assert abs(row["anatomy_vs_timed_pct"]) <= anatomy.TOLERANCE_PCT or row["anatomy_note"]
