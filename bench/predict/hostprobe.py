@@ -85,6 +85,7 @@ class Plan:
 
 
 def plan(row: dict, n: int, gpus: list[int]) -> Plan:
+    """Where the base's n processes run: one per device, as the ranks of a real run would."""
     import strategies
     from bench.engine import launchers
 
