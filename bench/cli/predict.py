@@ -89,8 +89,9 @@ def cmd_probe_host(args) -> int:
         raise ValueError(f"no measured one-device case of {', '.join(chosen)} in the files: measure one with "
                          "`bench run` first")
     gpus = resolve_gpus(args.gpus)
-    entries = hostprobe.measure(rows, counts, chosen, args.timeout, gpus)
-    probe.write(out, hostprobe.record(entries, {"devices": counts, "strategies": list(chosen), "gpus": gpus}))
+    settings = {"devices": counts, "strategies": list(chosen), "gpus": gpus}
+    hostprobe.measure(rows, counts, chosen, args.timeout, gpus,
+                      keep=lambda entries: probe.write(out, hostprobe.record(entries, settings)))
     print(f"host probe written to {out} (`bench predict --host-probe {out}` uses it)")
     return 0
 

@@ -7,8 +7,8 @@ Why: the one-device step leaves out two things that the n-device step pays for o
 - Ranks beside each other share the host: its cores, caches and memory bandwidth, the CPU
   that launches each GPU's kernels. On a CPU host whose ranks take every core, each rank's
   compute slows by an amount that depends on the processor and on what shares its cores
-  (2 ranks of resnet18-small on a 2-vCPU machine: 0-50% from one run to the next; pinned to
-  one shared core: 2x).
+  (2 ranks of resnet18-small on a 2-vCPU machine: 0-44%, from one run to the next; pinned to
+  one shared core: 2.07x and 2.25x).
 - A strategy may do less at one device than at n: FSDP2 with a world of one skips its
   all-gathers and reduce-scatters and the copies around them. A strategy that declares this
   (`Strategy.world_of_one_skips`) runs as rank 0 of a fake world of n (PyTorch's fake process
@@ -175,7 +175,9 @@ def measure_one(row: dict, n: int, timeout_s: float, gpus: list[int]) -> dict:
 
 
 def measure(rows: list[dict], counts: list[int], strategies: tuple[str, ...], timeout_s: float, gpus: list[int],
-            progress=print) -> list[dict]:
+            progress=print, keep=lambda entries: None) -> list[dict]:
+    """Every base at every count; `keep(entries)` after each one, so that an interrupted probe
+    loses nothing it finished."""
     entries = []
     for row in one_device_cases(rows, strategies):
         for n in counts:
@@ -186,6 +188,7 @@ def measure(rows: list[dict], counts: list[int], strategies: tuple[str, ...], ti
                 + f" (the base: {float(entry['base_step_ms']):.3f} ms); {entry['where']}"
                 if entry["status"] == "ok" else f"{entry['status']}: {entry['reason']}"))
             entries.append(entry)
+            keep(entries)
     return entries
 
 
