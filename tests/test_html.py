@@ -68,5 +68,5 @@ def test_the_recommendation_is_on_the_first_screen(site):
     bottom = int(re.search(r'data-first-list-bottom="(\d+)"', body).group(1))
     height = int(re.search(r'data-viewport-height="(\d+)"', body).group(1))
     first_list = dom.split("<ul>", 1)[1].split("</ul>", 1)[0]
-    assert "Fastest:" in first_list and "Avoid dp" in first_list
+    assert "Recommended:" in first_list and "Avoid dp" in first_list
     assert 700 < height <= 900 and bottom <= height, (bottom, height)  # the window less its frame

@@ -162,15 +162,79 @@ def test_the_answer_names_the_fastest_and_the_runner_up_with_the_gap():
     # 19000 vs 18500: 2.7% apart, and the spreads (+-5%) overlap: a tie, said so.
     assert rec["runner_up"] == "zero1" and rec["gap_pct"] == 2.7 and rec["tie"] and not rec["unstable"]
     (line,) = answer.table([rec]).to_dict("records")
-    assert line["fastest"] == "ddp" and line[f"vs {answer.BASELINE}"] == "x1.90 (95%)" and line["gap"] == "+2.7%, tie"
+    assert line["recommended"] == "ddp" and line[f"vs {answer.BASELINE}"] == "x1.90 (95%)" and line["gap"] == "+2.7%, tie"
     assert line["images/s (p10-p90)"] == "19.0k (18.1k-19.9k)" and line["MiB/GPU"] == "6400"
 
 
-def test_a_wide_spread_is_unstable_not_a_tie():
+def test_a_wide_spread_is_left_out_with_why_and_unstable_only_when_it_was_faster():
     wide = row("zero1", 2, 64, ips=11700)
     wide.update(img_per_s_p10=9500.0, img_per_s_p90=13900.0)  # 38% of the median
     (rec,) = one_group(answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=12000), wide]))
-    assert rec["strategy"] == "ddp" and rec["unstable"] and not rec["tie"]
+    assert rec["strategy"] == "ddp" and rec["recommended"] and not rec["unstable"]
+    assert [x["label"] for x in rec["left_out"]] == ["zero1"] and "38% of the median" in rec["left_out"][0]["why"]
+    faster = {**wide, "img_per_s": 13000.0, "img_per_s_p10": 10000.0, "img_per_s_p90": 15000.0}
+    (rec,) = one_group(answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=12000), faster]))
+    assert rec["strategy"] == "ddp" and rec["unstable"]  # a faster case could not be ranked: the order is open
+
+
+def test_a_disturbed_case_is_not_recommended_and_the_headline_says_unstable():
+    from bench.report import answer
+
+    # The trials disagree beyond the spread (one trial at 52k of a 63k case), or the wall clock
+    # says the steps were stopped: neither can lead until measured again.
+    shaky = row("allreduce-scratch", 1, 64, ips=72.0, trial_img_per_s_min=8.1, trial_img_per_s_max=74.0)
+    shaky.update(img_per_s_p10=70.0, img_per_s_p90=74.0)
+    stopped = row("dp-fn", 1, 64, ips=75.0, wall_img_per_s=8.0)
+    frame = answer_frame([row("single", 1, 64, ips=59.0), shaky, stopped])
+    (rec,) = one_group(frame, "1 GPU")
+    assert rec["strategy"] == "single" and rec["unstable"]
+    whys = {x["label"]: x["why"] for x in rec["left_out"]}
+    assert "trials disagree" in whys["allreduce-scratch"] and "wall-clock" in whys["dp-fn"]
+    line = answer.actions(frame, one_group(frame, "1 GPU"))
+    assert line.startswith("Recommended: `single`") and "unstable" in line and "re-run" in line
+    assert answer.table([rec]).to_dict("records")[0]["gap"] == "unstable, re-run"
+
+
+def test_ties_at_one_device_go_to_single():
+    """A run where single and dp-fn tie at one device (dp-fn 0.3% ahead, spreads overlapping) is
+    answered single: every wrapper only adds host work there."""
+    (rec,) = one_group(answer_frame([row("single", 1, 2048, ips=75500), row("dp-fn", 1, 2048, ips=75800),
+                                     row("allreduce-scratch", 1, 2048, ips=75700)]), "1 GPU")
+    assert rec["strategy"] == "single" and rec["recommended"]
+    assert rec["fastest"]["label"] == "dp-fn" and rec["fastest"]["gap_pct"] == 0.4
+    assert set(rec["ties"]) == {"dp-fn", "allreduce-scratch"} and rec["tie"]
+
+
+def test_a_lever_that_beats_the_spread_is_recommended_and_its_gain_carried():
+    """A run where ddp with compile beats eager ddp beyond the spread at 2 devices is answered
+    with compile, and the record carries each lever's measured gain."""
+    rows = [row("single", 1, 256, ips=10000), row("ddp", 2, 256, ips=19000),
+            row("ddp", 2, 256, ips=25000, execution="compile"),
+            row("ddp", 2, 256, ips=19100, sgd_impl="fused")]
+    (rec,) = one_group(answer_frame(rows))
+    assert rec["strategy"] == "ddp" and rec["config"] == {"execution": "compile"}
+    gains = {(l["on"], l["lever"]): l for l in rec["levers"]}
+    assert gains[("ddp", "execution=compile")]["gain"] == pytest.approx(25000 / 19000, abs=1e-4)
+    assert gains[("ddp", "execution=compile")]["kept"]
+    assert gains[("ddp", "sgd=fused")]["verdict"] == "within the spread" and not gains[("ddp", "sgd=fused")]["kept"]
+    # Within the spread, the lever is not worth its knob: eager is named.
+    rows[2] = row("ddp", 2, 256, ips=19500, execution="compile")
+    (rec,) = one_group(answer_frame(rows))
+    assert rec["strategy"] == "ddp" and rec["config"] == {} and rec["fastest"]["label"] == "ddp+compile"
+
+
+def test_mfu_is_taken_against_the_gpus_dense_peak_for_the_precision():
+    from bench.core.peaks import dense_peak
+    from bench.report import answer
+
+    r = {**row("single", 1, 256, precision="amp-bf16", ips=100000, flops_per_image=2.73e9), "device": "cuda",
+         "gpu_name": "NVIDIA H100 80GB HBM3"}
+    share, peak = answer.mfu(r)
+    assert share == pytest.approx(2.73e9 * 1e5 / 1e12 / 989.4) and "989.4 TFLOP/s" in peak
+    assert dense_peak("NVIDIA H100 PCIe", "fp32")[0] == 378.0  # convolutions in TF32 by default
+    assert dense_peak("NVIDIA H100 PCIe", "fp32", "off")[0] == 51.2
+    assert dense_peak("Some Future GPU", "amp-bf16") is None  # never guessed
+    assert answer.mfu({**r, "device": "cpu"}) == (None, "")
 
 
 def test_a_clear_gap_is_not_a_tie_and_knobs_get_a_short_label():
@@ -206,10 +270,10 @@ def test_missing_and_out_of_memory_cells_say_so():
                           row("ddp", 2, 256, ips=40000), row("dp", 2, 256, status="oom", reason="CUDA out of memory")])
     lines = {line["batch/GPU"]: line for line in answer.table(one_group(frame)).to_dict("records")}
     assert lines[64]["runner-up"] == "only one strategy" and lines[64]["gap"] == ""
-    assert lines[128]["fastest"] == "none ran (OOM)"
+    assert lines[128]["recommended"] == "none ran (OOM)"
     assert lines[256][f"vs {answer.BASELINE}"] == ""  # no single at 256 in this run: no speed-up invented
     sentence = answer.actions(frame, one_group(frame))
-    assert sentence.startswith("Fastest: `ddp` (fp32, 2 GPUs, 256/GPU): 40.0k img/s")
+    assert sentence.startswith("Recommended: `ddp` (fp32, 2 GPUs, 256/GPU): 40.0k img/s")
     assert "At 64/GPU every fastest case is host-bound" in sentence
 
 
@@ -321,9 +385,9 @@ def test_the_first_screen_is_the_answer(fixture_file, tmp_path):
     lines = (out / "REPORT.md").read_text().splitlines()
     assert lines[0].startswith("# parabench report")
     first = "\n".join(lines[:40])
-    assert "- **resnet18-small on NVIDIA H200**: Fastest: `ddp` (fp32, 2 GPUs, 128/GPU): 35.0k img/s" in first
+    assert "- **resnet18-small on NVIDIA H200**: Recommended: `ddp` (fp32, 2 GPUs, 128/GPU): 35.0k img/s" in first
     assert "Avoid dp at 64/GPU" in first and "cudnn.benchmark on: up to 30x slower" in first
-    assert any(line.startswith("| ") and "fastest" in line and "runner-up" in line for line in lines[:40])
+    assert any(line.startswith("| ") and "recommended" in line and "runner-up" in line for line in lines[:40])
     assert max(map(len, cells(lines[:40]))) <= 40
     text = "\n".join(lines)
     assert "[resnet18-small on NVIDIA H200](nvidia-h200/resnet18-small.md)" in text

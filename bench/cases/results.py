@@ -101,11 +101,13 @@ def _csv_text(clean: list[dict]) -> str:
     return buf.getvalue()
 
 
-def write(path: str | os.PathLike, rows: list[dict]) -> None:
+def write(path: str | os.PathLike, rows: list[dict], document: dict | None = None) -> None:
+    """The rows, and beside them `document`'s sections (a search's log: bench/run/search.py)."""
     path = json_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     clean = [{c: row.get(c) for c in COLUMNS} for row in rows]
-    atomic_write_bytes(path, (json.dumps({"schema": SCHEMA, "rows": clean}, indent=1, default=str) + "\n").encode())
+    doc = {"schema": SCHEMA, **{k: v for k, v in (document or {}).items() if k not in ("schema", "rows")}, "rows": clean}
+    atomic_write_bytes(path, (json.dumps(doc, indent=1, default=str) + "\n").encode())
     atomic_write_bytes(path.with_suffix(".csv"), _csv_text(clean).encode())
 
 
@@ -246,6 +248,22 @@ def load(path: str | os.PathLike) -> list[dict]:
         row["source"] = str(path)
         rows.append(row)
     return rows
+
+
+def sections(path: str | os.PathLike) -> dict:
+    """A results file's sections beside its rows (e.g. "search"), {} where it has none or is a CSV.
+    Read after `load` has checked the file."""
+    path = Path(path)
+    if path.suffix == ".csv":
+        path = json_path(path)
+        if not path.exists():
+            return {}
+    try:
+        with open(path) as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in doc.items() if k not in ("schema", "rows")} if isinstance(doc, dict) else {}
 
 
 def load_many(paths: list[str | os.PathLike]) -> list[dict]:

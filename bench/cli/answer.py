@@ -27,8 +27,12 @@ def cmd_answer(args) -> int:
         print(f"{model} on {hw} (run {run_name(source)}): {answer.actions(run, mine)}\n")
         for where in dict.fromkeys((r["precision"], r["where"]) for r in mine):
             print(f"{where[0]}, {where[1]}:")
-            table = answer.table([r for r in mine if (r["precision"], r["where"]) == where])
-            print(table.to_string(index=False) + "\n")
+            group = [r for r in mine if (r["precision"], r["where"]) == where]
+            print(answer.table(group).to_string(index=False) + "\n")
+            for line in answer.lever_lines(group):
+                print(f"  levers at {line}")
+            if answer.lever_lines(group):
+                print()
     for line in legend.lines():
         print(line)
     from bench.report.predicted import said_in_answer

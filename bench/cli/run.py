@@ -59,6 +59,12 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
 
     if args.anatomy_steps is not None and not args.anatomy:
         raise UsageError("--anatomy-steps sets the profiled window of --anatomy: add --anatomy")
+    if args.budget is not None and not args.search:
+        raise UsageError("--budget bounds a --search: add --search")
+    if args.search:
+        args.budget = 5.0 if args.budget is None else args.budget
+        if not (math.isfinite(args.budget) and 0 < args.budget <= 24 * 60):
+            raise UsageError(f"--budget takes minutes, more than 0 and at most 1440, got {args.budget:g}")
     for flag, value in (("--case-timeout", args.case_timeout), ("--startup-timeout", args.startup_timeout)):
         if not (math.isfinite(value) and value > 0):
             raise UsageError(f"--case-timeout and --startup-timeout must be positive (seconds); {flag} is {value}")
@@ -215,7 +221,7 @@ def _measure(args, cases, settings, leader, started: float) -> int:
             todo = sum(not sweep.measured(c) for c in cases)
             print(f"resuming {out}: {len(cases) - todo} case(s) measured already, {todo} to run", file=sys.stderr)
         try:
-            rows = sweep.run()
+            rows = _search(args, sweep, cases, settings, reporter) if args.search else sweep.run()
             ignore_further_signals()  # measured and written: a late signal must not say otherwise
         except (KeyboardInterrupt, Terminated) as exc:
             ignore_further_signals()
@@ -240,6 +246,16 @@ def _measure(args, cases, settings, leader, started: float) -> int:
     finally:
         lock.release()
     return _summary(rows, out, started)
+
+
+def _search(args, sweep, cases, settings, reporter) -> list[dict]:
+    """The sweep as a search's survey, then its levers and finals within the budget."""
+    from bench.cases.ranking import asked_of
+    from bench.run.search import Search
+
+    executions = sorted({c.execution for c in cases}, key=lambda e: e != "eager")
+    search = Search(sweep, settings, 60 * args.budget, asked_of(settings, executions[0]), reporter)
+    return search.run(cases)
 
 
 def _summary(rows: list[dict], out, started: float) -> int:
@@ -286,6 +302,12 @@ def add_parser(sub) -> None:
         knob.add_flag(run)
     run.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                      help="strategy option, e.g. bucket_cap_mb=50, launcher=spawn (see `list`)")
+    run.add_argument("--search", action="store_true",
+                     help="after the sweep, try each lever (execution, SGD kernels, memory format, the strategy's "
+                     "options) on the leaders of every batch and measure the finalists again, interleaved, within "
+                     "--budget; the plan and every decision are recorded in the results file (bench/run/search.py)")
+    run.add_argument("--budget", type=float, help="minutes the whole --search may take (default 5); what it cannot "
+                     "hold is recorded as not tried")
     run.add_argument("--anatomy", action="store_true",
                      help="after each case's timing, profile a few steps on every rank: traces under "
                           "<results folder>/traces/<results name>/ and the step's breakdown in anatomy_* columns")

@@ -1,36 +1,41 @@
-"""The answer, first: for each run, hardware, model, precision and device count, the fastest
-configuration at each per-GPU batch, what it gives and costs, and how close the next
-strategy is; then one line per hardware and model that a person can act on.
+"""The answer, first: for each run, hardware, model, precision and device count, the
+configuration to use at each per-GPU batch, what it gives and costs, how close the others are,
+and what each lever measured in the run gained; then one line per hardware and model that a
+person can act on.
 
 Only cases of the same run (results file) are compared: a figure from another sweep, on a
-machine then busier or idler, would fake a difference. At one device the baseline
-(`single`) competes like any other strategy. No torch.
-
-Tie or not: two cases whose p10-p90 spreads of images/s overlap are a tie, unless one
-spread is wider than UNSTABLE of its median: then the order cannot be read at all
-("unstable, re-run"), not even as a tie.
+machine then busier or idler, would fake a difference. At one device the baseline (`single`)
+competes like any other strategy. The ranking rules are bench/cases/ranking.py's: a row whose
+trials were disturbed is left out (with why) until it is measured again, and among the
+configurations the fastest does not beat beyond the spreads (and beyond the run's own measured
+noise, where a search repeated cases) the simplest is recommended. A search's log (its levers,
+what it kept, dropped or did not try, bench/run/search.py) is read from the results file.
+No torch.
 """
 from __future__ import annotations
 
+import functools
 import json
+import os
 
 import pandas as pd
 
 import strategies
+from bench.cases import ranking, results
+from bench.cases.case import Case
+from bench.cases.levers import difference
+from bench.cases.ranking import UNSTABLE  # noqa: F401 - the report's legend states it
+from bench.core.peaks import dense_peak
 from bench.report.findings import efficiency_cell, rate, reference_pairs
 from bench.report.frame import run_name
 from bench.report.labels import Legend, full, knobs
 from bench.report.regime import GPU, HOST
 
 BASELINE = strategies.baseline()
-# A p10-p90 spread wider than a quarter of the median is no measurement to rank by: on a
-# quiet GPU a case's spread is a few percent, host-bound cases vary 15-20% between runs
-# (DESIGN.md section 7); 25% is beyond both, where the steps themselves were disturbed.
-UNSTABLE = 0.25
 
 
 def spread(row) -> float:
-    return (row["img_per_s_p90"] - row["img_per_s_p10"]) / row["img_per_s"]
+    return ranking.spread(row)
 
 
 def devices(row) -> int:
@@ -51,6 +56,26 @@ def groups(runs: pd.DataFrame):
         yield key, group.drop(columns=["_devices", "_gpu", "_nnodes"])
 
 
+def search_log(source: str) -> dict:
+    """The search section of a results file (bench/run/search.py), {} for a plain sweep."""
+    try:
+        stat = os.stat(source)
+    except OSError:
+        return {}
+    return _search_log(source, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _search_log(source: str, mtime_ns: int, size: int) -> dict:
+    log = results.sections(source).get("search")
+    return log if isinstance(log, dict) else {}
+
+
+def _in_group(entry_group: dict, model, precision, batch, n_replicas) -> bool:
+    return (entry_group.get("model"), entry_group.get("precision"), entry_group.get("batch_per_gpu"),
+            entry_group.get("devices")) == (model, precision, int(batch), int(n_replicas))
+
+
 def _speedup(top, run: pd.DataFrame) -> tuple[float | None, float | None, str]:
     """Speed-up and efficiency over the baseline of the same run: with the same knobs where
     measured, else over the fastest baseline case at that batch (named)."""
@@ -66,34 +91,100 @@ def _speedup(top, run: pd.DataFrame) -> tuple[float | None, float | None, str]:
     return float(x), float(x / devices(top)), full(best)
 
 
+def mfu(row) -> tuple[float | None, str]:
+    """The share of the GPU's dense peak the case reaches, and the peak it is taken against."""
+    flops = row.get("flops_per_image")
+    if row.get("device") != "cuda" or flops is None or pd.isna(flops):
+        return None, ""
+    peak = dense_peak(row.get("gpu_name"), str(row["precision"]), row.get("tf32"))
+    if peak is None:
+        return None, ""
+    per_gpu = float(flops) * float(row["img_per_s"]) / devices(row) / 1e12
+    return per_gpu / peak[0], peak[1]
+
+
+def _measured_levers(log: dict, rows: list[dict], top: dict, group: tuple) -> list[dict]:
+    """Each lever's measured gain: the search's own record where the run was a search, else
+    every pair of the top strategy's rows that differ in one setting alone."""
+    if log:
+        return [{k: e.get(k) for k in ("on", "lever", "gain", "verdict", "kept", "img_per_s", "base_img_per_s")}
+                for e in log.get("levers", []) if _in_group(e.get("group", {}), *group)]
+    same = [r for r in rows if r["strategy"] == top["strategy"]]
+    cases = [Case.from_row(dict(r)) for r in same]
+    out = []
+    for i, (a, ra) in enumerate(zip(cases, same)):
+        for b, rb in zip(cases[i + 1:], same[i + 1:]):
+            moved = difference(a, b)
+            if len(moved) != 1:
+                continue
+            base, lever = (ra, rb) if len(a.changed_knobs()) <= len(b.changed_knobs()) else (rb, ra)
+            (setting,) = difference(Case.from_row(dict(base)), Case.from_row(dict(lever)))
+            gain = lever["img_per_s"] / base["img_per_s"]
+            verdict = ("beats the spread" if ranking.beats(lever, base)
+                       else "slower beyond the spread" if ranking.beats(base, lever) else "within the spread")
+            out.append({"on": full(base), "lever": setting, "gain": round(gain, 4), "verdict": verdict,
+                        "kept": verdict == "beats the spread", "img_per_s": float(lever["img_per_s"]),
+                        "base_img_per_s": float(base["img_per_s"])})
+    return out
+
+
 def _record(key, batch, at: pd.DataFrame, run: pd.DataFrame, legend: Legend) -> dict:
     source, hardware, model, precision, n, on_gpu, nnodes = key
-    ok = at[at["status"] == "ok"].sort_values(["img_per_s", "strategy"], ascending=[False, True])
-    record = {"run": run_name(source), "hardware": hardware, "model": model, "precision": precision,
-              "devices": int(n), "where": where(int(n), bool(on_gpu), int(nnodes)), "batch_per_gpu": int(batch),
-              "out_of_memory": sorted(set(at[at["status"] == "oom"]["strategy"])), "strategy": None}
+    ok = at[at["status"] == "ok"]
+    record = {"run": run_name(source), "source": str(source), "hardware": hardware, "model": model,
+              "precision": precision, "devices": int(n), "where": where(int(n), bool(on_gpu), int(nnodes)),
+              "batch_per_gpu": int(batch), "out_of_memory": sorted(set(at[at["status"] == "oom"]["strategy"])),
+              "strategy": None, "searched": False}
     if ok.empty:
         return record
-    top = ok.iloc[0]
-    speedup, efficiency, over = _speedup(top, run)
+    rows = [dict(r) for _, r in ok.iterrows()]
+    n_replicas = int(rows[0].get("n_replicas") or n)
+    log = search_log(str(source))
+    group = (model, precision, batch, n_replicas)
+    noise = _noise(log, rows)
+    chosen, tied, left_out = ranking.pick(rows, log.get("asked") if log else None, noise)
+    fastest = max(rows, key=lambda r: r["img_per_s"])
+    top = chosen if chosen is not None else fastest
+    speedup, efficiency, over = _speedup(pd.Series(top), run)
+    share, peak = mfu(top)
     record.update({
-        "strategy": top["strategy"], "config": knobs(top), "label": legend.short(top), "variant": top["variant"] or "",
+        "strategy": top["strategy"], "config": knobs(top), "label": legend.short(pd.Series(top)),
+        "variant": top.get("variant") or "", "recommended": chosen is not None, "searched": bool(log),
         "img_per_s": float(top["img_per_s"]), "img_per_s_p10": float(top["img_per_s_p10"]),
         "img_per_s_p90": float(top["img_per_s_p90"]), "speedup": speedup, "efficiency": efficiency,
         "speedup_over": over, "efficiency_lo": top.get("efficiency_lo") if not over else None,
         "peak_alloc_mib": None if pd.isna(top.get("peak_alloc_mib")) else float(top["peak_alloc_mib"]),
-        "regime": top.get("regime") or "", "runner_up": None, "runner_up_config": None, "gap_pct": None,
-        "tie": False, "unstable": spread(top) > UNSTABLE})
-    others = ok[ok["strategy"] != top["strategy"]]
-    if len(others):
-        second = others.iloc[0]
-        overlap = top["img_per_s_p10"] <= second["img_per_s_p90"]
-        wide = spread(top) > UNSTABLE or spread(second) > UNSTABLE
-        record.update({"runner_up": legend.short(second), "runner_up_config": knobs(second),
+        "regime": top.get("regime") or "", "mfu": share, "mfu_peak": peak, "noise_pct": round(100 * noise, 1),
+        "fastest": None, "ties": [legend.short(pd.Series(r)) for r in tied],
+        "left_out": [{"label": legend.short(pd.Series(r)), "img_per_s": float(r["img_per_s"]), "why": why}
+                     for r, why in left_out],
+        "levers": _measured_levers(log, rows, top, group),
+        "not_tried": [{"on": e.get("on"), "lever": e.get("lever"), "why": e.get("why")}
+                      for e in log.get("not_tried", []) if _in_group(e.get("group", {}), *group)],
+        "runner_up": None, "runner_up_config": None, "gap_pct": None, "tie": False,
+        # The order cannot be read where nothing is stable, or a faster case was disturbed.
+        "unstable": chosen is None or any(r["img_per_s"] > top["img_per_s"] for r, _ in left_out)})
+    if fastest is not top and not ranking.disturbed(fastest):
+        record["fastest"] = {"label": legend.short(pd.Series(fastest)), "img_per_s": float(fastest["img_per_s"]),
+                             "gap_pct": round(100 * (fastest["img_per_s"] / top["img_per_s"] - 1), 1)}
+    others = sorted((r for r in rows if r["strategy"] != top["strategy"] and not ranking.disturbed(r)),
+                    key=lambda r: -r["img_per_s"])
+    if others:
+        second = others[0]
+        record.update({"runner_up": legend.short(pd.Series(second)), "runner_up_config": knobs(second),
                        "runner_up_img_per_s": float(second["img_per_s"]),
                        "gap_pct": round(100 * (top["img_per_s"] / second["img_per_s"] - 1), 1),
-                       "tie": bool(overlap and not wide), "unstable": bool(spread(top) > UNSTABLE or (overlap and wide))})
+                       "tie": not ranking.beats(top, second, noise) and not ranking.beats(second, top, noise)})
     return record
+
+
+def _noise(log: dict, rows: list[dict]) -> float:
+    """The largest spread between repeated measurements of one case of this group in the run
+    (a search's finals measure each candidate twice or more); 0 where nothing was repeated."""
+    if not log:
+        return 0.0
+    keys = [list(map(str, Case.from_row(dict(r)).key())) for r in rows]
+    return max((ranking.noise(log.get("measurements", []), k) for k in keys), default=0.0)
 
 
 def records(runs: pd.DataFrame, legend: Legend | None = None) -> list[dict]:
@@ -108,11 +199,15 @@ def records(runs: pd.DataFrame, legend: Legend | None = None) -> list[dict]:
 
 
 def _verdict(r: dict) -> str:
-    if r["runner_up"] is None:
-        return ""
     if r["unstable"]:
         return "unstable, re-run"
+    if r["runner_up"] is None:
+        return ""
     return f"{r['gap_pct']:+.1f}%" + (", tie" if r["tie"] else "")
+
+
+def _mfu_cell(r: dict) -> str:
+    return "" if r.get("mfu") is None else f"{100 * r['mfu']:.1f}%"
 
 
 def table(recs: list[dict]) -> pd.DataFrame:
@@ -122,16 +217,17 @@ def table(recs: list[dict]) -> pd.DataFrame:
         line = {"batch/GPU": r["batch_per_gpu"]}
         if r["strategy"] is None:
             oom = r["out_of_memory"]
-            line.update({"fastest": "none ran" + (" (OOM)" if oom else "")})
+            line.update({"recommended": "none ran" + (" (OOM)" if oom else "")})
             lines.append(line)
             continue
         speed = "" if r["speedup"] is None else f"x{r['speedup']:.2f}" + (
             f" ({efficiency_cell({'efficiency': r['efficiency'], 'efficiency_lo': r['efficiency_lo']})})"
             if r["devices"] > 1 else "") + ("*" if r["speedup_over"] else "")
         line.update({
-            "fastest": r["label"], "images/s (p10-p90)": f"{rate(r['img_per_s'])} ({rate(r['img_per_s_p10'])}-"
-                                                          f"{rate(r['img_per_s_p90'])})",
-            f"vs {BASELINE}": speed, "MiB/GPU": "" if r["peak_alloc_mib"] is None else f"{r['peak_alloc_mib']:.0f}",
+            "recommended": r["label"] + ("" if r["recommended"] else " (unstable)"),
+            "images/s (p10-p90)": f"{rate(r['img_per_s'])} ({rate(r['img_per_s_p10'])}-{rate(r['img_per_s_p90'])})",
+            f"vs {BASELINE}": speed, "MFU": _mfu_cell(r),
+            "MiB/GPU": "" if r["peak_alloc_mib"] is None else f"{r['peak_alloc_mib']:.0f}",
             "regime": r["regime"], "runner-up": r["runner_up"] or "only one strategy", "gap": _verdict(r)})
         lines.append(line)
     return pd.DataFrame(lines).fillna("")
@@ -141,8 +237,50 @@ def _case(r: dict) -> str:
     return (f"`{r['label']}` ({r['precision']}, {r['where']}, {r['batch_per_gpu']}/GPU): {rate(r['img_per_s'])} "
             f"img/s (p10-p90 {rate(r['img_per_s_p10'])}-{rate(r['img_per_s_p90'])})"
             + ("" if r["speedup"] is None else f", x{r['speedup']:.2f} over {BASELINE}")
+            + ("" if r.get("mfu") is None else f", MFU {100 * r['mfu']:.1f}% of {r['mfu_peak']}")
             + ("" if r["peak_alloc_mib"] is None else f", {r['peak_alloc_mib']:.0f} MiB/GPU")
             + (f", {r['regime']}" if r["regime"] else ""))
+
+
+def _short_setting(setting: str) -> str:
+    return setting.replace("execution=", "").replace(":reduce-overhead", " reduce-overhead")
+
+
+def lever_lines(recs: list[dict]) -> list[str]:
+    """Per batch: each lever measured on the recommended strategy, its gain and fate, and what
+    the search did not try and why."""
+    out = []
+    for r in recs:
+        if r["strategy"] is None or not (r.get("levers") or r.get("not_tried")):
+            continue
+        parts = []
+        for lever in r["levers"]:
+            if lever.get("gain") is None:
+                parts.append(f"{_short_setting(lever['lever'])} {lever['verdict']}")
+                continue
+            fate = "kept" if lever.get("kept") else str(lever.get("verdict", "")).replace("dropped: ", "dropped, ")
+            parts.append(f"{_short_setting(lever['lever'])} x{lever['gain']:.2f} on `{lever['on']}` ({fate})")
+        line = f"{r['batch_per_gpu']}/GPU, {r['where']}: " + ("; ".join(parts) if parts else "no lever measured")
+        if r.get("not_tried"):
+            whys = sorted({n["why"] for n in r["not_tried"]})
+            line += (f"; not tried: {', '.join(_short_setting(n['lever']) for n in r['not_tried'])} "
+                     f"({'; '.join(whys)})")
+        out.append(line)
+    return out
+
+
+def _ties(r: dict) -> str:
+    """What the recommendation won over by being simpler, and what it could not weigh."""
+    parts = []
+    if r.get("fastest"):
+        f = r["fastest"]
+        parts.append(f"`{f['label']}` measured {f['gap_pct']:+.1f}% (within the spread"
+                     + (f" and the run's {r['noise_pct']:.1f}% noise" if r.get("noise_pct") else "")
+                     + "): the simpler configuration is named")
+    faster = [x for x in r.get("left_out", []) if x["img_per_s"] > r["img_per_s"]]
+    for x in faster:
+        parts.append(f"`{x['label']}` measured {rate(x['img_per_s'])} img/s but is unstable ({x['why']}): re-run it")
+    return "; ".join(parts)
 
 
 def _avoid(run: pd.DataFrame, recs: list[dict]) -> list[str]:
@@ -177,25 +315,39 @@ def _avoid(run: pd.DataFrame, recs: list[dict]) -> list[str]:
 
 
 def actions(run: pd.DataFrame, recs: list[dict]) -> str:
-    """One line for one run's hardware and model: the best configuration, the fastest at
-    the largest batch that fits, and what to avoid with the measured reason."""
+    """One line for one run's hardware and model: the configuration to use, the one at the
+    largest batch that fits, what the recommendation set aside and why, and what to avoid."""
     done = [r for r in recs if r["strategy"] is not None]
     if not done:
         return "nothing ran ok in this run."
-    best = max(done, key=lambda r: (r["img_per_s"], r["label"]))
-    parts = [f"Fastest: {_case(best)}."]
+    stable = [r for r in done if r["recommended"]]
+    parts = []
+    if stable:
+        best = max(stable, key=lambda r: (r["img_per_s"], r["label"]))
+        parts.append(f"Recommended: {_case(best)}" + (f"; {_ties(best)}" if _ties(best) else "") + ".")
+    else:
+        best = max(done, key=lambda r: (r["img_per_s"], r["label"]))
+        parts.append(f"No configuration can be recommended: every candidate's trials were disturbed (fastest measured: "
+                     f"{_case(best)}, unstable); re-run.")
+    unsettled = [r for r in done if r is not best and r["unstable"]]
+    if unsettled:
+        parts.append("Unstable at " + ", ".join(f"{r['batch_per_gpu']}/GPU" for r in unsettled)
+                     + ": a faster case's trials were disturbed, re-run before trusting the order there.")
     largest = max(r["batch_per_gpu"] for r in done)
-    at = max((r for r in done if r["batch_per_gpu"] == largest), key=lambda r: (r["img_per_s"], r["label"]))
+    at = max((r for r in done if r["batch_per_gpu"] == largest), key=lambda r: (r["recommended"], r["img_per_s"], r["label"]))
     oom = sorted({r["batch_per_gpu"] for r in recs if r["strategy"] is None and r["out_of_memory"]})
     if at is not best:
         parts.append(f"Largest batch that ran, {largest}/GPU" + (f" (OOM at {oom[0]})" if oom else "")
-                     + f": {_case(at)}.")
+                     + f": {_case(at)}" + ("" if at["recommended"] else ", unstable") + ".")
     params = run["parameters"].dropna() if "parameters" in run else pd.Series(dtype=float)
     if len(params) and at["peak_alloc_mib"]:
         state = 3 * 4 * float(params.iloc[0]) / 2**20
         parts.append(f"Model state (fp32 weights, gradients, momentum of {float(params.iloc[0]) / 1e6:.2f} M "
                      f"parameters) is {state:.0f} MiB of its {at['peak_alloc_mib']:.0f} MiB per GPU; the rest is "
                      "activations and workspace.")
+    if not any(r.get("searched") for r in done):
+        parts.append("Only the configurations this run measured are compared: `bench run --search` also tries the "
+                     "executions, SGD kernels, memory format and strategy options on the leaders.")
     avoid = _avoid(run, done)
     if avoid:
         text = "; ".join(avoid)

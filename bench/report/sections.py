@@ -64,11 +64,17 @@ def answer_section(rep: Report) -> list[str]:
         for (precision, where), _ in pd.DataFrame(mine).groupby(["precision", "where"], sort=False):
             sub = [r for r in mine if (r["precision"], r["where"]) == (precision, where)]
             tables += [f"**{head}: {precision}, {where}**", "", answers.table(sub).to_markdown(index=False), ""]
+            levers = answers.lever_lines(sub)
+            if levers:
+                tables += ["Levers measured:", ""] + [f"- {line}" for line in levers] + [""]
     lines += [""] + rep.legend.lines()
-    return lines + [f"Per batch: the fastest configuration, its images/s (median, p10-p90), speed-up over "
-                    f"{answers.BASELINE} of the same run (* over its fastest setting where none had the same knobs), "
-                    "peak memory per GPU, regime, and the fastest other strategy. A tie: the spreads overlap; "
-                    f"unstable: a spread wider than {100 * answers.UNSTABLE:.0f}% of its median, re-run it.", ""] + tables
+    return lines + [f"Per batch: the recommended configuration (the simplest that the fastest does not beat beyond "
+                    f"the spreads), its images/s (median, p10-p90), speed-up over {answers.BASELINE} of the same run "
+                    "(* over its fastest setting where none had the same knobs), MFU (model FLOPs per second over the "
+                    "GPU's dense datasheet peak for the precision), peak memory per GPU, regime, and the fastest other "
+                    "strategy. A tie: the spreads overlap; unstable: a faster case's steps or trials were disturbed "
+                    f"(a spread wider than {100 * answers.UNSTABLE:.0f}% of its median, trials or wall clock outside "
+                    "it), re-run it.", ""] + tables
 
 
 def findings_section(rep: Report) -> list[str]:

@@ -8,10 +8,10 @@ from bench.cases.case import Case
 
 
 def describe(row: dict) -> str:
-    where = Case.from_row(row).where()
-    execution = "" if row.get("execution") in (None, "eager") else f" {row['execution']}"
-    head = (f"{row['strategy'] + execution:<22} {row['precision']:<8} {row['model']:<14} {where:<8} "
-            f"batch {row['batch_per_gpu']:>4}")
+    case = Case.from_row(row)
+    variant = f" ({case.variant()})" if case.variant() else ""
+    head = (f"{row['strategy']:<17} {row['precision']:<8} {row['model']:<14} {case.where():<8} "
+            f"batch {row['batch_per_gpu']:>4}{variant}")
     if row["status"] == "ok":
         mem = f", {row['peak_alloc_mib']:.0f} MiB" if row.get("peak_alloc_mib") else ""
         return (f"{head}  {row['img_per_s']:>9.1f} img/s  step {row['step_ms_p50']:.2f} ms "
@@ -30,8 +30,16 @@ class ConsoleReporter:
         self.task = None
 
     def begin(self, total: int) -> None:
+        """A batch of cases begins (a search begins one per phase)."""
         self.progress.start()
-        self.task = self.progress.add_task("starting", total=total)
+        if self.task is None:
+            self.task = self.progress.add_task("starting", total=total)
+        else:
+            self.progress.update(self.task, total=total, completed=0)
+
+    def say(self, line: str) -> None:
+        """A line between cases (a search's decisions)."""
+        self.progress.console.print(line, highlight=False, soft_wrap=True, markup=False)
 
     def preparing(self, label: str) -> None:
         self.progress.update(self.task, description=f"starting {label}")

@@ -112,6 +112,8 @@ class Sweep:
         self.reporter = reporter  # object with begin(total), preparing(label), case_started(label), case_done(row)
         self.rows: dict[tuple, dict] = {}
         self.scratch: Scratch | None = None  # the workers' folder, made with the first worker
+        # Written beside the rows in the results file after every case (a search's plan and log).
+        self.document: dict = {}
         for row in results.latest(existing or []):
             self.rows[identity(row)] = row
 
@@ -139,21 +141,27 @@ class Sweep:
         key = identity(row)
         self.rows.pop(key, None)
         self.rows[key] = row
+        self.save()
+        self.reporter.case_done(row)
+
+    def save(self) -> None:
+        """Write every row and the document's sections; WriteFailed says where they went instead."""
         try:
-            results.write(self.out, list(self.rows.values()))
+            results.write(self.out, list(self.rows.values()), self.document)
         except OSError as exc:
             fallback = os.path.join(tempfile.gettempdir(), f"parabench-rescued-{os.getpid()}.json")
             try:
-                results.write(fallback, list(self.rows.values()))
+                results.write(fallback, list(self.rows.values()), self.document)
                 saved = f"the {len(self.rows)} rows measured so far were saved to {fallback}"
             except OSError:
                 saved = "the rows could not be saved anywhere else either"
             raise WriteFailed(f"cannot write {results.json_path(self.out)} ({exc.strerror or exc}); {saved}; "
                               f"free space or fix the folder, then resume with --resume --out {fallback}") from None
-        self.reporter.case_done(row)
 
-    def run(self) -> list[dict]:
-        todo = [c for c in self.cases if not self.measured(c)]
+    def run(self, cases: list[Case] | None = None, again: bool = False) -> list[dict]:
+        """Measure `cases` (default: the sweep's own), skipping those the file already has unless
+        `again` (a search measures its finalists once more); every row of the file is returned."""
+        todo = [c for c in (self.cases if cases is None else cases) if again or not self.measured(c)]
         self.reporter.begin(len(todo))
         previous = stop_on_signals()
         try:

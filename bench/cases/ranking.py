@@ -1,0 +1,122 @@
+"""How measured configurations are ranked, defined once for the search and the answer.
+
+- **Spread**: a row's p10-p90 range of images/s over its median.
+- **Beats**: `a` beats `b` when a's p10 lies above b's p90 (and, where the run measured its own
+  noise by repeating cases, by more than that noise). Anything less is a tie.
+- **Disturbed**: a row whose figures cannot be ranked until it is measured again: its spread is
+  wider than UNSTABLE of its median, a trial's mean fell outside the p10-p90 of all steps (the
+  trials disagree beyond the spread), or the wall-clock figure falls outside that range (the
+  process was stopped or starved between steps).
+- **Simplicity**: ties go to the simplest configuration: fewer levers moved from what the run
+  asked for, then the baseline strategy at one device (every wrapper only adds host work there),
+  then the registry's order (`Strategy.order`: lower is simpler to run).
+
+No torch, no pandas: rows are dicts (or anything with `[]` and `.get`).
+"""
+from __future__ import annotations
+
+import math
+
+import strategies
+from bench.cases.case import Case
+
+# A p10-p90 spread wider than a quarter of the median is no measurement to rank by: on a quiet
+# GPU a case's spread is a few percent and host-bound cases vary 15-20% between runs
+# (docs/findings.md); 25% is beyond both, where the steps themselves were disturbed.
+UNSTABLE = 0.25
+# A trial mean or wall-clock figure may sit this far outside p10-p90 before it counts as
+# disagreeing: percentiles of 20-60 steps are themselves rounded to a step.
+SLACK = 0.01
+
+
+def _number(row, name):
+    value = row.get(name)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def spread(row) -> float:
+    return (row["img_per_s_p90"] - row["img_per_s_p10"]) / row["img_per_s"]
+
+
+def beats(a, b, noise: float = 0.0) -> bool:
+    """`a` faster than `b` beyond both spreads and beyond the run's measured noise."""
+    return a["img_per_s_p10"] > b["img_per_s_p90"] and a["img_per_s"] > b["img_per_s"] * (1 + noise)
+
+
+def disturbed(row) -> str:
+    """Why the row must be measured again before it can be ranked, or ""."""
+    if spread(row) > UNSTABLE:
+        return (f"its p10-p90 spread is {100 * spread(row):.0f}% of the median (over {100 * UNSTABLE:.0f}%): "
+                "the steps were disturbed")
+    lo, hi = row["img_per_s_p10"] * (1 - SLACK), row["img_per_s_p90"] * (1 + SLACK)
+    trials = [_number(row, "trial_img_per_s_min"), _number(row, "trial_img_per_s_max")]
+    if trials[0] is not None and trials[1] is not None and (trials[0] < lo or trials[1] > hi):
+        return (f"its trials disagree beyond the spread ({trials[0]:.0f}-{trials[1]:.0f} img/s against "
+                f"p10-p90 {row['img_per_s_p10']:.0f}-{row['img_per_s_p90']:.0f})")
+    wall = _number(row, "wall_img_per_s")
+    if wall is not None and not lo <= wall <= hi:
+        return (f"its wall-clock figure ({wall:.0f} img/s) is outside its p10-p90 "
+                f"({row['img_per_s_p10']:.0f}-{row['img_per_s_p90']:.0f}): steps were stopped or starved")
+    return ""
+
+
+def levers_moved(row, asked: dict | None) -> int:
+    """How many settings the row moved away from what the run asked for (`asked`: the run's
+    request as `asked_of` records it; None: count the knobs away from the suite's defaults)."""
+    case = Case.from_row(dict(row))
+    if asked is None:
+        return len(case.changed_knobs())
+    from bench.cases.levers import difference
+
+    return len(difference(base_like(case, asked), case))
+
+
+def asked_of(settings, execution: str) -> dict:
+    """The run's request, as the search log records it: what `levers_moved` counts from."""
+    return {"execution": execution, "knobs": {k: v for k, v in settings.knobs},
+            "options": {k: v for k, v in settings.options}}
+
+
+def base_like(case: Case, asked: dict) -> Case:
+    """The configuration the run asked for, at `case`'s strategy, devices and batch."""
+    from bench.cases.case import Settings
+
+    settings = Settings(knobs=tuple(asked.get("knobs", {}).items()), options=tuple(asked.get("options", {}).items()))
+    return Case.make(case.strategy, case.precision, case.model, case.placement, case.batch_per_gpu,
+                     asked.get("execution", "eager"), settings)
+
+
+def simplicity(row, asked: dict | None = None) -> tuple:
+    """The sort key that puts the simplest configuration first."""
+    declared = strategies.info(str(row["strategy"]))
+    devices = int(row.get("n_gpus") or 0) or int(row.get("n_replicas") or 1)
+    one_device_baseline = devices == 1 and declared is not None and declared.baseline
+    return (levers_moved(row, asked), not one_device_baseline, declared.order if declared else 99, str(row["strategy"]))
+
+
+def pick(rows: list, asked: dict | None = None, noise: float = 0.0) -> tuple[dict | None, list, list]:
+    """The configuration to recommend among `rows` (ok rows of one hardware, model, precision,
+    device count and batch): the simplest of those the fastest does not beat. Returns it, the
+    rows it ties with (fastest first), and the disturbed rows left out, each with why."""
+    usable = [r for r in rows if not disturbed(r)]
+    left_out = [(r, disturbed(r)) for r in rows if disturbed(r)]
+    if not usable:
+        return None, [], left_out
+    fastest = max(usable, key=lambda r: (r["img_per_s"], -simplicity(r, asked)[2]))
+    tied = [r for r in usable if not beats(fastest, r, noise)]
+    chosen = min(tied, key=lambda r: simplicity(r, asked))
+    others = sorted((r for r in tied if r is not chosen), key=lambda r: -r["img_per_s"])
+    return chosen, others, left_out
+
+
+def noise(measurements: list[dict], key: list[str]) -> float:
+    """The run's own noise for one case: how far its repeated measurements (a search log's
+    entries, bench/run/search.py) lie apart, over their median; 0 where it was measured once."""
+    figures = sorted(m["img_per_s"] for m in measurements if m.get("key") == key and m.get("status") == "ok")
+    if len(figures) < 2:
+        return 0.0
+    return (figures[-1] - figures[0]) / figures[len(figures) // 2]
