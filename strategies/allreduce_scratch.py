@@ -34,6 +34,7 @@ class AllreduceScratch(Strategy):
                         "into fp32 masters that the hand-written all-reduce does not see, and its overflow "
                         "skip is per optimiser, so replicas could part")
     options = {"coalesce": False}  # True: one flat gradient buffer per replica instead of one copy per tensor
+    search_options = {"coalesce": True}
 
     def build(self, model, ctx):
         import copy

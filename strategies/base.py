@@ -23,7 +23,9 @@ class Strategy:
     name: str = ""
     summary: str = ""
     # Presentation, asked for by the report and compare (never hard-coded there).
-    order: int = 50  # position in tables and legends
+    # Position in tables and legends, and the registry's order of simplicity: where measured
+    # configurations tie, the answer names the lower (bench/cases/ranking.py).
+    order: int = 50
     colour: str = "grey"
     baseline: bool = False  # the one-device reference that speed-ups divide by
     reference: bool = False  # the process-per-device strategy that threaded ones are set against
@@ -49,6 +51,8 @@ class Strategy:
     apex_unavailable: str = "Apex amp is not wired into this strategy"
     executions: tuple[str, ...] = ("eager", "compile")  # what `--execution` values it supports
     options: dict[str, Any] = {}  # strategy knobs and their defaults (--option name=value)
+    # Option values a search tries as levers (bench/cases/levers.py), e.g. DDP's bucket view.
+    search_options: dict[str, Any] = {}
     option_choices: dict[str, tuple] = {}  # options that take one of a fixed set of values
     # Options that belong to the launcher (process group, torchrun arguments): cases that
     # differ in them cannot share a worker.
@@ -76,6 +80,11 @@ class Strategy:
         """Why this strategy cannot train the model named `model` (bench.workloads), or None:
         every PyTorch strategy trains any workload. Asked in the sweep's parent: no torch."""
         return None
+
+    def notes(self, case) -> str:
+        """What the strategy did with the case's knobs that the knobs alone do not say (a layout
+        it could not keep, a setting it had to change), for the row's `notes`; "" for none."""
+        return ""
 
     def default_cudnn_benchmark(self) -> bool:
         return not self.replicas_in_threads

@@ -48,6 +48,24 @@ def model_to(model: nn.Module, device: torch.device, ctx: WorkerContext) -> nn.M
     return model.to(device=device, memory_format=memory_format(ctx))
 
 
+def convolve_channels_last(model: nn.Module) -> None:
+    """Every 2-D convolution of `model` reads a channels_last copy of its weight, whatever the
+    layout the parameter itself is kept in (for strategies that must keep parameters
+    contiguous, FSDP2's shards): cuDNN's fast channels_last kernels want both operands in it.
+    The copy is part of the autograd graph, so the gradient reaches the parameter as usual."""
+    for module in model.modules():
+        if isinstance(module, nn.Conv2d):
+            module.forward = _channels_last_forward(module)
+
+
+def _channels_last_forward(conv: nn.Conv2d):
+    def forward(inputs):
+        # clone, not contiguous(): a one-channel or 1x1 weight is "contiguous" in both layouts, and
+        # cuDNN takes the output layout from the strides it is given.
+        return conv._conv_forward(inputs, conv.weight.clone(memory_format=torch.channels_last), conv.bias)
+    return forward
+
+
 def inputs_to(inputs: torch.Tensor, device: torch.device, ctx: WorkerContext) -> torch.Tensor:
     return inputs.to(device, non_blocking=True).contiguous(memory_format=memory_format(ctx))
 

@@ -154,7 +154,8 @@ def _record(key, batch, at: pd.DataFrame, run: pd.DataFrame, legend: Legend) -> 
         "img_per_s_p90": float(top["img_per_s_p90"]), "speedup": speedup, "efficiency": efficiency,
         "speedup_over": over, "efficiency_lo": top.get("efficiency_lo") if not over else None,
         "peak_alloc_mib": None if pd.isna(top.get("peak_alloc_mib")) else float(top["peak_alloc_mib"]),
-        "regime": top.get("regime") or "", "mfu": share, "mfu_peak": peak, "noise_pct": round(100 * noise, 1),
+        "regime": top.get("regime") or "", "notes": str(top.get("notes") or "") if pd.notna(top.get("notes")) else "",
+        "mfu": share, "mfu_peak": peak, "noise_pct": round(100 * noise, 1),
         "fastest": None, "ties": [legend.short(pd.Series(r)) for r in tied],
         "left_out": [{"label": legend.short(pd.Series(r)), "img_per_s": float(r["img_per_s"]), "why": why}
                      for r, why in left_out],
@@ -348,6 +349,10 @@ def actions(run: pd.DataFrame, recs: list[dict]) -> str:
     if not any(r.get("searched") for r in done):
         parts.append("Only the configurations this run measured are compared: `bench run --search` also tries the "
                      "executions, SGD kernels, memory format and strategy options on the leaders.")
+    if "notes" in run:
+        said = sorted({(r["strategy"], str(r["notes"])) for _, r in run.iterrows()
+                       if isinstance(r.get("notes"), str) and r["notes"]})
+        parts += [f"`{name}`: {note}." for name, note in said]
     avoid = _avoid(run, done)
     if avoid:
         text = "; ".join(avoid)

@@ -126,6 +126,7 @@ class Sweep:
         row["environment"] = json.dumps(variables, sort_keys=True)
         row["worker_scope"] = self.settings.worker_scope
         row["workload_source"] = workloads.source_of(case.model)  # torch-free; the worker adds parameters
+        row["notes"] = strategies.get(case.strategy).notes(case)
         row.update(figures)
         return row
 
