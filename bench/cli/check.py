@@ -16,6 +16,11 @@ def cmd_isolation(args) -> int:
 
 
 def cmd_bareloop(args) -> int:
+    if args.variants:  # the hand loop alone, in each execution: the fastest it reaches
+        from bench.checks import handloop
+
+        handloop.run(args)
+        return 0
     from bench.checks import bareloop
 
     bareloop.run(args)
@@ -44,6 +49,10 @@ def add_parser(sub) -> None:
     bare.add_argument("--steps", type=int, default=30)
     bare.add_argument("--rounds", type=int, default=3)
     bare.add_argument("--sgd-impl", dest="sgd", choices=["for-loop", "foreach", "fused"], default="foreach")
+    bare.add_argument("--variants", help="eager,compile,compile-ro,graph: time the hand-written loop alone in each "
+                      "execution and report the fastest per batch (bench/checks/handloop.py), instead of the "
+                      "alternation with the suite's single")
+    bare.add_argument("--batches", help="with --variants: per-GPU batch sizes, e.g. 256,1024,2048 (default --batch)")
     bare.add_argument("--out")
     bare.set_defaults(func=cmd_bareloop)
     peak = sub.add_parser("peak", help="dense matrix TFLOP/s of GPU 0 (bf16, fp16, tf32, fp32)",
