@@ -22,6 +22,11 @@ ON_GPU := $(if $(filter-out cpu none,$(GPUS)),$(if $(shell command -v nvidia-smi
 PRECISION ?= $(if $(ON_GPU),amp-bf16,fp32)
 BATCH_SIZES ?= $(if $(ON_GPU),256$(,)1024$(,)2048)
 LAYOUT ?= $(if $(ON_GPU),--channels-last)
+# On GPUs the sweep is the survey of a search (bench/run/search.py): the levers (executions, SGD
+# kernels, memory format, strategy options) on the leaders, then the finalists measured again,
+# all within BUDGET minutes. SEARCH= turns it off.
+BUDGET ?= 5
+SEARCH ?= $(if $(ON_GPU),--search --budget $(BUDGET))
 , := ,
 
 # Setup only when PY is the project's own environment.
@@ -59,7 +64,7 @@ $(MXNET_VENV)/parabench-wheel.txt:
 
 bench: $(NEEDS_SETUP)
 	$(PY) -m bench run --gpus "$(GPUS)" --precisions $(PRECISION) --models $(MODEL) --results-dir $(RESULTS) \
-		$(if $(STRATEGIES),--strategies $(STRATEGIES)) $(if $(BATCH_SIZES),--batch-sizes $(BATCH_SIZES)) $(LAYOUT) $(ARGS)
+		$(if $(STRATEGIES),--strategies $(STRATEGIES)) $(if $(BATCH_SIZES),--batch-sizes $(BATCH_SIZES)) $(LAYOUT) $(SEARCH) $(ARGS)
 
 list: $(NEEDS_SETUP)
 	$(PY) -m bench list --gpus "$(GPUS)"

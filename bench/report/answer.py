@@ -247,25 +247,33 @@ def _short_setting(setting: str) -> str:
     return setting.replace("execution=", "").replace(":reduce-overhead", " reduce-overhead")
 
 
+def _of_strategy(label: str | None, strategy: str) -> bool:
+    return bool(label) and (label == strategy or label.startswith(strategy + " ("))
+
+
 def lever_lines(recs: list[dict]) -> list[str]:
-    """Per batch: each lever measured on the recommended strategy, its gain and fate, and what
-    the search did not try and why."""
+    """Per batch: each lever measured on the recommended strategy, its gain and fate, what it
+    declined and why, and what the search did not try and why."""
     out = []
     for r in recs:
-        if r["strategy"] is None or not (r.get("levers") or r.get("not_tried")):
+        if r["strategy"] is None:
+            continue
+        mine = [l for l in r.get("levers", []) if _of_strategy(l.get("on"), r["strategy"])]
+        skipped = [n for n in r.get("not_tried", []) if _of_strategy(n.get("on"), r["strategy"])]
+        if not (mine or skipped):
             continue
         parts = []
-        for lever in r["levers"]:
-            if lever.get("gain") is None:
-                parts.append(f"{_short_setting(lever['lever'])} {lever['verdict']}")
-                continue
+        for lever in (l for l in mine if l.get("gain") is not None):
             fate = "kept" if lever.get("kept") else str(lever.get("verdict", "")).replace("dropped: ", "dropped, ")
             parts.append(f"{_short_setting(lever['lever'])} x{lever['gain']:.2f} on `{lever['on']}` ({fate})")
+        declined = sorted({f"{_short_setting(l['lever'])} ({l['verdict'].replace('declined: ', '')})"
+                           for l in mine if l.get("gain") is None})
         line = f"{r['batch_per_gpu']}/GPU, {r['where']}: " + ("; ".join(parts) if parts else "no lever measured")
-        if r.get("not_tried"):
-            whys = sorted({n["why"] for n in r["not_tried"]})
-            line += (f"; not tried: {', '.join(_short_setting(n['lever']) for n in r['not_tried'])} "
-                     f"({'; '.join(whys)})")
+        if declined:
+            line += "; declined: " + "; ".join(declined)
+        if skipped:
+            whys = sorted({n["why"] for n in skipped})
+            line += f"; not tried: {', '.join(_short_setting(n['lever']) for n in skipped)} ({'; '.join(whys)})"
         out.append(line)
     return out
 

@@ -122,6 +122,7 @@ class Search:
     # --- the phases ------------------------------------------------------------------
     def run(self, cases: list[Case]) -> list[dict]:
         self._measure("survey", cases)
+        self._again("survey, again", self._contenders_disturbed(self._ok_rows(cases)))
         groups = self._ok_rows(cases)
         leaders = {key: self._leaders(rows) for key, rows in groups.items()}
         known = {identity(r) for rows in groups.values() for r in rows}
@@ -131,6 +132,19 @@ class Search:
         self.log["spent_s"] = round(self.clock() - self.started, 1)
         self.sweep.save()  # the file with the finished log
         return list(self.sweep.rows.values())
+
+    def _contenders_disturbed(self, groups: dict) -> list[Case]:
+        """The disturbed rows that would lead their group if their figures held."""
+        out = []
+        for rows in groups.values():
+            chosen, _, left_out = ranking.pick(rows, self.asked)
+            out += [Case.from_row(r) for r, _ in left_out if chosen is None or r["img_per_s"] > chosen["img_per_s"]]
+        return out
+
+    def _again(self, phase: str, cases: list[Case]) -> None:
+        """A disturbed measurement cannot be judged: measure it once more (the log keeps both)."""
+        if cases and sum(self.cost(c) for c in cases) <= self.left():
+            self._measure(phase, cases, again=True)
 
     def _leaders(self, rows: list[dict]) -> list[Leader]:
         chosen, tied, left_out = ranking.pick(rows, self.asked)
@@ -173,6 +187,8 @@ class Search:
         self._measure(f"levers: {dimension}", unique)
         for key, leader, lever in chosen:
             known.add(identity(self.sweep._row(lever.case)))
+        self._again(f"levers: {dimension}, again", [c for c in unique if (r := self._row(c)) is not None
+                                                    and r["status"] == "ok" and ranking.disturbed(r)])
         for key, group_leaders in leaders.items():
             for leader in group_leaders:
                 tried = [(lever, self._row(lever.case)) for k, l, lever in chosen if l is leader]
@@ -201,8 +217,12 @@ class Search:
             leader.row = best[1]
             leader.lineage.append(best[0].setting)
             for entry in self.log["levers"]:
-                if entry["on"] == _label(base) and entry["lever"] == best[0].label() and entry["group"] == group_dict(key):
+                if entry["on"] != _label(base) or entry["group"] != group_dict(key):
+                    continue
+                if entry["lever"] == best[0].label():
                     entry["kept"] = True
+                elif entry["verdict"] == "beats the spread":
+                    entry["verdict"] = f"dropped: beats the spread, below {best[0].setting}"
             self._say(f"{_label(base)}: {best[0].label()} kept (x{best[1]['img_per_s'] / base['img_per_s']:.2f})")
 
     def _record_lever(self, key, leader: Leader, lever: Lever, row: dict | None, verdict: str) -> None:
