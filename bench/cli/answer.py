@@ -35,6 +35,9 @@ def cmd_answer(args) -> int:
                 print()
     for line in legend.lines():
         print(line)
+    for source in sorted({r["source"] for r in recs}):
+        for line in answer.search_lines(source):
+            print(line)
     from bench.report.predicted import said_in_answer
 
     for line in said_in_answer(shown):

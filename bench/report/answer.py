@@ -278,6 +278,28 @@ def lever_lines(recs: list[dict]) -> list[str]:
     return out
 
 
+def search_lines(source: str) -> list[str]:
+    """How a search spent its budget: its phases with their cases and seconds, what it measured
+    again and why; [] for a plain sweep."""
+    log = search_log(str(source))
+    if not log:
+        return []
+    spent: dict[str, list] = {}
+    for p in log.get("phases", []):
+        cases_s = spent.setdefault(p["phase"], [0, 0.0])
+        cases_s[0] += p["cases"]
+        cases_s[1] += p["seconds"]
+    phases = ", ".join(f"{name} {n} case(s) in {secs:.0f} s" for name, (n, secs) in spent.items())
+    lines = [f"Search of {run_name(source)}: budget {log.get('budget_s', 0) / 60:g} min, spent "
+             f"{log.get('spent_s', 0) / 60:.1f} min ({phases})."]
+    for final in log.get("finals", []):
+        g = final.get("group", {})
+        where = f"{g.get('model')} {g.get('precision')} x{g.get('devices')} at {g.get('batch_per_gpu')}/GPU"
+        order = " then ".join(f"`{c}`" for c in final.get("order", []))
+        lines.append(f"Finals, {where}: {final.get('verdict')}" + (f" ({order})" if order else "") + ".")
+    return lines
+
+
 def _ties(r: dict) -> str:
     """What the recommendation won over by being simpler, and what it could not weigh."""
     parts = []

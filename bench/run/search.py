@@ -160,18 +160,17 @@ class Search:
         return min(sum(per_group), FINALS_SHARE * max(self.left(), 0.0))
 
     def _levers(self, dimension: str, leaders: dict, known: set) -> None:
-        plan: list[tuple[tuple, Leader, Lever]] = []
-        for rank in range(MAX_LEADERS):  # every group's first leader before any second one
-            for key, group_leaders in leaders.items():
-                if rank >= len(group_leaders):
-                    continue
-                leader = group_leaders[rank]
-                for lever in levers(Case.from_row(dict(leader.row)), dimension):
+        ranked = []  # (leader rank, lever priority, group order, item): what the budget takes first
+        for order, (key, group_leaders) in enumerate(leaders.items()):
+            for rank, leader in enumerate(group_leaders):
+                for priority, lever in enumerate(levers(Case.from_row(dict(leader.row)), dimension)):
                     reason = _unavailable(lever.case)
                     if reason:
                         self._record_lever(key, leader, lever, None, f"declined: {reason}")
                     else:
-                        plan.append((key, leader, lever))
+                        ranked.append((rank, priority, order, (key, leader, lever)))
+        # Every group's first leader before any second one; each lever at every batch before the next.
+        plan = [item for *_, item in sorted(ranked, key=lambda r: r[:3])]
         affordable = self.left() - self._finals_reserve(leaders)
         chosen, spent = [], 0.0
         for item in plan:
