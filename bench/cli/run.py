@@ -221,7 +221,7 @@ def _measure(args, cases, settings, leader, started: float) -> int:
             todo = sum(not sweep.measured(c) for c in cases)
             print(f"resuming {out}: {len(cases) - todo} case(s) measured already, {todo} to run", file=sys.stderr)
         try:
-            rows = _search(args, sweep, cases, settings, reporter) if args.search else sweep.run()
+            rows = _search(args, sweep, cases, settings, reporter, started) if args.search else sweep.run()
             ignore_further_signals()  # measured and written: a late signal must not say otherwise
         except (KeyboardInterrupt, Terminated) as exc:
             ignore_further_signals()
@@ -248,13 +248,13 @@ def _measure(args, cases, settings, leader, started: float) -> int:
     return _summary(rows, out, started)
 
 
-def _search(args, sweep, cases, settings, reporter) -> list[dict]:
-    """The sweep as a search's survey, then its levers and finals within the budget."""
+def _search(args, sweep, cases, settings, reporter, started: float) -> list[dict]:
+    """The sweep as a search's survey, then its levers and finals, all within the budget."""
     from bench.cases.ranking import asked_of
     from bench.run.search import Search
 
     executions = sorted({c.execution for c in cases}, key=lambda e: e != "eager")
-    search = Search(sweep, settings, 60 * args.budget, asked_of(settings, executions[0]), reporter)
+    search = Search(sweep, settings, 60 * args.budget, asked_of(settings, executions[0]), reporter, started=started)
     return search.run(cases)
 
 

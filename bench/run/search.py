@@ -35,6 +35,8 @@ MAX_LEADERS = 2  # configurations per group that levers are tried on
 MAX_FINALISTS = 3  # configurations per group measured again side by side
 # The finals' share of what the budget has left after the survey, at most.
 FINALS_SHARE = 0.4
+# The share of the budget kept free: a case's cost is an estimate, and the command must end in time.
+SAFETY = 0.04
 
 
 def group_of(case: Case) -> tuple:
@@ -53,12 +55,14 @@ class Leader:
 
 
 class Search:
-    def __init__(self, sweep, settings, budget_s: float, asked: dict, reporter, clock=time.monotonic):
+    def __init__(self, sweep, settings, budget_s: float, asked: dict, reporter, clock=time.monotonic,
+                 started: float | None = None):
         self.sweep = sweep
         self.settings = settings
         self.reporter = reporter
         self.clock = clock
-        self.started = clock()
+        self.started = clock() if started is None else started  # the command's start: the budget is its wall time
+        self.reserve_s = 0.0  # held back for the finals while levers are planned
         self.budget_s = budget_s
         self.asked = asked
         self.log = {"schema": SCHEMA, "budget_s": budget_s, "asked": asked, "phases": [], "measurements": [],
@@ -67,7 +71,8 @@ class Search:
 
     # --- time ----------------------------------------------------------------------
     def left(self) -> float:
-        return self.budget_s - (self.clock() - self.started)
+        """Seconds the budget has left, less a margin for writing the file and leaving."""
+        return self.budget_s - SAFETY * self.budget_s - (self.clock() - self.started)
 
     def cost(self, case: Case) -> float:
         """Seconds the case will take: the mean of this run's ok rows of the same execution, else
@@ -125,6 +130,7 @@ class Search:
         self._again("survey, again", self._contenders_disturbed(self._ok_rows(cases)))
         groups = self._ok_rows(cases)
         leaders = {key: self._leaders(rows) for key, rows in groups.items()}
+        self.reserve_s = self._finals_reserve(leaders)
         known = {identity(r) for rows in groups.values() for r in rows}
         for dimension in DIMENSIONS:
             self._levers(dimension, leaders, known)
@@ -143,7 +149,7 @@ class Search:
 
     def _again(self, phase: str, cases: list[Case]) -> None:
         """A disturbed measurement cannot be judged: measure it once more (the log keeps both)."""
-        if cases and sum(self.cost(c) for c in cases) <= self.left():
+        if cases and sum(self.cost(c) for c in cases) <= self.left() - self.reserve_s:
             self._measure(phase, cases, again=True)
 
     def _leaders(self, rows: list[dict]) -> list[Leader]:
@@ -154,10 +160,13 @@ class Search:
             out.append(max(faster, key=lambda r: r["img_per_s"]))
         return [Leader(row) for row in out[:MAX_LEADERS]]
 
-    def _finals_reserve(self, leaders: dict) -> float:
-        per_group = [sum(self.cost(Case.from_row(dict(l.row))) for l in ls[:2]) + self.cost(Case.from_row(dict(ls[0].row)))
-                     for ls in leaders.values() if ls]
-        return min(sum(per_group), FINALS_SHARE * max(self.left(), 0.0))
+    def _finals_reserve(self, leaders: dict, capped: bool = True) -> float:
+        """What the finals will need: three measurements per group (A, B, A), priced as the
+        costliest execution a lever may bring; `capped`: at most FINALS_SHARE of what is left now."""
+        dearest = max((self.cost(lever.case) for ls in leaders.values() for l in ls[:1]
+                       for lever in levers(Case.from_row(dict(l.row)), "execution")), default=0.0)
+        per_group = [3 * max(dearest, self.cost(Case.from_row(dict(ls[0].row)))) for ls in leaders.values() if ls]
+        return min(sum(per_group), FINALS_SHARE * max(self.left(), 0.0)) if capped else sum(per_group)
 
     def _levers(self, dimension: str, leaders: dict, known: set) -> None:
         ranked = []  # (leader rank, lever priority, group order, item): what the budget takes first
@@ -171,11 +180,14 @@ class Search:
                         ranked.append((rank, priority, order, (key, leader, lever)))
         # Every group's first leader before any second one; each lever at every batch before the next.
         plan = [item for *_, item in sorted(ranked, key=lambda r: r[:3])]
-        affordable = self.left() - self._finals_reserve(leaders)
+        # A group's first leader may draw on the budget down to the finals' reserve; a second
+        # leader only on what is left once the finals are priced in full.
+        affordable = {0: self.left() - self.reserve_s, 1: self.left() - self._finals_reserve(leaders, capped=False)}
         chosen, spent = [], 0.0
         for item in plan:
             cost = 0.0 if identity(self.sweep._row(item[2].case)) in known else self.cost(item[2].case)
-            if spent + cost <= affordable:
+            rank = leaders[item[0]].index(item[1])
+            if spent + cost <= affordable[min(rank, 1)]:
                 chosen.append(item)
                 spent += cost
             else:
