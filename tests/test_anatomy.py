@@ -164,7 +164,7 @@ def test_a_slow_rank_shows_as_its_peers_wait_on_gpus(tmp_path):
 
 # --- a real H200 trace ----------------------------------------------------------------
 # ddp, resnet18-small amp-bf16 + channels_last, 32 per GPU on 2 H200s, 2 profiled steps
-# (scripts/campaign4_anatomy.sh, step "fixture"): every rank's labelled trace and GPU timeline.
+# (`git show 05e1815:scripts/campaign4_anatomy.sh`, step "fixture"): every rank's labelled trace and GPU timeline.
 DDP_H200 = FIXTURES / "ddp-amp-bf16-resnet18-small-2-gpu-b32-channels-last"
 # Checked by hand: copy is the sum of the 258 memcpy/memset durations (none overlap) and
 # comm the sum of the 8 NCCL kernels' (over 2 steps); compute + optimizer is the union of the

@@ -24,8 +24,8 @@ from bench.report.regime import GPU, HOST
 
 BASELINE = strategies.baseline()
 # A p10-p90 spread wider than a quarter of the median is no measurement to rank by: on a
-# quiet GPU a case's spread is a few percent, host-bound cases vary 15-20% between runs
-# (DESIGN.md section 7); 25% is beyond both, where the steps themselves were disturbed.
+# quiet GPU a case's spread is a few percent, host-bound cases' reach a third of the median
+# (docs/findings.md, finding 4); 25% flags the widest for a re-run rather than a ranking.
 UNSTABLE = 0.25
 
 
