@@ -284,6 +284,15 @@ def load(path: Path = TABLE) -> tuple[list[Claim], dict]:
     return claims, table.get("scan", {})
 
 
+def documents(scan: dict) -> tuple[list[str], list[str]]:
+    """(enforced, pending): the README, every docs/*.md and bench/predict/README.md, those the
+    table lists as pending apart (their scan is not enforced yet)."""
+    found = ["README.md", *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "docs").glob("*.md")),
+             "bench/predict/README.md"]
+    pending = [d for d in found if d in scan.get("pending", [])]
+    return [d for d in found if d not in pending], pending
+
+
 def locate(claim: Claim, document: str) -> int | None:
     """Where the claim's text stands in its document (None: not there, or more than once)."""
     first = document.find(claim.text)
