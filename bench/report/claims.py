@@ -16,7 +16,8 @@ says what does not hold.
 The expression vocabulary (Python expressions over these names, nothing else):
 
 - `row(**where)`: the one row of the claim's `file` whose columns equal `where` (status ok
-  unless `where` says otherwise; `status="any"`: every status); a filter that matches no row or several is an error.
+  unless `where` says otherwise; `status="any"`: every status); a filter that matches no row
+  or several is an error.
 - `rows(**where)`: every such row (a list). `row_in(path, **where)`, `rows_in(path, **where)`:
   the same in another file. Option values: `opt(r, "bucket_cap_mb")`.
 - `doc(path=None)`: the file as parsed JSON (probe files, predictions, host probes).
@@ -31,9 +32,9 @@ The expression vocabulary (Python expressions over these names, nothing else):
 
 What counts as a figure (outside code, links and the exemptions below): a number with a decimal
 point or an exponent (3.2, 0.985, 1e-4); an integer followed by a unit (% x k M MiB GiB MB GB
-KiB ms us s GB/s Gb/s TFLOP/s GFLOP, or a count: cases, runs, pairs, parameters, ok, skipped), with the integers of a
-range or list it closes (95-99%, 10.44 / 10.49 ms); both numbers of "N of M"; and every number in
-a Markdown table's cells after the first column. Exempt: versions (torch 2.11.0, Python 3.12,
+KiB ms us s GB/s Gb/s TFLOP/s GFLOP, or a count: cases, runs, pairs, parameters, ok, skipped),
+with the integers of a range or list it closes (95-99%, 10.44 / 10.49 ms); both numbers of
+"N of M"; and every number in a Markdown table's cells after the first column. Exempt: versions (torch 2.11.0, Python 3.12,
 cuDNN 9.19), names that hold digits (H200, resnet18, fp32, NV18, sm_86), shapes and layouts
 (3x224x224, 2x8) and dates.
 """
@@ -54,7 +55,6 @@ REPO = Path(__file__).resolve().parents[2]
 TABLE = REPO / "docs" / "claims.toml"
 
 # --- figures in a text --------------------------------------------------------------------
-NUMBER = r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?"
 UNITS = (r"%|x\b|k\b|M\b|MiB\b|GiB\b|KiB\b|MB\b|GB/s\b|Gb/s\b|GB\b|TFLOP/s\b|GFLOP\b|ms\b|us\b|s\b"
          r"|cases\b|runs\b|pairs\b|parameters\b|ok\b|skipped\b")
 # A number is a figure's only where no letter, digit, dot or underscore is glued to its left
