@@ -263,7 +263,7 @@ def base_row(step_ms: float, peak: float | None = 300.0) -> dict:
 
 
 def nvlink():
-    # DESIGN.md section 4: NCCL all-reduce of 45 MiB on 2 H200s in 0.19 ms, 253 GB/s bus.
+    # docs/findings.md: NCCL all-reduce of 44.6 MiB on 2 H200s in 0.19 ms, 240-251 GB/s bus.
     fits = {(c, 2): col.Fit(c, 2, 10.0, 250.0, 0.0, 8) for c in col.COLLECTIVES}
     return col.CommModel(fits, col.Link(5, 400 / 8), source="by hand")
 
@@ -301,7 +301,7 @@ def test_a_host_bound_step_keeps_its_measured_time_as_the_floor():
 
 def test_predict_on_gpu_traces_across_hosts(tmp_path):
     """The whole command on the H200 trace taken as a one-device base: a results file whose
-    row points at the traces, a probe file (NVLink figures of DESIGN.md), 1 to 64 GPUs in
+    row points at the traces, a probe file (NVLink figures of docs/findings.md), 1 to 64 GPUs in
     hosts of 8 over 400 Gb/s. Every count gets a row that names its base and probe, counts
     past 8 span hosts, and efficiency does not rise with the count."""
     import shutil

@@ -1,7 +1,6 @@
 """Regression tracking: a real slowdown is flagged, run-to-run noise is not, bad input exits 2."""
 import copy
 import json
-import math
 
 import pytest
 
@@ -29,21 +28,16 @@ def baseline(tmp_path_factory):
 
 def test_an_injected_slowdown_is_flagged(baseline, tmp_path):
     # 400 ms more per step (~35-50 ms steps on this CPU) is the same work done slower: the
-    # work counters cannot see it, only timing can, and timing is judged only where the
-    # spread measured in these runs allows it. Where it does not (a loaded shared CPU),
-    # the test says so and skips rather than pass without having judged anything.
+    # work counters cannot see it, only timing can. Judged on any machine, busy or not: the
+    # known delay is inside every timed step (a sleep never ends early), and `compare` flags
+    # the speed-up over single falling, told by --noise-factor 0 to hold a step some ten times
+    # longer against the threshold alone (how the measured spread widens what is allowed has
+    # its own tests below, on rows whose spreads are set).
     current = sweep(tmp_path / "slow.json", slow_ms=400)
-    rows = {f: {r["strategy"]: r for r in results.load(f)} for f in (baseline, current)}
-    width = {f: {s: (r["img_per_s_p90"] - r["img_per_s_p10"]) / r["img_per_s"] for s, r in rs.items()}
-             for f, rs in rows.items()}
-    allowed = max(0.25, 1.5 * math.hypot(max(width[baseline]["faulty"], width[current]["faulty"]),
-                                         max(width[baseline]["single"], width[current]["single"])))
-    ratio = {f: rs["faulty"]["img_per_s"] / rs["single"]["img_per_s"] for f, rs in rows.items()}
-    drop = 1 - ratio[current] / ratio[baseline]
-    if drop <= allowed:
-        pytest.skip(f"the speed-up fell {100 * drop:.0f}% but this machine's spread allows {100 * allowed:.0f}%: "
-                    "timing cannot judge it here (the work counters are judged instead: test_counters.py)")
-    proc = run_cli("compare", str(baseline), str(current), *THRESHOLDS, "--json", str(tmp_path / "v.json"))
+    slow = {r["strategy"]: r for r in results.load(current)}
+    assert slow["faulty"]["step_ms_p10"] >= 400, slow["faulty"]
+    proc = run_cli("compare", str(baseline), str(current), "--max-slowdown", "0.25", "--noise-factor", "0",
+                   "--ratios-only", "--json", str(tmp_path / "v.json"))
     assert proc.returncode == 1, proc.stdout
     verdicts = {v["case"].split()[0]: v for v in json.loads((tmp_path / "v.json").read_text())}
     assert verdicts["faulty"]["verdict"] == "regression"

@@ -298,7 +298,7 @@ def ladder(strategy, n, steps_ms: dict, **extra):
 
 
 def test_the_regime_comes_from_the_batch_ladder_or_the_anatomy():
-    # DESIGN.md section 5's eager single, bf16 + CL: 6.0 / 7.0 / 8.0 / 12.9 ms at 32 / 256 / 512 / 1024.
+    # A ladder shaped like eager single's, bf16 + CL (docs/findings.md, finding 8): flat, then growing.
     frame = answer_frame(ladder("single", 1, {32: 6.0, 256: 7.0, 512: 8.0, 1024: 12.9})
                          + ladder("ddp", 2, {32: 6.0, 64: 6.2})  # flat: host-bound throughout
                          + [row("dp", 2, 64, ips=3000, anatomy_idle_ms=1.0, anatomy_step_ms=10.0)])

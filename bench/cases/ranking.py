@@ -20,9 +20,9 @@ import math
 import strategies
 from bench.cases.case import Case
 
-# A p10-p90 spread wider than a quarter of the median is no measurement to rank by: on a quiet
-# GPU a case's spread is a few percent and host-bound cases vary 15-20% between runs
-# (docs/findings.md); 25% is beyond both, where the steps themselves were disturbed.
+# A p10-p90 spread wider than a quarter of the median is no measurement to rank by: on a
+# quiet GPU a case's spread is a few percent, host-bound cases' reach a third of the median
+# (docs/findings.md, finding 4); 25% flags the widest for a re-run rather than a ranking.
 UNSTABLE = 0.25
 # A trial mean or wall-clock figure may sit this far outside p10-p90 before it counts as
 # disagreeing: percentiles of 20-60 steps are themselves rounded to a step.

@@ -34,10 +34,34 @@ def default_inputs(folder: Path) -> list[Path]:
                   and not p.name.endswith(".probe.json") and results.may_be_results(p))
 
 
+def run_labels(paths) -> dict[str, str]:
+    """Each results file's name as the report shows it: the file name where no other file
+    shares it, else as many of its folders as tell it apart (`run-1/measured.json`,
+    `run-2/measured.json`). Runs are told apart by their path, never pooled by a name."""
+    parts = {str(p): Path(p).parts for p in paths}
+    labels = {}
+    for key, mine in parts.items():
+        for n in range(1, len(mine) + 1):
+            if not any(other[-n:] == mine[-n:] for k, other in parts.items() if k != key):
+                break
+        labels[key] = "/".join(mine[-n:])
+    return labels
+
+
+def _load(paths: list[Path]) -> list[dict]:
+    """Every row of the files, each row's `source` its file's label (`run_labels`): the one
+    key that says which run a row belongs to."""
+    labels = run_labels(paths)
+    rows = results.load_many(paths)
+    for r in rows:
+        r["source"] = labels.get(r["source"], r["source"])
+    return rows
+
+
 def load_frame(paths: list[Path]) -> pd.DataFrame:
     """Every row of the files, speed-ups taken against the baseline of each row's own file,
     then one row per case (the same case twice: the latest ok row wins)."""
-    rows = results.load_many(paths)
+    rows = _load(paths)
     if not rows:
         raise results.ResultsError(f"{', '.join(map(str, paths))}: no result rows to report")
     kept = {id(r) for r in results.latest(rows)}
@@ -65,9 +89,10 @@ def load_runs(paths: list[Path]) -> pd.DataFrame:
     """Every file's own rows, one per case within each file (its latest ok row), speed-ups
     paired within the file, and each case's regime: what the answer compares, run by run.
     Unlike `load_frame`, a case measured in two files stays twice, once per run."""
+    loaded = _load(paths)
     rows = []
-    for path in paths:
-        rows += results.latest(results.load(path))
+    for source in dict.fromkeys(r["source"] for r in loaded):
+        rows += results.latest([r for r in loaded if r["source"] == source])
     if not rows:
         raise results.ResultsError(f"{', '.join(map(str, paths))}: no result rows to report")
     frame = pd.DataFrame(rows).assign(hardware=[hardware(r) for r in rows], variant=[variant(r) for r in rows])
@@ -75,14 +100,15 @@ def load_runs(paths: list[Path]) -> pd.DataFrame:
 
 
 def run_name(source) -> str:
-    return Path(str(source)).name
+    """A run as the report names it: rows loaded here carry their file's label as `source`."""
+    return str(source)
 
 
 def load_anatomy(paths: list[Path]) -> pd.DataFrame:
     """The rows that carry a step anatomy (run --anatomy), the latest of each case, kept
     apart from the frame above: a later run of the same case without --anatomy must not
     hide the breakdown, and a breakdown is shown with its own run's timing."""
-    rows = [r for r in results.load_many(paths) if r.get("anatomy_step_ms") is not None]
+    rows = [r for r in _load(paths) if r.get("anatomy_step_ms") is not None]
     if not rows:
         return pd.DataFrame()
     rows = results.latest(rows)

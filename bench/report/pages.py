@@ -18,7 +18,7 @@ from bench.report import findings as answer
 from bench.report import sections
 from bench.report.figures import PRECISION_ORDER, caption, slug
 from bench.report.findings import BASELINE
-from bench.report.frame import _order, label, load_anatomy, load_frame, load_runs, newest, run_name
+from bench.report.frame import _order, label, load_anatomy, load_frame, load_runs, newest, run_labels, run_name
 
 _k = answer.rate  # images/s with their significant digits: 19.0k, 47, 0.7
 
@@ -88,11 +88,14 @@ def model_page(group: pd.DataFrame, anatomy: pd.DataFrame, out: Path, name: str)
             line[1:] if line.startswith("###") else line for line in lines]
 
 
-def _intro(paths: list[Path], shown: list[Path], frame: pd.DataFrame) -> list[str]:
-    dates = sorted(str(d)[:16] for d in frame["date"].dropna())
+def _intro(paths: list[Path], shown: list[Path], runs: pd.DataFrame) -> list[str]:
+    """What the report shows: every run's cases and dates (`runs` keeps each run's own rows,
+    so a case measured again in a later run does not hide the earlier run's dates)."""
+    dates = sorted(str(d)[:16] for d in runs["date"].dropna())
     span = f"{dates[0]} to {dates[-1]}" if dates and dates[0] != dates[-1] else (dates[0] if dates else "")
+    frame = runs
     if len(shown) == 1:
-        which = (f"Run `{run_name(shown[0])}` ({len(frame)} cases, {span})"
+        which = (f"Run `{run_labels(shown)[str(shown[0])]}` ({len(frame)} cases, {span})"
                  + (f": the newest of {len(paths)} results files; `--all` merges every run." if len(paths) > 1 else "."))
     else:
         which = f"{len(shown)} runs, {len(frame)} cases ({span}); each run's answer stands apart."
@@ -113,7 +116,7 @@ def write_report(paths: list[Path], out: Path, every_run: bool = False) -> Path:
         lines = model_page(_order(group), rep.anatomy, out, slug(hw, model))
         results.atomic_write_bytes(page, ("\n".join(lines) + "\n").encode())
         rep.pages[(hw, model)] = f"{page.parent.name}/{page.name}"
-    lines = _intro(paths, shown, frame)
+    lines = _intro(paths, shown, rep.runs)
     for section in sections.SECTIONS:
         lines += section(rep)
     lines += ["## Details", "", READING_GUIDE, ""] + [f"- [{model} on {hw}]({link})" for (hw, model), link in

@@ -13,6 +13,7 @@ from bench.predict import store
 from bench.predict.validate import SERIES, summary
 from bench.report.findings import rate as _k
 from bench.report.figures import COLORS, PRECISION_ORDER, _save, _wrap, slug
+from bench.report.frame import run_labels
 
 
 def _layout(row) -> str:
@@ -111,8 +112,10 @@ def _readable(paths: list[Path]) -> list[tuple[Path, dict | None, str]]:
 
 def section(paths: list[Path], out: Path) -> list[str]:
     lines = []
-    for found, doc, why in _readable(paths):
-        lines += [f"- `{found.name}` left out: {why}", ""] if doc is None else file_section(doc, out)
+    readable = _readable(paths)
+    names = run_labels([found for found, _, _ in readable])
+    for found, doc, why in readable:
+        lines += [f"- `{names[str(found)]}` left out: {why}", ""] if doc is None else file_section(doc, out)
     return (["## Predicted beyond the measured devices", "",
              "Predicted, not measured: the answer above ranks measured cases only. Each prediction starts from a "
              "measured one-device case and its `--anatomy` traces (dotted curves: another strategy's case, which "
@@ -153,9 +156,11 @@ def said_in_answer(paths: list[Path]) -> list[str]:
     highest predicted images/s at the largest device count among predictions made from the
     strategy's own one-device case, and where the rest is drawn."""
     lines = []
-    for found, doc, why in _readable(paths):
+    readable = _readable(paths)
+    names = run_labels([found for found, _, _ in readable])  # files of one name in two folders stay apart
+    for found, doc, why in readable:
         if doc is None:
-            lines.append(f"Predictions file {found.name} left out: {why}")
+            lines.append(f"Predictions file {names[str(found)]} left out: {why}")
             continue
         pred = pd.DataFrame(doc["predictions"])
         if not pred.empty:
@@ -164,7 +169,7 @@ def said_in_answer(paths: list[Path]) -> list[str]:
             continue
         top = pred[pred["devices"] == pred["devices"].max()].sort_values("img_per_s").iloc[-1]
         knobs = f" ({top['variant']})" if top["variant"] else ""
-        lines.append(f"Predicted, not measured ({found.name}): at {_layout(top)} devices the highest is "
+        lines.append(f"Predicted, not measured ({names[str(found)]}): at {_layout(top)} devices the highest is "
                      f"{top['strategy']}{knobs} {top['precision']} {top['model']} {int(top['batch_per_gpu'])}/device, "
                      f"{_k(top['img_per_s'])} img/s ({100 * top['scaling_efficiency']:.0f}% efficiency) from "
                      f"{top['base']['label']}; `bench report` draws every prediction beside the measured cases.")

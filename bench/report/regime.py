@@ -1,8 +1,8 @@
 """Host-bound or GPU-bound: which side sets the pace of a case's step.
 
 A GPU step is *host-bound* when its devices idle more than half of it: the CPU launching
-kernels, not the arithmetic, sets the pace (DESIGN.md section 5: eager resnet18-small at
-batch 32 reaches a third of the launch-free rate). Strategy differences measured there are
+kernels, not the arithmetic, sets the pace (docs/findings.md, finding 8: eager resnet18-small
+at batch 32 reaches a fifth of the rate of the same step in a CUDA graph). Strategy differences measured there are
 differences in host cost, and precision or layout changes barely show.
 
 The rule, in order:
@@ -16,7 +16,7 @@ The rule, in order:
    (the largest batch's per-image time is an upper bound on g). Below 50%: host-bound.
    The largest batch itself is GPU-bound when its step takes more than GROWTH times the
    step of the batch below it (a host-bound step barely grows with the batch: eager
-   resnet18-small went from 6.0 to 7.0 ms for 8x the images, DESIGN.md section 5); if it
+   resnet18-small went from 8.5 to 9.6 ms for 8x the images, docs/findings.md, finding 8); if it
    does not, the whole series is host-bound.
 3. A series measured at one batch only, without an anatomy: "unknown". CPU rows: "CPU".
 """

@@ -51,6 +51,13 @@ class Page:
 
 
 # --- REPORT.md ----------------------------------------------------------------------------
+def _started(runs: pd.DataFrame, source: str) -> str:
+    """When a run began (its earliest row's date, to the minute): with its path, what tells
+    two runs apart."""
+    dates = sorted(str(d) for d in runs[runs["source"] == source]["date"].dropna())
+    return dates[0][:16].replace("T", " ") if dates else "an unknown date"
+
+
 def answer_section(rep: Report) -> list[str]:
     """The recommendation in sentences (one per run, hardware and model), the legend of
     short labels, then one compact table per precision and device count."""
@@ -59,7 +66,7 @@ def answer_section(rep: Report) -> list[str]:
     lines, tables = ["## The answer", ""], []
     for (source, hw, model), run in rep.runs.groupby(["source", "hardware", "model"], sort=True):
         mine = [r for r in recs if (r["run"], r["hardware"], r["model"]) == (run_name(source), hw, model)]
-        head = f"{model} on {hw}" + (f", run `{run_name(source)}`" if several else "")
+        head = f"{model} on {hw}" + (f", run `{run_name(source)}` of {_started(rep.runs, source)}" if several else "")
         lines.append(f"- **{head}**: {answers.actions(run, mine)}")
         for (precision, where), _ in pd.DataFrame(mine).groupby(["precision", "where"], sort=False):
             sub = [r for r in mine if (r["precision"], r["where"]) == (precision, where)]

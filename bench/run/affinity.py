@@ -9,7 +9,8 @@ exclusive is what careful multi-GPU setups do (torchrun --numa-binding, Slurm's 
 it is not the default because it did not measure better here: on one host of 2 H200 (a
 virtual machine of 32 CPUs), the same 2-GPU DDP case (resnet18-small, amp-bf16, 256 and 1024
 per GPU) ran three times each way, and the spread from run to run was alike bound and
-unbound (results/reference/h200x2/predict-validate/run-3). What binding does rule out, a
+unbound (`git show 80034f4:results/reference/h200x2/predict-validate/run-3/repeat/`, with
+`host-launch-rate.txt` beside it). What binding does rule out, a
 virtual machine hiding which of its CPUs share a physical core: two processes pinned to CPUs
 2 and 3 there each launched kernels at half the rate of two pinned to CPUs 2 and 18.
 """
