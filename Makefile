@@ -32,7 +32,7 @@ SEARCH ?= $(if $(ON_GPU),--search --budget $(BUDGET))
 # Setup only when PY is the project's own environment.
 NEEDS_SETUP := $(if $(filter $(VENV)/bin/python,$(PY)),setup)
 
-.PHONY: setup setup-mxnet bench list plot test slurm-test pytest-bench baseline-ci regress-ci regress predict-validate clean
+.PHONY: setup setup-mxnet bench list plot test test-slow slurm-test pytest-bench baseline-ci regress-ci regress predict-validate clean
 
 setup: $(VENV)/.installed
 
@@ -77,8 +77,13 @@ plot: $(NEEDS_SETUP)
 # elsewhere the MXNet tests skip and say why.
 MXNET_FITS := $(shell $(MXNET_PYTHON) -c 'import sys; print("yes" if sys.version_info < (3, 12) else "")' 2>/dev/null)
 
+# `make test`: everything but the tests marked slow (minutes of CPU each: Callgrind, compiled
+# parity, fault, multi-node and regression sweeps), which `make test-slow` runs; CI runs both.
 test: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),$(if $(MXNET_FITS),setup-mxnet))
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -m "not slow" tests $(ARGS)
+
+test-slow: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),$(if $(MXNET_FITS),setup-mxnet))
+	$(PY) -m pytest -q -m slow tests $(ARGS)
 
 # A one-host Slurm cluster (slurm-wlm and munge, installed if missing; root) runs the batch
 # script with 2 tasks acting as 2 nodes.

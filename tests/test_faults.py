@@ -71,6 +71,7 @@ def test_out_of_memory_is_recorded_and_larger_batches_are_skipped(tmp_path, scop
     assert rows[3]["status"] == "skipped" and "batch 2 per GPU already ran out of memory" in rows[3]["reason"]
 
 
+@pytest.mark.slow
 def test_a_hang_times_out_and_leaves_no_process(tmp_path):
     started = time.monotonic()
     rows = sweep(tmp_path, "--cpu-replicas", "1", "--option", "fault=orphan", "--option", "at_batch=2",
@@ -82,6 +83,7 @@ def test_a_hang_times_out_and_leaves_no_process(tmp_path):
     assert leftover_processes("time.sleep(600)") == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["sigkill", "hang"])
 def test_ddp_rank_failure_does_not_hang_the_sweep(tmp_path, fault):
     rows = sweep(tmp_path, "--cpu-replicas", "2", "--option", "launcher=torchrun", "--option", f"fault={fault}",
@@ -92,6 +94,7 @@ def test_ddp_rank_failure_does_not_hang_the_sweep(tmp_path, fault):
     assert leftover_processes("bench.run.worker") == []
 
 
+@pytest.mark.slow
 def test_interrupt_keeps_finished_cases_and_resume_completes(tmp_path):
     out = tmp_path / "r.json"
     args = [sys.executable, "-m", "bench", "run", *FAST, "--cpu-replicas", "1", "--batch-sizes", "1,2,3",

@@ -13,9 +13,9 @@ import pytest
 from bench.checks import instructions
 from tests.conftest import REPO, TEST_STRATEGIES
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     shutil.which("valgrind") is None and not os.environ.get("PARABENCH_REQUIRE_VALGRIND"),
-    reason="valgrind is not installed (apt-get install valgrind)")
+    reason="valgrind is not installed (apt-get install valgrind)")]
 
 # Work injected into every step by the test-only `faulty` strategy, with no change of settings.
 # Measured on the tiny step (38.3 M instructions): every parameter copied once more +4.8%;

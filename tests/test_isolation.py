@@ -33,6 +33,7 @@ def _measure(tmp_path, strategy, attempt):
     return first, later
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["single", "ddp"])  # the local worker and torchrun's
 def test_a_case_measures_the_same_first_and_after_others(tmp_path, strategy):
     pairs = [_measure(tmp_path, strategy, attempt) for attempt in (1, 2)]  # alone, after, alone, after

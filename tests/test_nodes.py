@@ -30,6 +30,7 @@ def node(rank, args, env, port, out=None):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_two_nodes_give_one_results_file_with_world_size_4(tmp_path):
     env, port = tagged(), free_port()
     follower = node(1, ["--strategies", "single,ddp", *SWEEP], env, port, out=tmp_path / "node1.json")
@@ -67,6 +68,7 @@ def test_a_node_with_other_arguments_is_refused(tmp_path):
     assert not processes_with(env["PARABENCH_TEST_TAG"])
 
 
+@pytest.mark.slow
 def test_a_node_killed_mid_case_gives_a_row_and_leaves_no_process(tmp_path):
     env, port = tagged(), free_port()
     mark = tmp_path / "hanging"

@@ -91,11 +91,13 @@ def _compiled_check(label, params, reference, initial):
     assert share <= COMPILE_UPDATE_FRACTION, f"{name} differs by {share:.2%} of its update"
 
 
+@pytest.mark.slow
 def test_cpu_compiled_step_keeps_the_step(reference):
     params = strategy_parameters("single", MODEL, GLOBAL_BATCH, (), 1, execution="compile")
     _compiled_check("single compile", params, reference[1], reference_parameters(MODEL, GLOBAL_BATCH, shards=1, steps=0))
 
 
+@pytest.mark.slow
 def test_cpu_compiled_ddp_computes_the_same_step_in_float64():
     # Two ranks of 4 samples, compiled (Inductor, DDPOptimizer's graphs split at the buckets),
     # model and data in float64: the reference step to float64's rounding (measured on the

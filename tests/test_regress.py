@@ -26,6 +26,7 @@ def baseline(tmp_path_factory):
     return sweep(tmp_path_factory.mktemp("base") / "baseline.json")
 
 
+@pytest.mark.slow
 def test_an_injected_slowdown_is_flagged(baseline, tmp_path):
     # 400 ms more per step (~35-50 ms steps on this CPU) is the same work done slower: the
     # work counters cannot see it, only timing can. Judged on any machine, busy or not: the
@@ -46,6 +47,7 @@ def test_an_injected_slowdown_is_flagged(baseline, tmp_path):
     assert "REGRESSION" in proc.stdout and "compared" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_the_same_code_again_passes(baseline, tmp_path):
     # As CI does: a regression must show in a repeat run too before it counts.
     runs = [sweep(tmp_path / "again1.json"), sweep(tmp_path / "again2.json")]
