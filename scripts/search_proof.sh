@@ -5,14 +5,15 @@
 # with its wall time, then `bench check bareloop --variants ...` (eager, compile, compile
 # reduce-overhead, a whole-step CUDA graph; fused SGD, channels_last) at the same batches, then the
 # answer. Every file it writes lands in OUT_DIR. HANDLOOP_FIRST=1 times the hand loop first (a
-# model whose search may run long); HANDLOOP_STEPS and HANDLOOP_ROUNDS set its windows.
+# model whose search may run long); HANDLOOP_VARIANTS, HANDLOOP_STEPS and HANDLOOP_ROUNDS set its
+# executions and windows; STRATEGIES (make's) narrows the survey.
 set -uo pipefail
 model=${1:-resnet18-small}; budget=${2:-5}; out=${3:-results/proof}
 py=${PY:-python3}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 handloop() {
-  "$py" -m bench check bareloop --variants eager,compile,compile-ro,graph --batches 256,1024,2048 --model "$model" \
+  "$py" -m bench check bareloop --variants "${HANDLOOP_VARIANTS:-eager,compile,compile-ro,graph}" --batches 256,1024,2048 --model "$model" \
     --precision amp-bf16 --channels-last --sgd-impl fused --warmup 20 --steps "${HANDLOOP_STEPS:-30}" \
     --rounds "${HANDLOOP_ROUNDS:-5}" --out "$out/handloop-$model.json" 2>&1 | tail -15 | tee "$out/handloop-$model.log"
 }
