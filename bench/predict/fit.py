@@ -243,30 +243,45 @@ def where(doc: dict) -> str:
     hardware = next((r.get("hardware") for r in rows if r.get("hardware")), "this host")
     return f"measured in a fake world of n on one {hardware}" if not hardware.startswith("CPU") else (
         f"measured in a fake world of n on the {hardware}, tensors tracked against a budget of "
-        f"{doc['settings'].get('memory_budget_mib')} MiB")
+        f"{doc['settings'].get('memory_budget_mib'):g} MiB")
+
+
+def _runs(fits: list[tuple[int, str]]) -> str:
+    """'210 at 1, 230 at 2, 250 at 4-64': consecutive counts with the same figure together."""
+    groups: list[list] = []
+    for n, said in fits:
+        if groups and groups[-1][1] == said:
+            groups[-1][0].append(n)
+        else:
+            groups.append([[n], said])
+    return ", ".join(f"{said} at {ns[0]}" + (f"-{ns[-1]}" if len(ns) > 1 else "") for ns, said in groups)
 
 
 def sentences(doc: dict) -> list[str]:
-    """Per model and precision: each strategy's largest batch per device at each count, in
-    one sentence (\"vit-large, amp-bf16: ddp fits 256 per GPU at every n (1-64); fsdp2 ...\")."""
-    unit = "per GPU" if doc["settings"].get("gpus") else "per rank"
-    lines = []
+    """Per model and precision, each strategy's largest batch per device at each count in one
+    sentence: "vit-large, amp-bf16: ddp fits 256 per GPU at every n measured (1-64); fsdp2 fits
+    240 at 1, 250 at 2-64 (measured in a fake world of n on one NVIDIA H100 ...)". A strategy
+    whose figures differ by no more than the search's resolution fits the smallest at every n."""
+    settings = doc["settings"]
+    unit = "per GPU" if settings.get("gpus") else "per rank"
+    resolution = float(settings.get("resolution") or 0)
     groups: dict = {}
     for o in doc["outcomes"]:
         groups.setdefault((o["model"], o["precision"]), {}).setdefault(o["strategy"], []).append(o)
+    lines = []
     for (model, precision), by_strategy in groups.items():
         parts = []
         for strategy, found in by_strategy.items():
-            fits = [(o["devices"], o["largest_fit"], o["said"]) for o in sorted(found, key=lambda o: o["devices"])]
-            sizes = {f for _, f, _ in fits}
-            counts = [n for n, _, _ in fits]
-            if len(sizes) == 1 and None not in sizes:
-                parts.append(f"{strategy} fits {fits[0][1]} {unit} at every n measured ({counts[0]}-{counts[-1]})")
+            found = sorted(found, key=lambda o: o["devices"])
+            sizes = [o["largest_fit"] for o in found]
+            if None not in sizes and max(sizes) - min(sizes) <= resolution * max(sizes):
+                parts.append(f"{strategy} fits {min(sizes)} {unit} at every n measured "
+                             f"({found[0]['devices']}-{found[-1]['devices']})")
             else:
-                parts.append(f"{strategy} fits " + ", ".join(
-                    f"{f if f is not None else s} at {n}" for n, f, s in fits))
-        lines.append(f"{model}, {precision}: " + "; ".join(parts) + f" ({where(doc)}; largest batch that fit, "
-                     f"to within {100 * doc['settings'].get('resolution', 0):g}%)")
+                parts.append(f"{strategy} fits " + _runs([(o["devices"], str(o["largest_fit"]) if o["largest_fit"]
+                                                           else o["said"]) for o in found]))
+        lines.append(f"{model}, {precision}: " + "; ".join(parts) + f" ({where(doc)}; the largest batch that fit, to "
+                     f"within {100 * resolution:g}%)")
     return lines
 
 

@@ -177,6 +177,7 @@ def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_h
         "img_per_s": round(case.global_batch / (step_ms / 1e3), 2),
         "scaling_efficiency": round(float(base["step_ms_p50"]) / step_ms, 4),
         "comm_ms": round(sim.comm, 4), "exposed_comm_ms": round(exposed, 4),
+        "collective_elements_per_step": sim.elements,
         "host_bound": host_bound, **mem,
         "baselines": baselines(base, comm, facts.numel, n, per_host, hosts, case.global_batch),
         "base": {"label": case_mod.Case.from_row(base).label(), "source": base["source"], "traces": traces_of(base),

@@ -71,6 +71,8 @@ def pair(predictions: list[dict], rows: list[dict], comm=None) -> list[dict]:
                 "linear_error_pct": _error(base["linear_img_per_s"], m["img_per_s"]),
                 "serial_error_pct": _error(base["serial_img_per_s"], m["img_per_s"])} if base else {}),
             "predicted_memory_mib": p.get("memory_mib"), "measured_memory_mib": m.get("peak_alloc_mib"),
+            "predicted_collective_elements": p.get("collective_elements_per_step"),
+            "measured_collective_elements": m.get("collective_elements_per_step"),
             **{k: p[k] for k in SERIES},
             "measured_source": m["source"], "base": p["base"]["label"], "host_bound": p["host_bound"],
             "run_drift_pct": run_drift(p, m, latest),
@@ -162,6 +164,12 @@ def summary(pairs: list[dict]) -> list[str]:
                 f"predicted inside the measured p10-p90: {sum(spread)} of {len(spread)}" if spread else "",
                 f"where the measured run's 1-device case was within 5% of the base: {len(near)} pairs, "
                 f"max {max(near):.1f}%" if near else ""])))
+    counted = [v for v in pairs if v.get("predicted_collective_elements") is not None
+               and v.get("measured_collective_elements") is not None]
+    if counted:
+        same = sum(int(v["predicted_collective_elements"]) == int(v["measured_collective_elements"]) for v in counted)
+        lines.append(f"communication per step: the simulated collectives carry the elements the measured run's carried "
+                     f"(its profiler's count) in {same} of {len(counted)} pairs")
     memory = [abs(v["predicted_memory_mib"] / v["measured_memory_mib"] - 1) * 100 for v in many
               if v.get("strategy") in ("fsdp2", "zero1") and v.get("predicted_memory_mib")
               and v.get("measured_memory_mib")]
