@@ -94,8 +94,9 @@ def cmd_fit(args) -> int:
     search = _search(args)
     if args.warmup < 1 or args.steps < 1:
         raise UsageError("--warmup and --steps must be at least 1 (the optimiser's state exists after the first step)")
-    if not (math.isfinite(args.probe_timeout) and args.probe_timeout > 0):
-        raise UsageError(f"--probe-timeout must be a positive number of seconds, got {args.probe_timeout:g}")
+    for flag, value in (("--probe-timeout", args.probe_timeout), ("--startup-timeout", args.startup_timeout)):
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{flag} must be a positive number of seconds, got {value:g}")
     out = Path(args.out) if args.out else Path(args.results_dir) / (
         f"{datetime.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}{fit.SUFFIX}")
     if not out.name.endswith(fit.SUFFIX):
@@ -107,7 +108,8 @@ def cmd_fit(args) -> int:
     knobs = make_settings(warmup=args.warmup, steps=args.steps, trials=1, channels_last=args.channels_last)
     settings = {"models": models, "strategies": chosen, "precisions": precisions, "devices": devices, "gpus": gpus,
                 "memory_budget_mib": budget, "channels_last": args.channels_last, "warmup": args.warmup,
-                "steps": args.steps, **search, "first": list(search["first"]), "probe_timeout_s": args.probe_timeout}
+                "steps": args.steps, **search, "first": list(search["first"]), "probe_timeout_s": args.probe_timeout,
+                "startup_timeout_s": args.startup_timeout}
     environment = fit.environment_of(gpus)
     rows, found, complete = [], [], True
     for model in models:
@@ -115,7 +117,7 @@ def cmd_fit(args) -> int:
         rows += [{**r, **environment, "hardware": _hardware(environment), "fake_world": True, "devices": r["n_replicas"]}
                  for r in skipped]
         job = fit.Fit(model, items, gpus, budget, search, probe_timeout_s=args.probe_timeout,
-                      startup_timeout_s=args.probe_timeout)
+                      startup_timeout_s=args.startup_timeout)
         by_item = {(i["precision"], i["strategy"]): i for i in items}
 
         def on_probe(event, probe, job=job, by_item=by_item):
@@ -171,8 +173,10 @@ def add_parser(sub) -> None:
     cmd.add_argument("--max-batch", type=int, default=65536, help="the search's ceiling (default 65536)")
     cmd.add_argument("--warmup", type=int, default=1, help="steps before the peak is read (default 1)")
     cmd.add_argument("--steps", type=int, default=1, help="steps whose peak is the probe's (default 1)")
-    cmd.add_argument("--probe-timeout", type=float, default=600.0,
-                     help="seconds a probe (or the worker's start) may take before it is killed (default 600)")
+    cmd.add_argument("--probe-timeout", type=float, default=300.0,
+                     help="seconds a probe may take before its worker is killed and a fresh one goes on (default 300)")
+    cmd.add_argument("--startup-timeout", type=float, default=300.0,
+                     help="seconds a worker may take to start and build the model (default 300)")
     cmd.add_argument("--out", help=f"the fit file (default <results-dir>/<time>-<host>{'.fit.json'})")
     cmd.add_argument("--results-dir", default=str(RESULTS_DIR))
     cmd.set_defaults(func=cmd_fit)

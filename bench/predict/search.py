@@ -109,7 +109,7 @@ def next_batch(probes: list[dict], search: Search) -> int | None:
     if predicted is not None:
         step = _resolution(lo, search)
         # Just under the predicted limit (a fit there leaves little to close), then just over it.
-        for guess in (math.floor(predicted - step / 2), math.ceil(predicted + step / 2)):
+        for guess in (math.floor(predicted - step / 4), math.ceil(predicted + step / 4)):
             if lo < guess < reach and guess not in tried:
                 return guess
     if hi is None:  # the line points past the jump, or there is none (a flat start): as far as a jump goes
