@@ -664,8 +664,10 @@ def test_link_figures_and_process_counts_are_refused_before_anything_starts(tmp_
 
 
 def test_probe_comm_ranks_die_with_a_killed_probe(tmp_path):
-    """SIGKILL of `probe-comm` (no handler runs) takes its spawned ranks along: each asks the
-    kernel for its parent's death signal and checks, at start, that its parent is still the probe."""
+    """SIGKILL of `probe-comm` (no handler runs) takes its spawned ranks along, also while they
+    are still starting (importing torch, before torch's own spawn asks for a signal at its
+    parent's death): each rank asks the kernel to kill it when its parent dies and checks, once
+    started, that its parent is still the probe. The probe is killed as soon as its ranks exist."""
     import signal
     import time
 
@@ -681,12 +683,11 @@ def test_probe_comm_ranks_die_with_a_killed_probe(tmp_path):
         while time.monotonic() < deadline and len(ranks) < 2:
             ranks = [c for c in psutil.Process(proc.pid).children(recursive=True)
                      if "spawn_main" in " ".join(c.cmdline())]
-            time.sleep(0.2)
+            time.sleep(0.02)
         assert len(ranks) == 2, "the probe's ranks did not start"
-        time.sleep(3)  # into their timed repetitions
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        gone, alive = psutil.wait_procs(ranks, timeout=15)
+        gone, alive = psutil.wait_procs(ranks, timeout=30)  # time to import torch and look
         assert not alive, [p.pid for p in alive]
     finally:
         for rank in ranks:
