@@ -290,6 +290,7 @@ def test_a_host_bound_step_keeps_its_measured_time_as_the_floor():
     warned = [a for a in predict.predict_one(fsdp2_base, step, facts, nvlink(), "fsdp2", {}, 2, 1)["assumptions"]
               if "skips its all-gathers" in a]
     assert len(warned) == 1 and "too fast" in warned[0]
+    assert "H200" not in warned[0] and "1.5x" not in warned[0]  # no figure of other hardware on this one
     assert not any("skips its all-gathers" in a
                    for a in predict.predict_one(fsdp2_base, step, facts, nvlink(), "fsdp2", {}, 1, 1)["assumptions"])
     # The same timeline with a busy GPU: device-bound, the sharded update is saved.
@@ -571,6 +572,12 @@ def test_report_draws_predictions_beside_the_measured_and_the_answer_ignores_the
     assert f"![{name}]({name}.png)" in section
     assert (tmp_path / "with" / f"{name}.png").exists()
     assert "8x8" in section and "stated link (295 GB/s, 10 us)" in section and "3200 Gb/s per host" in section
+    # How far to trust it: the committed 2-H200 validations, recomputed, per regime beside linear scaling,
+    # and each H200 series' validated error range (its regime's, at the device counts validated).
+    assert "How far to trust a prediction: the committed validations (NVIDIA H200" in section
+    assert "- device-bound: 55 pairs; within 5%: model 41, linear 42" in section
+    assert section.count("**The model has not beaten linear scaling here.**") == 2
+    assert "validated error" in section and "pairs at 2 devices)" in section
     # `bench answer` says it apart, from a prediction whose base ran the strategy itself.
     from bench.report.predicted import said_in_answer
 

@@ -130,7 +130,8 @@ def cmd_fit(args) -> int:
                   f"{probe['status']}" + (f", peak {probe['peak_alloc_mib']:.0f} MiB allocated, "
                                           f"{probe['peak_reserved_mib']:.0f} reserved"
                                           if probe.get("peak_alloc_mib") is not None else "")
-                  + (f" ({probe['reason']})" if probe["status"] != "ok" and probe.get("reason") else ""), flush=True)
+                  + (f" ({probe['reason']})" if probe["status"] != "ok" and probe.get("reason") else "")
+                  + (f" [{probe['probe_s']:.1f} s]" if probe.get("probe_s") is not None else ""), flush=True)
             fit.write(out, fit.document(rows, found + fit.outcomes(job), settings))
 
         fit.measure(job, worker_env(), on_probe)

@@ -187,6 +187,15 @@ def probe(job, case: dict, template, memory: Memory) -> dict:
             "probe_s": round(time.perf_counter() - started, 2)}
 
 
+def left_behind_mib(before: int) -> float:
+    """Device memory a probe left allocated (0 on the CPU): a probe that ran out of memory in a
+    strategy's hooks can leave a reference cycle or a cache behind, which the next probe's
+    peak would count."""
+    import torch
+
+    return max(0, torch.cuda.memory_allocated() - before) / MIB if torch.cuda.is_available() else 0.0
+
+
 def main(spec_path: str) -> None:
     import torch
     import torch.distributed as dist
@@ -225,11 +234,14 @@ def main(spec_path: str) -> None:
             while (batch := search.next_batch(probes, how)) is not None:
                 sized = {**case, "batch_per_gpu": batch, "global_batch": batch * n}
                 protocol.emit("start", precision=case["precision"], strategy=case["strategy"], devices=n, batch=batch)
+                before = torch.cuda.memory_allocated() if gpus else 0
                 result = {"batch": batch, **probe(job, sized, template, memory)}
                 probes.append(result)
                 protocol.emit("probe", precision=case["precision"], strategy=case["strategy"], devices=n, **result)
                 if result["status"] == "error":
                     sys.exit(1)  # the parent goes on in a fresh process
+                if left_behind_mib(before) > 1:
+                    sys.exit(0)  # so does it where a probe left memory behind: the next starts clean
             how = how.at_next_count(probes)
     if dist.is_initialized():
         dist.destroy_process_group()
