@@ -68,7 +68,6 @@ def cmd_fit(args) -> int:
     from bench.cases.case import settings as make_settings
     from bench.core.precision import PRECISIONS
     from bench.predict import fit
-    from bench.run.sweep import worker_env
 
     chosen = listed(args.strategies, "--strategies") or fit.strategies_to_fit()
     check_names(chosen, strategies.names(), "strategy", "--strategies")
@@ -134,7 +133,7 @@ def cmd_fit(args) -> int:
                   + (f" [{probe['probe_s']:.1f} s]" if probe.get("probe_s") is not None else ""), flush=True)
             fit.write(out, fit.document(rows, found + fit.outcomes(job), settings))
 
-        fit.measure(job, worker_env(), on_probe)
+        fit.measure(job, _worker_env(gpus), on_probe)
         complete = complete and not job.left()
         found += fit.outcomes(job)
         fit.write(out, fit.document(rows, found, settings))
@@ -144,6 +143,22 @@ def cmd_fit(args) -> int:
         print(line)
     print(f"\nfit written to {out} (`bench report` and `bench answer` show it beside the results in its folder)")
     return 0 if complete else 1
+
+
+def _worker_env(gpus: list[int]) -> dict:
+    """The worker sees its one GPU as device 0 (FSDP2's device mesh picks a device by rank, and a
+    fake world's only rank is 0), or no GPU at all for the CPU."""
+    import os
+
+    from bench.run.sweep import worker_env
+
+    env = worker_env()
+    visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if gpus:
+        env["CUDA_VISIBLE_DEVICES"] = visible[gpus[0]] if visible else str(gpus[0])
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
 
 
 def _hardware(environment: dict) -> str:

@@ -76,7 +76,8 @@ def cases(model: str, strategies: list[str], precisions: list[str], devices: lis
                 skipped += [{**c.row(), "batch_per_gpu": None, "status": "skipped", "reason": why} for c in made.values()]
                 continue
             items.append({"precision": precision, "strategy": strategy, "devices": list(devices),
-                          "cases": {str(n): c.spec() for n, c in made.items()},
+                          # The worker sees its one GPU as device 0 (bench/cli/fit.py).
+                          "cases": {str(n): {**c.spec(), "gpus": [0] if gpus else []} for n, c in made.items()},
                           "rows": {str(n): c.row() for n, c in made.items()}})
     return items, skipped
 
@@ -136,7 +137,7 @@ def run_worker(fit: Fit, env: dict, on_probe, progress) -> bool:
         return False
     with tempfile.TemporaryDirectory(prefix="parabench-fit-") as folder:
         spec_path, events = Path(folder) / "spec.json", Path(folder) / "events.jsonl"
-        spec_path.write_text(json.dumps({"model": fit.model, "gpus": fit.gpus[:1], "budget_mib": fit.budget_mib,
+        spec_path.write_text(json.dumps({"model": fit.model, "gpus": [0] if fit.gpus else [], "budget_mib": fit.budget_mib,
                                          "seed": fit.seed, "plan": left}))
         worker = procs.Worker([sys.executable, "-m", "bench.predict.fit_worker", str(spec_path)],
                               {**env, protocol.ENV: str(events)}, str(REPO))

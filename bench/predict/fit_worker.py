@@ -164,8 +164,7 @@ def probe(job, case: dict, template, memory: Memory) -> dict:
         step, run = build(job, case, template)
         for _ in range(case["warmup"]):
             memory.step(run)
-        if not getattr(step.optimizer, "state", True) and not getattr(getattr(step.optimizer, "optim", None),
-                                                                      "state", True):
+        if not getattr(step.optimizer, "optim", step.optimizer).state:  # ZeroRedundancyOptimizer: its rank's own
             raise RuntimeError("the optimiser took no step in the warm-up (a loss scaler skipping steps?): its "
                                "state, part of the peak, would be missing")
         memory.restart()
