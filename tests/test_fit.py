@@ -213,6 +213,11 @@ def test_fit_on_the_cpu_finds_the_largest_batch_each_strategy_fits_in_a_small_bu
     assert found[("fsdp2", 4)]["largest_fit"] > found[("ddp", 4)]["largest_fit"]
     ddp = [found[("ddp", n)]["largest_fit"] for n in (1, 4)]
     assert max(ddp) - min(ddp) <= max(1, int(max(ddp) * 0.02))
+    # Resumed with the same settings, every search is over already: nothing is measured again.
+    again = fit_cli("--memory-budget", "16", "--models", "tinynets:widenet", "--devices", "1,4", "--first-batches",
+                    "2,8", "--out", str(out), "--resume")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(out.read_text())["rows"] == rows and " ok, peak " not in again.stdout
     said = [line for line in proc.stdout.splitlines() if line.startswith("tinynets:widenet, amp-bf16: ")]
     assert len(said) == 1 and f"ddp fits {min(ddp)} per rank at every n measured (1-4)" in said[0]
     assert "measured in a fake world of n on the CPU" in said[0]

@@ -111,6 +111,9 @@ def cmd_fit(args) -> int:
                 "startup_timeout_s": args.startup_timeout}
     environment = fit.environment_of(gpus)
     rows, found, complete = [], [], True
+    if args.resume and out.exists():
+        rows, found = _resumed(out, settings, models)
+        settings["models"] = list(dict.fromkeys([o["model"] for o in found] + models))
     for model in models:
         items, skipped = fit.cases(model, chosen, precisions, devices, gpus, knobs)
         rows += [{**r, **environment, "hardware": _hardware(environment), "fake_world": True, "devices": r["n_replicas"]}
@@ -118,6 +121,14 @@ def cmd_fit(args) -> int:
         job = fit.Fit(model, items, gpus, budget, search, probe_timeout_s=args.probe_timeout,
                       startup_timeout_s=args.startup_timeout)
         by_item = {(i["precision"], i["strategy"]): i for i in items}
+        for row in rows:  # what a resumed file measured already
+            if row.get("model") == model and row.get("status") in fit.PROBED and (row["precision"], row["strategy"]) \
+                    in by_item and row.get("devices") in devices:
+                job.done.setdefault((row["precision"], row["strategy"]), {}).setdefault(row["devices"], []).append(
+                    {k: row.get(k) for k in fit.PROBE_FIELDS} | {"batch": row["batch_per_gpu"]})
+                job.limit_mib = row.get("limit_mib") or job.limit_mib
+        if not gpus:
+            job.limit_mib = budget  # known without a worker
 
         def on_probe(event, probe, job=job, by_item=by_item):
             case = by_item[(event["precision"], event["strategy"])]["rows"][str(event["devices"])]
@@ -143,6 +154,22 @@ def cmd_fit(args) -> int:
         print(line)
     print(f"\nfit written to {out} (`bench report` and `bench answer` show it beside the results in its folder)")
     return 0 if complete else 1
+
+
+def _resumed(out: Path, settings: dict, models: list[str]) -> tuple[list[dict], list[dict]]:
+    """--resume: the rows of a fit file made with the same search, and the outcomes of its
+    models that this run does not measure again."""
+    from bench.predict import fit
+
+    try:
+        doc = fit.load(out)
+    except fit.FitError as exc:
+        raise UsageError(f"--resume: {exc}") from None
+    for key in ("gpus", "memory_budget_mib", "channels_last", "warmup", "steps", "first", "resolution", "max_batch"):
+        if doc["settings"].get(key) != settings[key]:
+            raise UsageError(f"--resume: {out} was made with {key} {doc['settings'].get(key)!r}, not {settings[key]!r}: "
+                             "give the same settings, or another --out")
+    return doc["rows"], [o for o in doc["outcomes"] if o["model"] not in models]
 
 
 def _worker_env(gpus: list[int]) -> dict:
@@ -194,5 +221,7 @@ def add_parser(sub) -> None:
     cmd.add_argument("--startup-timeout", type=float, default=300.0,
                      help="seconds a worker may take to start and build the model (default 300)")
     cmd.add_argument("--out", help=f"the fit file (default <results-dir>/<time>-<host>{'.fit.json'})")
+    cmd.add_argument("--resume", action="store_true", help="go on from the probes --out holds (made with the same "
+                     "search settings): a search already over is not measured again")
     cmd.add_argument("--results-dir", default=str(RESULTS_DIR))
     cmd.set_defaults(func=cmd_fit)

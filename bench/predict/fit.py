@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+PROBED = ("ok", "oom", "error", "timeout")  # a probe's outcomes (a skipped case has no probe)
+PROBE_FIELDS = ("status", "reason", "peak_alloc_mib", "peak_reserved_mib")  # what the search reads of a probe
 SCHEMA = "parabench-fit/1"
 SUFFIX = ".fit.json"
 DEFAULT_DEVICES = (1, 2, 4, 8, 16, 64)
