@@ -6,11 +6,9 @@ small to tell a model from linear scaling, so each also predicts over a slow lin
 the collectives), the baselines every validation prints, and one end-to-end prediction of
 three strategies on 2 CPU processes (gloo) judged by the collectives the measured run issued."""
 import json
-import math
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -18,7 +16,7 @@ from bench.predict import collectives as col
 from bench.predict import memory, simulate
 from bench.predict.params import ModelFacts, Param, ddp_buckets, zero_partition
 from bench.predict.timeline import StepTimeline
-from tests.conftest import REPO, TEST_STRATEGIES, rows_of, run_cli
+from tests.conftest import REPO, run_cli
 
 H200_DDP = REPO / "tests" / "fixtures" / "anatomy" / "ddp-amp-bf16-resnet18-small-2-gpu-b32-channels-last"
 MB = 1e6

@@ -229,7 +229,6 @@ def render(rows: list[dict]) -> str:
 
 def add_parser(sub) -> None:
     """`probe-comm` and `predict`; bad input is one line (UsageError)."""
-    from bench.predict.predict import TARGETS
 
     pc = sub.add_parser("probe-comm", help="time all-reduce, reduce-scatter, all-gather and broadcast over message "
                         "sizes and fit latency + bandwidth per collective and device count")
