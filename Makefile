@@ -131,11 +131,9 @@ regress: $(NEEDS_SETUP)
 # Predictions judged on one host: the collectives probed on GPUS, one-GPU bases with traces, the
 # same cases measured at COUNTS GPUs, then `predict --validate` (all in $(RESULTS)/predict-<time>/;
 # `make plot RESULTS=...` draws it). The bases and the measurements share the host, so the
-# errors are the model's. E.g. make predict-validate GPUS=0,1,2,3 COUNTS=2,4 MODEL=resnet18
+# errors are the model's; each is printed beside linear scaling's and serial communication's.
+# E.g. make predict-validate GPUS=0,1,2,3 COUNTS=2,4 MODEL=resnet18
 COUNTS ?= 2
-# HOST_PROBE=1: also the same bases run by COUNTS processes at once without communication
-# (bench probe-host), and a second validation from them (validation-host.predictions.json).
-HOST_PROBE ?=
 PREDICT_RUN = $(PY) -m bench run --gpus $(GPUS) --strategies ddp,zero1,fsdp2 --models $(MODEL) \
 	--precisions $(PRECISION) $(if $(BATCH_SIZES),--batch-sizes $(BATCH_SIZES)) $(LAYOUT) $(ARGS)
 predict-validate: $(NEEDS_SETUP)
@@ -145,12 +143,7 @@ predict-validate: $(NEEDS_SETUP)
 	$(PREDICT_RUN) --gpu-counts 1 --anatomy --out $$dir/bases.json; \
 	$(PREDICT_RUN) --gpu-counts $(COUNTS) --out $$dir/measured.json; \
 	$(PY) -m bench predict $$dir/bases.json $$dir/measured.json --probe $$dir/link.comm.json --devices 1,$(COUNTS) \
-		--validate --json $$dir/validation.predictions.json; \
-	if [ -n "$(HOST_PROBE)" ]; then \
-		$(PY) -m bench probe-host $$dir/bases.json --gpus $(GPUS) --devices $(COUNTS) --out $$dir/bases.host.json; \
-		$(PY) -m bench predict $$dir/bases.json $$dir/measured.json --probe $$dir/link.comm.json --devices 1,$(COUNTS) \
-			--host-probe $$dir/bases.host.json --validate --json $$dir/validation-host.predictions.json; \
-	fi
+		--validate --json $$dir/validation.predictions.json
 
 clean:
 	rm -rf $(VENV) $(MXNET_VENV) .pytest_cache .benchmarks

@@ -38,9 +38,8 @@ class Strategy:
     # gradients and optimiser state).
     shards: str = ""
     # What the strategy leaves out when it runs on one device and does at n (so that its
-    # one-device step lacks that work), or "". `bench probe-host` then runs its one-device
-    # case as a rank of a fake world of n, whose collectives do nothing, instead of a world
-    # of its own; predictions from its one-device step say it is missing.
+    # one-device step lacks that work), or "": predictions from its one-device step say it
+    # is missing.
     world_of_one_skips: str = ""
 
     min_replicas: int = 1

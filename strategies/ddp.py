@@ -13,8 +13,14 @@ from strategies.base import Strategy, TrainStep
 
 
 def comm_hook(ddp, name: str) -> None:
+    import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
+    if dist.get_backend() == "fake":
+        if name not in ("none", *COMPRESSED):
+            raise ValueError(f"comm_hook={name} cannot run in a fake world: it needs its collectives' real results")
+        ddp.register_comm_hook(name, fake_world_hook)
+        return
     if name == "fp16":
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
     elif name == "bf16":
@@ -23,6 +29,24 @@ def comm_hook(ddp, name: str) -> None:
         # Two exact all-reduce steps first (PowerSGD's own warm-up), then rank-1 compression.
         state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2)
         ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+
+
+COMPRESSED = {"fp16": "float16", "bf16": "bfloat16"}
+
+
+def fake_world_hook(name: str, bucket):
+    """In a fake world (`bench fit`: rank 0 of n whose collectives do nothing) the reducer still
+    needs each bucket's all-reduced gradients back: the bucket is returned as it is, so that
+    the rank keeps the memory a real all-reduce leaves it (the bucket, reduced in place), and
+    a compressing hook's copy of the bucket in its dtype is made as the hook makes it."""
+    import torch
+
+    buffer = bucket.buffer()
+    if name in COMPRESSED:
+        buffer.copy_(buffer.to(getattr(torch, COMPRESSED[name])))
+    done = torch.futures.Future()
+    done.set_result(buffer)
+    return done
 
 
 @register

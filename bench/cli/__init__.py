@@ -8,10 +8,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench.cli import anatomy, answer, check, compare, instructions, listing, predict, report, run
+from bench.cli import anatomy, answer, check, compare, fit, instructions, listing, predict, report, run
 from bench.cli.common import UsageError
 
-COMMANDS = (run, listing, anatomy, answer, report, predict, compare, instructions, check)
+COMMANDS = (run, listing, anatomy, answer, report, predict, fit, compare, instructions, check)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -42,6 +42,10 @@ def cmd_answer(args) -> int:
 
     for line in said_in_answer(shown):
         print("\n" + line)
+    from bench.report import fitted
+
+    for line in fitted.said_in_answer(shown):
+        print("\n" + line)
     return 0
 
 

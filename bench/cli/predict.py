@@ -1,6 +1,6 @@
-"""`probe-comm`, `probe-host` and `predict`: collective costs measured on the devices at hand, a
-strategy's own work at n devices measured on one, and the step of DDP, FSDP2 and ZeRO-1
-predicted at other device counts from them (bench/predict/)."""
+"""`probe-comm` and `predict`: collective costs measured on the devices at hand, and the step of
+DDP, FSDP2 and ZeRO-1 predicted at other device counts from them and a one-device case's
+traces (bench/predict/)."""
 from __future__ import annotations
 
 import datetime
@@ -47,6 +47,11 @@ def cmd_probe(args) -> int:
         gpus = []  # fewer than 2 GPUs: the CPU, with gloo
     counts = _probe_counts(args, gpus)
     sizes = [probe.parse_size(s) for s in args.sizes.split(",")] if args.sizes else probe.DEFAULT_SIZES
+    if not gpus:
+        from bench.run import limits
+
+        probe.check_cpu_ranks(max(counts), max(sizes), args.oversubscribe, limits.usable_cores(),
+                              limits.available_memory())
     collectives = listed(args.collectives, "--collectives")
     unknown = [c for c in collectives if c not in probe.COLLECTIVES]
     if unknown:
@@ -67,32 +72,6 @@ def cmd_probe(args) -> int:
     probe.write(out, doc)
     print("\n".join(probe.describe(doc)))
     print(f"probe written to {out}")
-    return 0
-
-
-# --- probe-host ---------------------------------------------------------------------------------
-def cmd_probe_host(args) -> int:
-    from bench.cases import results
-    from bench.predict import hostprobe, probe
-
-    counts = ints(args.devices, "--devices")
-    if any(k < 2 for k in counts):
-        raise ValueError("--devices: a world of 2 or more (one device is the base itself)")
-    chosen = tuple(listed(args.strategies, "--strategies"))
-    if args.timeout <= 0:
-        raise ValueError("--timeout must be positive")
-    out = Path(args.out) if args.out else Path(args.results_dir) / (
-        f"{datetime.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}{hostprobe.SUFFIX}")
-    results.check_writable(out)
-    rows = results.load_many([Path(f) for f in args.files])
-    if not hostprobe.one_device_cases(rows, chosen):
-        raise ValueError(f"no measured one-device case of {', '.join(chosen)} in the files: measure one with "
-                         "`bench run` first")
-    gpus = resolve_gpus(args.gpus)
-    settings = {"devices": counts, "strategies": list(chosen), "gpus": gpus}
-    hostprobe.measure(rows, counts, chosen, args.timeout, gpus,
-                      keep=lambda entries: probe.write(out, hostprobe.record(entries, settings)))
-    print(f"host probe written to {out} (`bench predict --host-probe {out}` uses it)")
     return 0
 
 
@@ -124,9 +103,17 @@ def _probe_file(args) -> str:
 
 def cmd_predict(args) -> int:
     from bench.cases import results
-    from bench.predict import hostprobe, predict, probe, validate
+    from bench.predict import predict, probe, validate
 
+    from bench.predict import MAX_DEVICES
+
+    if args.from_file:
+        return _validate_file(args)
     devices = ints(args.devices, "--devices")
+    if max(devices) > MAX_DEVICES:
+        raise ValueError(f"--devices {max(devices)}: predictions go up to {MAX_DEVICES:,} devices (bench/predict/"
+                         "__init__.py says why); give at most that")
+    _check_links(args)
     targets = listed(args.strategies, "--strategies")
     unknown = [s for s in targets if s not in predict.TARGETS]
     if unknown:
@@ -157,14 +144,13 @@ def cmd_predict(args) -> int:
     if missing:  # such a case cannot be a base; the others still are
         print(f"{len(missing)} profiled case(s) left out as bases, their traces are not there (first: {missing[0]}; "
               "unpack a traces.tar.xz beside its results file?)", file=sys.stderr)
-    world_steps = hostprobe.load(args.host_probe) if args.host_probe else None
-    rows_out = predict.predict(usable, comm, targets, devices, args.gpus_per_host, args.hosts, world_steps)
+    rows_out = predict.predict(usable, comm, targets, devices, args.gpus_per_host, args.hosts)
     if not rows_out:
         raise ValueError(f"no 1-device {device} case with traces in the results: measure one with "
                          "`bench run --anatomy` (single or ddp on one device)")
     if doc is not None:
         _note_probe_hardware(rows_out, doc)
-    pairs = validate.pair(rows_out, rows) if args.validate else None
+    pairs = validate.pair(rows_out, rows, comm) if args.validate else None
     if out is not None:  # with --json alone, standard output holds the JSON only
         print(render(rows_out))
         if pairs is not None:
@@ -179,6 +165,30 @@ def cmd_predict(args) -> int:
     store.write(out, doc_out)
     print(f"predictions written to {out} (`bench report` draws them beside the measured cases)")
     return 0
+
+
+def _validate_file(args) -> int:
+    """--from: a predictions file set against the measured cases again, with both baselines:
+    nothing is predicted, so the bases' traces are not needed."""
+    from bench.predict import validate
+
+    pairs = validate.recheck(Path(args.from_file), [Path(f) for f in args.files] or None,
+                             Path(args.probe) if args.probe else None)
+    print(validate.render(pairs))
+    return 0
+
+
+def _check_links(args) -> None:
+    """A link figure that is not a positive finite number would make every prediction NaN or
+    negative: refused in one line."""
+    import math
+
+    for flag, value, zero_ok in (("--intra-host-busbw", args.intra_host_busbw, False),
+                                 ("--inter-host-gbps", args.inter_host_gbps, False),
+                                 ("--intra-host-latency-us", args.intra_host_latency_us, True),
+                                 ("--inter-host-latency-us", args.inter_host_latency_us, True)):
+        if value is not None and not (math.isfinite(value) and (value >= 0 if zero_ok else value > 0)):
+            raise ValueError(f"{flag} must be a finite number {'of 0 or more' if zero_ok else 'above 0'}, got {value:g}")
 
 
 def _note_probe_hardware(rows: list[dict], doc: dict) -> None:
@@ -218,8 +228,7 @@ def render(rows: list[dict]) -> str:
 
 
 def add_parser(sub) -> None:
-    """`probe-comm`, `probe-host` and `predict`; bad input is one line (UsageError)."""
-    from bench.predict.predict import TARGETS
+    """`probe-comm` and `predict`; bad input is one line (UsageError)."""
 
     pc = sub.add_parser("probe-comm", help="time all-reduce, reduce-scatter, all-gather and broadcast over message "
                         "sizes and fit latency + bandwidth per collective and device count")
@@ -232,23 +241,11 @@ def add_parser(sub) -> None:
     pc.add_argument("--warmup", type=int, help="untimed calls per size (default 5 on GPUs, 1 on the CPU)")
     pc.add_argument("--reps", type=int, help="timed repetitions per size (default 20 on GPUs, 5 on the CPU)")
     pc.add_argument("--inner", type=int, help="back-to-back calls per repetition (default 5 on GPUs, 1 on the CPU)")
+    pc.add_argument("--oversubscribe", action="store_true", help="on the CPU, allow more ranks than cores (they then "
+                    "slow each other down)")
     pc.add_argument("--out", help="probe file (default <results-dir>/<time>-<host>.comm.json)")
     pc.add_argument("--results-dir", default="results")
     pc.set_defaults(func=_guarded(cmd_probe))
-
-    ph = sub.add_parser("probe-host", help="time measured one-device cases again with n processes at once, one per "
-                        "device of this host, communication left out: what n ranks cost each other on the host and "
-                        "what a strategy adds at n, for predict --host-probe")
-    ph.add_argument("files", nargs="+", help="results files holding the one-device cases")
-    ph.add_argument("--devices", default="2", help="device counts, e.g. 2,4 (default 2)")
-    ph.add_argument("--gpus", help="the GPUs the processes of a GPU case run on, one each (default: all visible; "
-                    "fewer than n: one process alone)")
-    ph.add_argument("--strategies", default=",".join(TARGETS),
-                    help=f"the one-device cases' strategies to probe (default {','.join(TARGETS)})")
-    ph.add_argument("--timeout", type=float, default=600, help="seconds for each case and world (default 600)")
-    ph.add_argument("--out", help="host probe file (default <results-dir>/<time>-<host>.host.json)")
-    ph.add_argument("--results-dir", default="results")
-    ph.set_defaults(func=_guarded(cmd_probe_host))
 
     pr = sub.add_parser("predict", help="predict DDP, FSDP2 and ZeRO-1 at other device counts from a measured "
                         "1-device case with --anatomy traces and a probe-comm file")
@@ -271,9 +268,11 @@ def add_parser(sub) -> None:
                     help="each host's network bandwidth, Gbit/s (needed across hosts)")
     pr.add_argument("--inter-host-latency-us", type=float, default=5.0,
                     help="latency per inter-host ring step, us (default 5)")
-    pr.add_argument("--host-probe", metavar="FILE", help="a probe-host file: where it measured a base at n, that "
-                    "step stands for the base's at n devices")
-    pr.add_argument("--validate", action="store_true", help="set predictions against measured cases at the same count")
+    pr.add_argument("--validate", action="store_true", help="set predictions against measured cases at the same "
+                    "count, beside linear scaling and communication not hidden")
+    pr.add_argument("--from", dest="from_file", metavar="PREDICTIONS",
+                    help="validate this predictions file again instead of predicting (results: FILES or the results "
+                         "files in its folder; probe: --probe or the one in its folder); no traces needed")
     pr.add_argument("--json", nargs="?", const="-", metavar="FILE",
                     help="the predictions file (default <results-dir>/<time>-<host>.predictions.json, which "
                          "`bench report` draws); --json alone prints it instead")

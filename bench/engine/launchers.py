@@ -179,36 +179,26 @@ class Spawn(ProcessGroupLauncher):
         torch.multiprocessing.spawn(_spawn_entry, args=(n, port, body), nprocs=n, join=True)
 
 
-class Uncoupled(ProcessGroupLauncher):
-    """One process that runs a case with its communication left out (bench/predict/hostprobe.py):
-    its own process group, and no other rank. Peers (`spec["peers"]`: the port of a TCP store on
-    this host and their count) run the same case at once on this host's other devices, as the
-    ranks of a real run sit beside each other, and meet at every barrier and after every step,
-    as a real run's ranks meet at their collectives: a step lasts as long as the slowest peer's."""
+class FakeWorld(ProcessGroupLauncher):
+    """One process as rank 0 of a world of `world_size` ranks whose collectives do nothing
+    (PyTorch's fake process group): the rank's own memory at that world size, its shards,
+    buckets and gathered parameters included, measured on one device (`bench fit`). The other
+    ranks do not exist, so nothing a collective returns is real: a strategy that needs real
+    results (DDP's reducer) says what to do instead in a fake world itself."""
 
+    name = "fake-world"
     multi_process = False
 
     def processes_per_host(self, placement):
         return 1
 
-    def group(self, spec: dict, world_size: int) -> None:
-        raise NotImplementedError
-
     def init(self, spec, rank, world_size, local_rank):
-        from datetime import timedelta
-
         import torch
         import torch.distributed as dist
 
         if spec["gpus"]:
             torch.cuda.set_device(spec["gpus"][0])
-        self.group(spec, world_size)
-        peers = spec.get("peers") or {}
-        self._peers, self._rounds = None, 0
-        if int(peers.get("count", 1)) > 1:
-            store = dist.TCPStore("127.0.0.1", int(peers["port"]), is_master=False,
-                                  timeout=timedelta(seconds=float(peers.get("timeout_s", 300))))
-            self._peers = (store, int(peers["count"]))
+        dist.init_process_group("fake", store=fake_store(), rank=0, world_size=world_size)
 
     def run(self, spec, body):
         body(0, int(spec["world"]), 0)
@@ -216,60 +206,24 @@ class Uncoupled(ProcessGroupLauncher):
     def gather(self, obj):
         return [obj]  # the other ranks do not exist
 
-    def _meet(self) -> None:
-        if self._peers is not None:
-            store, count = self._peers
-            self._rounds += 1
-            if store.add("arrived", 1) == self._rounds * count:  # the last to arrive lets everyone go
-                store.set(f"go-{self._rounds}", "1")
-            store.wait([f"go-{self._rounds}"])
-
     def barrier(self):
-        import torch
-
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
-        self._meet()
-
-    def pace(self, run):
-        """The step, then the peers' meeting."""
-        if self._peers is None:
-            return run
-
-        def step():
-            run()
-            self._meet()  # on the host: the device's queue runs on, as behind a real all-reduce's launch
-        return step
+        pass
 
 
-class FakeWorld(Uncoupled):
-    """Rank 0 of `spec["world"]` ranks whose collectives do nothing (PyTorch's fake process
-    group): the step's own work at that world size, communication left out."""
-
-    name = "fake-world"
-
-    def group(self, spec, world_size):
-        import torch.distributed as dist
+def fake_store():
+    """The store the fake process group starts from. Importing the module that holds it also
+    registers the `fake` backend with torch.distributed. PyTorch keeps it among its testing
+    helpers: a torch that moves it is named in one line (tests/test_fit.py checks it is there)."""
+    try:
         from torch.testing._internal.distributed.fake_pg import FakeStore
-
-        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
-
-
-class OwnWorld(Uncoupled):
-    """A real process group of one (NCCL on a GPU, gloo on the CPU), for strategies that do at
-    one device what they do at n (DDP's reducer needs the tensors a real all-reduce returns)."""
-
-    name = "own-world"
-
-    def group(self, spec, world_size):
+    except ImportError as exc:
         import torch
-        import torch.distributed as dist
 
-        if world_size != 1:
-            raise ValueError(f"a world of its own has one rank, not {world_size}")
-        kwargs = {"device_id": torch.device("cuda", spec["gpus"][0])} if spec["gpus"] else {}
-        dist.init_process_group("nccl" if spec["gpus"] else "gloo", store=dist.HashStore(), rank=0, world_size=1,
-                                **kwargs)
+        raise RuntimeError(f"torch {torch.__version__} has no fake process group at "
+                           f"torch.testing._internal.distributed.fake_pg ({exc}): a fake world needs one; install a "
+                           "torch that has it, or import FakeStore from its new place in bench/engine/launchers.py"
+                           ) from None
+    return FakeStore()
 
 
 class Interpreter(Launcher):
@@ -299,8 +253,7 @@ LOCAL = Launcher()
 TORCHRUN = Torchrun()
 SPAWN = Spawn()
 FAKE_WORLD = FakeWorld()
-OWN_WORLD = OwnWorld()
-BY_NAME = {launcher.name: launcher for launcher in (LOCAL, TORCHRUN, SPAWN, FAKE_WORLD, OWN_WORLD)}
+BY_NAME = {launcher.name: launcher for launcher in (LOCAL, TORCHRUN, SPAWN, FAKE_WORLD)}
 
 
 def by_name(name: str) -> Launcher:

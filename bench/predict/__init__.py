@@ -1,6 +1,7 @@
-"""Predicting beyond this host: data-parallel steps at device counts that were not measured.
+"""Predicting beyond this host: data-parallel steps at device counts that were not measured,
+and the memory and largest batch per device at any device count.
 
-Three parts, each in its own module:
+Time, in three parts, each in its own module:
 
 - `probe` (`bench probe-comm`) times the collectives the strategies use (all-reduce,
   reduce-scatter, all-gather) over message sizes on the devices at hand, and `collectives`
@@ -15,6 +16,16 @@ Three parts, each in its own module:
   hierarchical cost across hosts, and gives images/s, scaling efficiency and memory per GPU.
 
 `predict` turns results and a probe into prediction rows that name what they assume and
-what they come from; `validate` sets them against measured cases at the same device count.
+what they come from; `validate` sets them against measured cases at the same device count,
+beside two predictors without a model (linear scaling, communication not hidden).
+
+Memory: `fit` (`bench fit`) measures it, rank 0 of a fake world of n on one device, and
+`search` finds the largest batch per device that fits.
+
 Nothing here edits the results or the traces it reads.
 """
+
+# The largest device count a prediction or a fake world covers. Past it nothing a rank holds
+# shrinks any further (every rank holds one row of each parameter of the workloads here), and
+# it is past any data-parallel job run in one process group.
+MAX_DEVICES = 65536

@@ -17,6 +17,12 @@ class Param:
     name: str
     numel: int
     unit: str  # FSDP2 unit: "root" or the module name of the block that holds it
+    rows: int = 0  # its size along dim 0, which FSDP2 shards (0: unknown, taken as numel rows of 1)
+
+    def shard_numel(self, n: int) -> int:
+        """Elements of one rank's FSDP2 shard: dim 0 padded to a multiple of n, then cut in n."""
+        rows = self.rows or self.numel
+        return -(-rows // n) * (self.numel // rows)
 
 
 @dataclass(frozen=True)
@@ -24,6 +30,7 @@ class ModelFacts:
     name: str
     ready: tuple[Param, ...]  # in the order their gradients become ready
     buffer_bytes: tuple[int, ...]  # per dtype (DDP broadcasts buffers coalesced by dtype)
+    buffer_numel: tuple[int, ...] = ()  # the same, in elements
 
     @property
     def numel(self) -> int:
@@ -68,11 +75,14 @@ def facts(model: str) -> ModelFacts:
     inputs = torch.randn(2, channels, min(height, 32), min(width, 32))
     torch.nn.functional.cross_entropy(net(inputs), torch.tensor([0, 1])).backward()
     sizes = {n: p.numel() for n, p in net.named_parameters()}
+    rows = {n: p.shape[0] if p.dim() else 1 for n, p in net.named_parameters()}
     by_dtype: dict = {}
     for b in net.buffers():
-        by_dtype[b.dtype] = by_dtype.get(b.dtype, 0) + b.numel() * b.element_size()
+        nbytes, numel = by_dtype.get(b.dtype, (0, 0))
+        by_dtype[b.dtype] = (nbytes + b.numel() * b.element_size(), numel + b.numel())
     owner = units_by_param(net, model)
-    return ModelFacts(model, tuple(Param(n, sizes[n], owner.get(n, "root")) for n in order), tuple(by_dtype.values()))
+    return ModelFacts(model, tuple(Param(n, sizes[n], owner.get(n, "root"), rows[n]) for n in order),
+                      tuple(b for b, _ in by_dtype.values()), tuple(k for _, k in by_dtype.values()))
 
 
 def ddp_buckets(sizes: list[int], cap_bytes: int, first_cap_bytes: int | None = None) -> list[list[int]]:

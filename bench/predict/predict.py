@@ -19,6 +19,7 @@ from pathlib import Path
 import strategies
 from bench.cases import case as case_mod
 from bench.predict import memory, params, simulate, timeline
+from bench.predict.validate import baselines
 
 HOST_BOUND_IDLE = 0.30
 TARGETS = ("ddp", "fsdp2", "zero1")
@@ -120,41 +121,26 @@ def cores_full(base: dict, per_host: int) -> str | None:
 
 
 def step_at(base: dict, step, sim1: simulate.Sim, sim: simulate.Sim, host_bound: bool,
-            serial: bool = False, probed: dict | None = None) -> tuple[float, float, str]:
-    """The predicted step (ms), the communication it exposes (ms) and how it was reached.
-    `probed`: the base's step measured at n without communication (a bench.predict.hostprobe
-    entry), which then stands for the measured one-device step."""
-    timed, what = float(base["step_ms_p50"]), "measured 1-device median"
-    if probed is not None and probed.get("alone_step_ms_p50") and int(probed["rank_world"]) == 1:
-        # The same work as the base: only the ratio, measured within the probe's own processes.
-        ratio = probed["step_ms_p50"] / float(probed["alone_step_ms_p50"])
-        timed, what = timed * ratio, (
-            f"measured 1-device median {timed:.3f} ms x {ratio:.3f}, the slowest of its processes without "
-            f"communication over one of them alone ({probed['where']}) =")
-    elif probed is not None:
-        timed, what = probed["step_ms_p50"], (
-            f"the slowest of its processes without communication ({probed['where']}; "
-            f"{float(base['step_ms_p50']):.3f} ms the base)")
+            serial: bool = False) -> tuple[float, float, str]:
+    """The predicted step (ms), the communication it exposes (ms) and how it was reached."""
+    timed = float(base["step_ms_p50"])
     saved = sim1.optimizer - sim.optimizer  # the optimiser's sharded share
     added = sim.step - sim1.step + saved  # communication not hidden behind compute
     if serial:
         added = sim.comm
-    if probed is not None and int(probed.get("rank_world", 1)) > 1:
-        saved = 0.0  # a rank of a fake world of n already updates its 1/n share
     if not host_bound:
         return timed + added - saved, added, (
-            f"step = {what} {timed:.3f} ms + {added:.3f} ms exposed communication - {saved:.3f} ms "
+            f"step = measured 1-device median {timed:.3f} ms + {added:.3f} ms exposed communication - {saved:.3f} ms "
             "sharded optimiser")
     hidden = min(max(added, 0.0), max(0.0, step.tail - step.optimizer))
     exposed = max(added - hidden, 0.0)
     return timed + exposed, exposed, (
-        f"host-bound (GPU idle {100 * step.idle / step.step:.0f}% of the 1-device step): {what} "
+        f"host-bound (GPU idle {100 * step.idle / step.step:.0f}% of the 1-device step): measured 1-device median "
         f"{timed:.3f} ms is the floor; of the {added:.3f} ms communication adds past compute, {hidden:.3f} ms "
         "hides in the device's wait for the host after backward; no optimiser saving (as many launches)")
 
 
-def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_host: int, hosts: int,
-                probed: dict | None = None) -> dict:
+def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_host: int, hosts: int) -> dict:
     on_gpu = base.get("device") == "cuda"
     # FSDP2 with mixed_precision=auto gathers bf16/fp16 parameters.
     gathered = 2 if (target == "fsdp2" and options.get("mixed_precision") == "auto"
@@ -163,15 +149,11 @@ def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_h
     sim1 = simulate.simulate(step, facts, comm, simulate.Target(target, 1, 1, options, gathered))
     host_bound = _host_bound(step, on_gpu)
     serial = cores_full(base, per_host)
-    step_ms, exposed, how = step_at(base, step, sim1, sim, host_bound, serial is not None, probed)
+    step_ms, exposed, how = step_at(base, step, sim1, sim, host_bound, serial is not None)
     case = target_case(base, target, options, per_host, hosts)
     n = per_host * hosts
     mem = memory.per_gpu_mib(target, facts, n, options, base["strategy"], dict(case_mod.Case.from_row(base).options),
                              base.get("peak_alloc_mib") if on_gpu else None)
-    mem["memory_measured"] = bool(probed is not None and int(probed.get("rank_world", 1)) > 1
-                                  and probed.get("peak_alloc_mib"))
-    if mem["memory_measured"]:  # a rank of a fake world of n allocates what a rank of n does
-        mem["memory_mib"] = round(float(probed["peak_alloc_mib"]), 1)
     assumptions = [how, f"weak scaling: {base['batch_per_gpu']} images per device, compute per device as measured "
                         f"on one ({step.basis}, {step.steps} profiled steps)"]
     assumptions += ([serial] if serial else []) + sim.notes
@@ -179,22 +161,15 @@ def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_h
     skips = strategies.get(target).world_of_one_skips
     if base["strategy"] != target:
         assumptions.append(f"the base ran {base['strategy']}: {target}'s own host work (hooks, copies) is not in it")
-    elif skips and host_bound and n > 1 and probed is None:
+    elif skips and host_bound and n > 1:
         assumptions.append(f"{skips}: host-bound, their host work at n devices is not in the base, and the step "
-                           "predicted is too fast (2 H200: 1.5x the base measured, against 1.0x; `bench probe-host` "
-                           "measures it)")
-    if probed is not None and int(probed.get("rank_world", 1)) > 1 and probed["step_ms_p50"] < float(base["step_ms_p50"]):
-        assumptions.append(f"the probe's step ({probed['step_ms_p50']:.3f} ms) is shorter than the base's "
-                           f"({float(base['step_ms_p50']):.3f} ms) though it does more: the two were taken in "
-                           "different launches, and this host's launches differ by at least that much")
-    if serial and probed is None:
+                           "predicted is too fast by as much")
+    if serial:
         assumptions.append("compute per rank as one process alone measured it: ranks that share the host's cores "
-                           "slow each other by an amount that depends on the processor (`bench probe-host` "
-                           "measures it)")
-    assumptions.append("memory: the peak a rank of the fake world of n allocated in the host probe" if mem.get(
-        "memory_measured") else "memory: fp32 parameters, gradients, momentum (sharded terms / n) + activations = "
-        "measured 1-device peak - its state" if mem["memory_mib"] is not None else
-        "memory: the state only (the base measured no device peak)")
+                           "slow each other by an amount that depends on the processor")
+    assumptions.append("memory: fp32 parameters, gradients, momentum (sharded terms / n) + activations = measured "
+                       "1-device peak - its state (`bench fit` measures it)" if mem["memory_mib"] is not None else
+                       "memory: the state only (the base measured no device peak)")
     assumptions = list(dict.fromkeys(assumptions))  # the same link may serve several collectives
     return {
         **case.row(), "variant": case.variant(), "hardware": case_mod.hardware(base), "devices": n,
@@ -202,7 +177,9 @@ def predict_one(base: dict, step, facts, comm, target: str, options: dict, per_h
         "img_per_s": round(case.global_batch / (step_ms / 1e3), 2),
         "scaling_efficiency": round(float(base["step_ms_p50"]) / step_ms, 4),
         "comm_ms": round(sim.comm, 4), "exposed_comm_ms": round(exposed, 4),
+        "collective_elements_per_step": sim.elements,
         "host_bound": host_bound, **mem,
+        "baselines": baselines(base, comm, facts.numel, n, per_host, hosts, case.global_batch),
         "base": {"label": case_mod.Case.from_row(base).label(), "source": base["source"], "traces": traces_of(base),
                  "img_per_s": base["img_per_s"], "step_ms": base["step_ms_p50"]},
         "probe": comm.source, "assumptions": assumptions,
@@ -218,12 +195,9 @@ def _timeline(folder: str) -> timeline.StepTimeline:
 
 
 def predict(rows: list[dict], comm, targets, devices: list[int], gpus_per_host: int | None = None,
-            hosts: int | None = None, world_steps: dict | None = None) -> list[dict]:
-    """Prediction rows for every base found in `rows`, target and device count. `world_steps`
-    (bench.predict.hostprobe.load): a base's step measured at n without communication, used
-    for its own strategy at n devices where measured."""
+            hosts: int | None = None) -> list[dict]:
+    """Prediction rows for every base found in `rows`, target and device count."""
     from bench.cases import results
-    from bench.predict import hostprobe
 
     rows = results.latest(rows)
     out = []
@@ -234,8 +208,5 @@ def predict(rows: list[dict], comm, targets, devices: list[int], gpus_per_host: 
             for options in target_options(target, base, rows):
                 for n in devices:
                     per_host, n_hosts = layout(n, gpus_per_host if base.get("device") == "cuda" else None, hosts)
-                    # Measured with the base's own strategy and options only.
-                    own = (world_steps or {}).get((*hostprobe.base_key(base), n)) if base["strategy"] == target \
-                        and options == dict(case_mod.Case.from_row(base).options) else None
-                    out.append(predict_one(base, step, facts, comm, target, options, per_host, n_hosts, own))
+                    out.append(predict_one(base, step, facts, comm, target, options, per_host, n_hosts))
     return out

@@ -31,8 +31,31 @@ RESNET18_GRAD_BYTES = 11_689_512 * 4
 DEFAULT_SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, RESNET18_GRAD_BYTES]
 
 
+# Peak resident memory of one CPU rank of `probe-comm` at the default sizes (up to resnet18's
+# gradients), sampled every 50 ms with psutil: 461 and 480 MiB for the two ranks of
+# `probe-comm --gpus '' --devices 2` (torch 2.13.0+cpu, Python 3.11, a 2-core AMD EPYC). A rank
+# holds a message and its shard at a time: larger sizes add twice the largest beyond these.
+RANK_MEMORY_MIB = 480
+
+
 class ProbeError(ValueError):
     """A probe that cannot be taken or read; one line naming the fix."""
+
+
+def check_cpu_ranks(count: int, largest_bytes: int, oversubscribe: bool, cores: int, available_bytes: int) -> None:
+    """Refuse, before anything starts, a count of CPU ranks this host cannot hold: by the rule
+    of `bench run --cpu-replicas` (bench/run/limits.py), memory at one rank's measured peak
+    always, cores unless `oversubscribe`."""
+    per_rank = RANK_MEMORY_MIB + 2 * max(0, largest_bytes - RESNET18_GRAD_BYTES) / 2**20
+    fits = int(available_bytes // (per_rank * 2**20))
+    if count > fits:
+        raise ProbeError(f"--devices {count} needs about {count * per_rank / 1024:,.1f} GiB of memory ({per_rank:,.0f} MiB "
+                         f"per rank, the measured peak of one probe-comm rank; bench/predict/probe.py) and "
+                         f"{available_bytes / 2**30:.1f} GiB is available: use at most {fits}")
+    if count > cores and not oversubscribe:
+        raise ProbeError(f"--devices {count} is more than the {cores} CPU cores this process may use: the ranks would "
+                         f"share cores and slow each other down; use at most {cores}, or pass --oversubscribe to "
+                         "measure that on purpose")
 
 
 def parse_size(text: str) -> int:
@@ -96,6 +119,9 @@ def _time(op, device, warmup: int, reps: int, inner: int) -> list[float]:
 
 
 def _rank_main(rank: int, n: int, port: int, spec: dict, out: str) -> None:
+    from bench.run import procs
+
+    procs.die_with_parent(spec["parent"])  # a probe killed even by SIGKILL takes its ranks along
     import torch
     import torch.distributed as dist
 
@@ -140,7 +166,7 @@ def measure(gpus: list[int], counts: list[int], sizes: list[int], warmup: int, r
     import torch.multiprocessing as mp
 
     spec = {"gpus": gpus, "sizes": sizes, "warmup": warmup, "reps": reps, "inner": inner,
-            "collectives": list(collectives)}
+            "collectives": list(collectives), "parent": os.getpid()}
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # as the sweep's workers: NVLink multicast off unless asked
     points = []
     with tempfile.TemporaryDirectory(prefix="parabench-probe-") as tmp:

@@ -50,6 +50,10 @@ class Sim:
     comm: float  # every collective's time, hidden or not
     optimizer: float  # the optimiser's busy time after sharding
     notes: list[str] = field(default_factory=list)
+    # The elements the step's collectives carry, counted as the profiler counts them
+    # (bench.measure.counters: each collective's input tensor), so that a measured run's
+    # collective_elements_per_step can be set against them exactly.
+    elements: int = 0
 
     @property
     def step(self) -> float:
@@ -81,11 +85,16 @@ def ddp(step, facts: ModelFacts, comm, t: Target) -> Sim:
     schedule = bucket_schedule([step.ready[b[-1]] for b in buckets], costs)
     end = max(step.backward, schedule[-1][1]) if schedule else step.backward
     broadcast = 0.0
-    if str(t.options.get("broadcast_buffers", True)).lower() in ("1", "true", "yes", "on"):
+    if broadcasting(t.options):
         broadcast = sum(_ms(comm, "broadcast", b, t) for b in facts.buffer_bytes)
     notes = [f"DDP: {len(buckets)} bucket{'s' if len(buckets) > 1 else ''} of " + "/".join(f"{sum(sizes[i] for i in b) / 2**20:.1f}" for b in buckets)
              + " MiB (bucket_cap_mb as set; gradient-ready order)"]
-    return Sim(step.forward + broadcast, end, step.tail, sum(costs) + broadcast, step.optimizer, notes)
+    elements = facts.numel + (sum(facts.buffer_numel) if broadcasting(t.options) else 0)
+    return Sim(step.forward + broadcast, end, step.tail, sum(costs) + broadcast, step.optimizer, notes, elements)
+
+
+def broadcasting(options: dict) -> bool:
+    return str(options.get("broadcast_buffers", True)).lower() in ("1", "true", "yes", "on")
 
 
 def zero1(step, facts: ModelFacts, comm, t: Target) -> Sim:
@@ -96,6 +105,7 @@ def zero1(step, facts: ModelFacts, comm, t: Target) -> Sim:
     sim.tail = step.tail - (step.optimizer - optimizer) + broadcasts
     sim.comm += broadcasts
     sim.optimizer = optimizer
+    sim.elements += facts.numel  # every parameter broadcast from its owner, at any world size
     sim.notes.append(f"ZeRO-1: the busiest rank updates {100 * share:.0f}% of the elements, then "
                      f"{len(facts.ready)} parameter broadcasts (one per parameter)")
     return sim
@@ -173,7 +183,11 @@ def fsdp2(step, facts: ModelFacts, comm, t: Target) -> Sim:
              + (" and again before backward (reshard_after_forward), the root included" if regather else "")
              + "; reduce-scatter after each unit's backward; forward's per-unit compute in backward's proportions"]
     comm_ms = sum(ag.values()) * (2 if regather else 1) + sum(rs.values())
-    return Sim(forward_end, end - forward_end, tail, comm_ms, optimizer, notes)
+    # Each all-gather's input is this rank's padded shard, each reduce-scatter's the padded whole;
+    # a world of one skips both (strategies/fsdp2.py: world_of_one_skips).
+    shard = sum(p.shard_numel(t.n) for p in facts.ready)
+    elements = shard * ((2 if regather else 1) + t.n) if t.n > 1 else 0
+    return Sim(forward_end, end - forward_end, tail, comm_ms, optimizer, notes, elements)
 
 
 STRATEGIES = {"ddp": ddp, "zero1": zero1, "fsdp2": fsdp2}

@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from bench.predict import store
+from bench.predict import validate
 from bench.predict.validate import SERIES, summary
 from bench.report.findings import rate as _k
 from bench.report.figures import COLORS, PRECISION_ORDER, _save, _wrap, slug
@@ -37,10 +38,22 @@ def _measured(pairs: pd.DataFrame, series: dict) -> pd.DataFrame:
     return pairs[hit].sort_values("devices")
 
 
-def figure(pred: pd.DataFrame, pairs: pd.DataFrame, folder: Path, name: str, title: str) -> list[Path]:
+def _range(ranges: dict, row) -> dict | None:
+    """The validated error range of the prediction's hardware and regime, or None."""
+    return ranges.get((row["hardware"], bool(row["host_bound"])))
+
+
+def _regime(host_bound) -> str:
+    return "host-bound" if host_bound else "device-bound"
+
+
+def figure(pred: pd.DataFrame, pairs: pd.DataFrame, folder: Path, name: str, title: str,
+           ranges: dict | None = None) -> list[Path]:
     """One column per precision and batch: images/s above, scaling efficiency below; per
     strategy and knobs a dashed predicted curve (dotted where its base ran another strategy)
-    and, solid, the base at one device and every measured case it was validated on."""
+    and, solid, the base at one device and every measured case it was validated on. At the
+    device counts its regime was validated at on this hardware, a bar spans the images/s the
+    validated errors imply (predicted / (1 + error))."""
     panels = sorted({(p, b) for p, b in zip(pred["precision"], pred["batch_per_gpu"])},
                     key=lambda t: (PRECISION_ORDER.index(t[0]) if t[0] in PRECISION_ORDER else 99, t[1]))
     fig, axes = plt.subplots(2, len(panels), figsize=(6.5 * len(panels), 8.5), squeeze=False,
@@ -57,6 +70,12 @@ def figure(pred: pd.DataFrame, pairs: pd.DataFrame, folder: Path, name: str, tit
             style = {"ls": "--" if own else ":", "marker": "x", "color": color}
             ax.plot(line["devices"], line["img_per_s"], label=_wrap(f"{series} ({how})"), **style)
             eff.plot(line["devices"], 100 * line["scaling_efficiency"], **style)
+            validated = _range(ranges or {}, first)
+            if validated:
+                at = line[line["devices"].isin(validated["devices"])]
+                low, high = at["img_per_s"] / (1 + validated["max"] / 100), at["img_per_s"] / (1 + validated["min"] / 100)
+                ax.errorbar(at["devices"], at["img_per_s"], yerr=[at["img_per_s"] - low, high - at["img_per_s"]],
+                            fmt="none", ecolor=color, alpha=0.5, capsize=4)
             hit = _measured(pairs, first)
             points = ([(1, first["base"]["img_per_s"])] if own else []) + list(
                 zip(hit["devices"], hit["measured_img_per_s"]))
@@ -80,9 +99,9 @@ def figure(pred: pd.DataFrame, pairs: pd.DataFrame, folder: Path, name: str, tit
     return _save(fig, folder, name)
 
 
-def table(pred: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
-    """One row per series: predicted images/s and efficiency per device count, its base, then
-    the validation errors."""
+def table(pred: pd.DataFrame, pairs: pd.DataFrame, ranges: dict | None = None) -> pd.DataFrame:
+    """One row per series: predicted images/s and efficiency per device count, its base, the
+    validated error range of its regime on its hardware, then its own validation errors."""
     rows = []
     for _, line in pred.groupby(list(SERIES), sort=True):
         line = line.sort_values("devices")
@@ -92,6 +111,10 @@ def table(pred: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
                "from": "its own 1-device case" if _own_base(first) else first["base"]["label"]}
         for _, r in line.iterrows():
             row[_layout(r)] = f"{_k(r['img_per_s'])} ({100 * r['scaling_efficiency']:.0f}%)"
+        validated = _range(ranges or {}, first)
+        row["validated error"] = (f"{validated['min']:+.1f}% to {validated['max']:+.1f}% ({_regime(first['host_bound'])}, "
+                                  f"{validated['pairs']} pairs at {','.join(map(str, validated['devices']))} devices)"
+                                  if validated else "not validated on this hardware")
         if not pairs.empty:
             row["measured: error"] = "; ".join(f"{int(v['devices'])}: {v['error_pct']:+.1f}%"
                                                for _, v in _measured(pairs, first).iterrows())
@@ -110,25 +133,58 @@ def _readable(paths: list[Path]) -> list[tuple[Path, dict | None, str]]:
     return out
 
 
+def _known(v: dict) -> tuple:
+    return (v["hardware"], v["label"], v["variant"], v["devices"], round(float(v["measured_img_per_s"]), 1))
+
+
+def trust(committed: list[dict]) -> list[str]:
+    """Where the model stands on the committed validations, per regime, beside linear scaling."""
+    if not committed:
+        return []
+    runs = sorted({v["run"] for v in committed})
+    hardware = sorted({v["hardware"] for v in committed})
+    lines = [f"How far to trust a prediction: the committed validations ({', '.join(hardware)}, "
+             f"`{validate.COMMITTED.relative_to(validate.COMMITTED.parents[3])}/` {', '.join(runs)}; "
+             "recomputed from their files), the model beside linear scaling (n x the one-device figure) and "
+             "serial communication (the one-device step + the all-reduce of every gradient, not hidden):", ""]
+    for regime, found in validate.by_regime(committed).items():
+        verdict = "" if validate.beats_linear(found) else " **The model has not beaten linear scaling here.**"
+        lines.append(f"- {regime}: {found['pairs']} pairs; within {validate.WITHIN_PCT:g}%: model "
+                     f"{found['model']['within']}, linear {found['linear']['within']}, serial "
+                     f"{found['serial']['within']}; |error| median model {found['model']['median']:.1f}%, linear "
+                     f"{found['linear']['median']:.1f}%, serial {found['serial']['median']:.1f}%.{verdict}")
+    return lines + [""]
+
+
 def section(paths: list[Path], out: Path) -> list[str]:
-    lines = []
+    lines, committed = [], None
     readable = _readable(paths)
     names = run_labels([found for found, _, _ in readable])
     for found, doc, why in readable:
-        lines += [f"- `{names[str(found)]}` left out: {why}", ""] if doc is None else file_section(doc, out)
+        if doc is None:
+            lines += [f"- `{names[str(found)]}` left out: {why}", ""]
+            continue
+        if committed is None:
+            committed = validate.committed_pairs()
+        lines += file_section(doc, out, committed)
     return (["## Predicted beyond the measured devices", "",
              "Predicted, not measured: the answer above ranks measured cases only. Each prediction starts from a "
              "measured one-device case and its `--anatomy` traces (dotted curves: another strategy's case, which "
              "lacks the strategy's own host work); every prediction's assumptions are in its file. Cells: images/s "
-             "(scaling efficiency); `HxG`: H hosts of G devices.", ""] + lines) if lines else []
+             "(scaling efficiency); `HxG`: H hosts of G devices. Bars: the images/s that the validated errors of the "
+             "prediction's regime on its hardware imply, at the device counts validated.", ""]
+            + trust(committed or []) + lines) if lines else []
 
 
-def file_section(doc: dict, out: Path) -> list[str]:
+def file_section(doc: dict, out: Path, committed: list[dict] | None = None) -> list[str]:
     if not doc["predictions"]:
         return []
     pred = pd.DataFrame(doc["predictions"])
     validated = doc.get("validation")
     pairs = pd.DataFrame(validated or [])
+    own = [v for v in (validated or []) if "error_pct" in v and "hardware" in v]
+    known = {_known(v) for v in own}
+    ranges = validate.error_ranges(own + [v for v in committed or [] if _known(v) not in known])
     settings = doc.get("settings") or {}
     path = Path(doc["path"])
     stem = f"{path.parent.name}/{path.name[:-len(store.SUFFIX)]}"  # files of one name in several folders
@@ -145,9 +201,9 @@ def file_section(doc: dict, out: Path) -> list[str]:
             f"- {s}" for s in summary(validated)] + [""]
     for (hw, model), group in pred.groupby(["hardware", "model"], sort=True):
         name = f"{slug(hw, model)}-predicted-{slug(stem)}"
-        figure(group, pairs, out, name, f"{model} on {hw}: predicted (dashed) and measured (solid), {stem}")
-        lines += [f"**{model} on {hw}**", "", f"![{name}]({name}.png)", "", table(group, pairs).to_markdown(index=False),
-                  ""]
+        figure(group, pairs, out, name, f"{model} on {hw}: predicted (dashed) and measured (solid), {stem}", ranges)
+        lines += [f"**{model} on {hw}**", "", f"![{name}]({name}.png)", "",
+                  table(group, pairs, ranges).to_markdown(index=False), ""]
     return lines
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 import strategies
 from bench.report import answer as answers
 from bench.report import findings as answer
-from bench.report import predicted
+from bench.report import fitted, predicted
 from bench.report.anatomy import anatomy_section as _anatomy_details
 from bench.report.figures import (PRECISION_ORDER, figure_amp, figure_efficiency, figure_knobs, figure_memory,
                                   figure_scaling, figure_throughput, slug)
@@ -116,6 +116,10 @@ def predicted_section(rep: Report) -> list[str]:
     return predicted.section(rep.paths, rep.out)
 
 
+def fit_section(rep: Report) -> list[str]:
+    return fitted.section(rep.paths)
+
+
 def memory_overview(rep: Report) -> list[str]:
     lines = []
     for (hw, model), group in rep.frame.groupby(["hardware", "model"], sort=False):
@@ -150,8 +154,8 @@ def peak_section(rep: Report) -> list[str]:
     return achieved_vs_peak(rep.frame, peak_rates(rep.paths))
 
 
-SECTIONS = [answer_section, findings_section, throughput_section, scaling_section, predicted_section, memory_overview,
-            anatomy_overview, cudnn_section, peak_section]
+SECTIONS = [answer_section, findings_section, throughput_section, scaling_section, predicted_section, fit_section,
+            memory_overview, anatomy_overview, cudnn_section, peak_section]
 
 
 # --- details pages --------------------------------------------------------------------------

@@ -1,0 +1,227 @@
+"""`fit`: the peak memory per device and the largest batch per device that fits, at device
+counts beyond this host's, each measured as rank 0 of a fake world of n on one device
+(bench/predict/fit.py)."""
+from __future__ import annotations
+
+import datetime
+import math
+import socket
+from pathlib import Path
+
+from bench.cli.common import RESULTS_DIR, UsageError, check_names, ints, listed, resolve_gpus
+
+
+def _budget(args, gpus: list[int], models: list[str]) -> float | None:
+    """The memory a probe may use, checked against what this host has before anything starts."""
+    from bench.measure import envinfo
+    from bench.run import limits
+
+    budget = args.memory_budget
+    if budget is not None and not (math.isfinite(budget) and budget > 0):
+        raise UsageError(f"--memory-budget is in MiB and must be a positive number, got {budget:g}")
+    if gpus:
+        device = {g["index"]: g for g in envinfo.gpus_on_host()}.get(gpus[0], {})
+        total = device.get("memory_mib")
+        if budget is not None and total and budget > total:
+            raise UsageError(f"--memory-budget {budget:g} MiB is more than GPU {gpus[0]}'s {total:,} MiB: give at "
+                             "most that, or leave it out for the whole device")
+        return budget
+    if budget is None:
+        raise UsageError("on the CPU, give --memory-budget MiB: the tensor memory a probe may hold (a fake world's "
+                         "rank is measured there by tracking its tensors, against that budget)")
+    per_rank, measured = max(limits.rank_memory_mib(m) for m in models)
+    available = limits.available_memory() / 2**20
+    if budget + per_rank > available:
+        raise UsageError(f"--memory-budget {budget:g} MiB needs about {budget + per_rank:,.0f} MiB of host memory "
+                         f"(plus {per_rank} MiB, the measured peak of one {measured} process; bench/run/limits.py) "
+                         f"and {available:,.0f} MiB is available: use at most {max(0, available - per_rank):,.0f}")
+    return budget
+
+
+def _devices(args) -> list[int]:
+    from bench.predict import MAX_DEVICES
+    from bench.predict.fit import DEFAULT_DEVICES
+
+    devices = sorted(ints(args.devices, "--devices")) if args.devices else list(DEFAULT_DEVICES)
+    if max(devices) > MAX_DEVICES:
+        raise UsageError(f"--devices {max(devices)}: a fake world is one process, but past {MAX_DEVICES:,} ranks "
+                         "every rank holds one row of each parameter and nothing shrinks further; give at most "
+                         f"{MAX_DEVICES:,}")
+    return devices
+
+
+def _search(args) -> dict:
+    first = ints(args.first_batches, "--first-batches")
+    if not (0 < args.resolution < 1):
+        raise UsageError(f"--resolution is a fraction of the largest batch that fit, 0 < x < 1, got {args.resolution:g}")
+    if args.max_batch < 1:
+        raise UsageError(f"--max-batch must be at least 1, got {args.max_batch}")
+    return {"first": tuple(first), "resolution": args.resolution, "max_batch": args.max_batch}
+
+
+def cmd_fit(args) -> int:
+    """Exit status: 0 when every search ran to its end, 1 when a worker could not go on (its
+    searches' rows say how far they got), 2 bad input."""
+    import strategies
+    from bench import workloads
+    from bench.cases import results
+    from bench.cases.case import settings as make_settings
+    from bench.core.precision import PRECISIONS
+    from bench.predict import fit
+
+    chosen = listed(args.strategies, "--strategies") or fit.strategies_to_fit()
+    check_names(chosen, strategies.names(), "strategy", "--strategies")
+    try:
+        for name in chosen:
+            fit.check_strategy(name)
+    except fit.FitError as exc:
+        raise UsageError(str(exc)) from None
+    precisions = check_names(listed(args.precisions, "--precisions"), list(PRECISIONS), "precision", "--precisions")
+    models = listed(args.models, "--models")
+    try:
+        for model in models:
+            workloads.check_name(model)
+        workloads.probe(models)
+    except workloads.WorkloadError as exc:
+        raise UsageError(f"{exc} (--models)") from None
+    gpus = resolve_gpus(args.gpus)
+    if len(gpus) > 1 and args.gpus is not None:
+        raise UsageError(f"--gpus names {len(gpus)} GPUs: a fake world runs on one; name one, e.g. --gpus {gpus[0]}")
+    gpus = gpus[:1]  # unset: the first visible GPU
+    devices = _devices(args)
+    budget = _budget(args, gpus, models)
+    search = _search(args)
+    if args.warmup < 1 or args.steps < 1:
+        raise UsageError("--warmup and --steps must be at least 1 (the optimiser's state exists after the first step)")
+    for flag, value in (("--probe-timeout", args.probe_timeout), ("--startup-timeout", args.startup_timeout)):
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{flag} must be a positive number of seconds, got {value:g}")
+    out = Path(args.out) if args.out else Path(args.results_dir) / (
+        f"{datetime.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}{fit.SUFFIX}")
+    if not out.name.endswith(fit.SUFFIX):
+        raise UsageError(f"--out {out}: a fit file's name ends in {fit.SUFFIX} (the report finds it by that)")
+    try:
+        results.check_writable(out)
+    except results.ResultsError as exc:
+        raise UsageError(str(exc)) from None
+    knobs = make_settings(warmup=args.warmup, steps=args.steps, trials=1, channels_last=args.channels_last)
+    settings = {"models": models, "strategies": chosen, "precisions": precisions, "devices": devices, "gpus": gpus,
+                "memory_budget_mib": budget, "channels_last": args.channels_last, "warmup": args.warmup,
+                "steps": args.steps, **search, "first": list(search["first"]), "probe_timeout_s": args.probe_timeout,
+                "startup_timeout_s": args.startup_timeout}
+    environment = fit.environment_of(gpus)
+    rows, found, complete = [], [], True
+    if args.resume and out.exists():
+        rows, found = _resumed(out, settings, models)
+        settings["models"] = list(dict.fromkeys([o["model"] for o in found] + models))
+    for model in models:
+        items, skipped = fit.cases(model, chosen, precisions, devices, gpus, knobs)
+        rows += [{**r, **environment, "hardware": _hardware(environment), "fake_world": True, "devices": r["n_replicas"]}
+                 for r in skipped]
+        job = fit.Fit(model, items, gpus, budget, search, probe_timeout_s=args.probe_timeout,
+                      startup_timeout_s=args.startup_timeout)
+        by_item = {(i["precision"], i["strategy"]): i for i in items}
+        for row in rows:  # what a resumed file measured already
+            if row.get("model") == model and row.get("status") in fit.PROBED and (row["precision"], row["strategy"]) \
+                    in by_item and row.get("devices") in devices:
+                job.done.setdefault((row["precision"], row["strategy"]), {}).setdefault(row["devices"], []).append(
+                    {k: row.get(k) for k in fit.PROBE_FIELDS} | {"batch": row["batch_per_gpu"]})
+                job.limit_mib = row.get("limit_mib") or job.limit_mib
+        if not gpus:
+            job.limit_mib = budget  # known without a worker
+
+        def on_probe(event, probe, job=job, by_item=by_item):
+            case = by_item[(event["precision"], event["strategy"])]["rows"][str(event["devices"])]
+            batch = probe["batch"]
+            rows.append({**case, **environment, "hardware": _hardware(environment), "fake_world": True,
+                         "devices": event["devices"], "batch_per_gpu": batch, "global_batch": batch * event["devices"],
+                         "limit_mib": job.limit_mib, **probe})
+            print(f"{model} {event['precision']} {event['strategy']} at {event['devices']}: batch {batch} "
+                  f"{probe['status']}" + (f", peak {probe['peak_alloc_mib']:.0f} MiB allocated, "
+                                          f"{probe['peak_reserved_mib']:.0f} reserved"
+                                          if probe.get("peak_alloc_mib") is not None else "")
+                  + (f" ({probe['reason']})" if probe["status"] != "ok" and probe.get("reason") else "")
+                  + (f" [{probe['probe_s']:.1f} s]" if probe.get("probe_s") is not None else ""), flush=True)
+            fit.write(out, fit.document(rows, found + fit.outcomes(job), settings))
+
+        fit.measure(job, _worker_env(gpus), on_probe)
+        complete = complete and not job.left()
+        found += fit.outcomes(job)
+        fit.write(out, fit.document(rows, found, settings))
+    doc = fit.load(out)
+    print()
+    for line in fit.sentences(doc):
+        print(line)
+    print(f"\nfit written to {out} (`bench report` and `bench answer` show it beside the results in its folder)")
+    return 0 if complete else 1
+
+
+def _resumed(out: Path, settings: dict, models: list[str]) -> tuple[list[dict], list[dict]]:
+    """--resume: the rows of a fit file made with the same search, and the outcomes of its
+    models that this run does not measure again."""
+    from bench.predict import fit
+
+    try:
+        doc = fit.load(out)
+    except fit.FitError as exc:
+        raise UsageError(f"--resume: {exc}") from None
+    for key in ("gpus", "memory_budget_mib", "channels_last", "warmup", "steps", "first", "resolution", "max_batch"):
+        if doc["settings"].get(key) != settings[key]:
+            raise UsageError(f"--resume: {out} was made with {key} {doc['settings'].get(key)!r}, not {settings[key]!r}: "
+                             "give the same settings, or another --out")
+    return doc["rows"], [o for o in doc["outcomes"] if o["model"] not in models]
+
+
+def _worker_env(gpus: list[int]) -> dict:
+    """The worker sees its one GPU as device 0 (FSDP2's device mesh picks a device by rank, and a
+    fake world's only rank is 0), or no GPU at all for the CPU."""
+    import os
+
+    from bench.run.sweep import worker_env
+
+    env = worker_env()
+    visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if gpus:
+        env["CUDA_VISIBLE_DEVICES"] = visible[gpus[0]] if visible else str(gpus[0])
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def _hardware(environment: dict) -> str:
+    from bench.cases.case import hardware
+
+    return hardware({**environment, "device": "cpu" if environment.get("gpu_name") in (None, "cpu") else "cuda"})
+
+
+def add_parser(sub) -> None:
+    from bench.predict.fit import DEFAULT_DEVICES
+
+    cmd = sub.add_parser("fit", help="peak memory per device and the largest batch per device that fits, at device "
+                         "counts beyond this host's: each measured as rank 0 of a fake world of n on one device")
+    cmd.add_argument("--models", default="resnet18", help="workloads, e.g. resnet18,vit-large,timm:resnet50 "
+                     "(default resnet18)")
+    cmd.add_argument("--strategies", help="default: ddp and every strategy that shards (the registry's)")
+    cmd.add_argument("--precisions", default="amp-bf16", help="default amp-bf16")
+    cmd.add_argument("--devices", help=f"device counts, each a fake world (default {','.join(map(str, DEFAULT_DEVICES))})")
+    cmd.add_argument("--gpus", help="the one GPU to measure on (default: GPU 0 where there is one; '' or cpu: the CPU, "
+                     "with --memory-budget)")
+    cmd.add_argument("--memory-budget", type=float, metavar="MIB",
+                     help="the memory a probe may use, MiB (on a GPU default: the whole device; on the CPU required)")
+    cmd.add_argument("--channels-last", action="store_true", help="channels_last memory format (default off)")
+    cmd.add_argument("--first-batches", default="8,64", help="the batches the search starts from, the line "
+                     "through them predicting the limit (default 8,64)")
+    cmd.add_argument("--resolution", type=float, default=0.02, help="stop when the smallest batch that failed is "
+                     "within this fraction of the largest that fit (default 0.02)")
+    cmd.add_argument("--max-batch", type=int, default=65536, help="the search's ceiling (default 65536)")
+    cmd.add_argument("--warmup", type=int, default=1, help="steps before the peak is read (default 1)")
+    cmd.add_argument("--steps", type=int, default=1, help="steps whose peak is the probe's (default 1)")
+    cmd.add_argument("--probe-timeout", type=float, default=300.0,
+                     help="seconds a probe may take before its worker is killed and a fresh one goes on (default 300)")
+    cmd.add_argument("--startup-timeout", type=float, default=300.0,
+                     help="seconds a worker may take to start and build the model (default 300)")
+    cmd.add_argument("--out", help=f"the fit file (default <results-dir>/<time>-<host>{'.fit.json'})")
+    cmd.add_argument("--resume", action="store_true", help="go on from the probes --out holds (made with the same "
+                     "search settings): a search already over is not measured again")
+    cmd.add_argument("--results-dir", default=str(RESULTS_DIR))
+    cmd.set_defaults(func=cmd_fit)

@@ -1,0 +1,294 @@
+"""`bench fit`: memory per device and the largest batch per device that fits, at any device
+count, measured on one device.
+
+Each device count n is a fake world (bench.engine.launchers.FakeWorld): one process as rank
+0 of n ranks whose collectives do nothing, so that its shards, DDP's buckets, FSDP2's
+gathered parameters and the optimiser's partition are what rank 0 of a real run of n holds,
+and its activations are those of its own batch. For every (precision, strategy, n) a search
+(bench.predict.search) finds the largest batch per device that fits; every probe is a row.
+
+One worker process per model runs the probes (bench.predict.fit_worker); this side starts
+it, follows its events, and writes the results file after every probe, so that nothing
+measured is lost. A worker that dies or passes the probe timeout ends its probe with that
+outcome (error, timeout) and a fresh worker goes on with the probes left.
+
+The results file (`*.fit.json`, schema parabench-fit/1) holds the rows, in `bench run`'s
+conventions where they apply (case columns, hardware, command, date), and each search's
+outcome; `bench report` and `bench answer` show the files found beside the results they
+read. No torch here.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROBED = ("ok", "oom", "error", "timeout")  # a probe's outcomes (a skipped case has no probe)
+PROBE_FIELDS = ("status", "reason", "peak_alloc_mib", "peak_reserved_mib")  # what the search reads of a probe
+SCHEMA = "parabench-fit/1"
+SUFFIX = ".fit.json"
+DEFAULT_DEVICES = (1, 2, 4, 8, 16, 64)
+
+
+class FitError(ValueError):
+    """A fit that cannot start; the message names the fix."""
+
+
+def strategies_to_fit() -> list[str]:
+    """The registry's process-per-device reference (DDP: nothing sharded) and every strategy
+    that declares it shards."""
+    import strategies
+
+    reference = strategies.reference()
+    return [reference] + [n for n in strategies.names() if strategies.get(n).shards and n != reference]
+
+
+def check_strategy(name: str) -> None:
+    """A strategy runs in a fake world if it runs one process per device."""
+    import strategies
+
+    try:
+        declared = strategies.get(name)
+    except KeyError as exc:
+        raise FitError(str(exc).strip("'\"")) from None
+    if not declared.launcher(dict(declared.options)).multi_process:
+        raise FitError(f"{name} drives every device from one process: a fake world of n ranks measures strategies "
+                       f"that run one process per device ({', '.join(strategies_to_fit())})")
+
+
+def cases(model: str, strategies: list[str], precisions: list[str], devices: list[int], gpus: list[int],
+          settings) -> tuple[list[dict], list[dict]]:
+    """The plan's items, one per (precision, strategy), each with its case per device count;
+    and the rows of those that cannot run (skipped, with why)."""
+    from bench.cases.case import Case, execution_unavailable_reason
+    from bench.core.placement import Placement
+    from bench.run.sweep import unavailable_reason
+
+    items, skipped = [], []
+    for precision in precisions:
+        for strategy in strategies:
+            made = {n: Case.make(strategy, precision, model, Placement(tuple(gpus[:1]), n), 1, "eager", settings)
+                    for n in devices}
+            why = next(filter(None, (unavailable_reason(c) or execution_unavailable_reason(c) for c in made.values())),
+                       None)
+            if why:
+                skipped += [{**c.row(), "batch_per_gpu": None, "status": "skipped", "reason": why} for c in made.values()]
+                continue
+            items.append({"precision": precision, "strategy": strategy, "devices": list(devices),
+                          # The worker sees its one GPU as device 0 (bench/cli/fit.py).
+                          "cases": {str(n): {**c.spec(), "gpus": [0] if gpus else []} for n, c in made.items()},
+                          "rows": {str(n): c.row() for n, c in made.items()}})
+    return items, skipped
+
+
+def _replay(item: dict, done: dict, search_args: dict, limit_mib: float) -> list[int]:
+    """The device counts of an item whose search is not over, given the probes done."""
+    from bench.predict import search
+
+    how, left = search.Search(limit_mib=limit_mib, **search_args), []
+    for n in item["devices"]:
+        probes = done.get(n, [])
+        if search.next_batch(probes, how) is not None:
+            left.append(n)
+        how = how.at_next_count(probes)
+    return left
+
+
+@dataclasses.dataclass
+class Fit:
+    """One model's searches: the probes done, per (precision, strategy) and device count."""
+
+    model: str
+    items: list[dict]
+    gpus: list[int]
+    budget_mib: float | None
+    search: dict  # bench.predict.search.Search's fields other than the limit
+    seed: int = 0
+    probe_timeout_s: float = 600.0
+    startup_timeout_s: float = 600.0
+    limit_mib: float | None = None
+    done: dict = dataclasses.field(default_factory=dict)  # (precision, strategy) -> {n: [probe]}
+
+    def left(self) -> list[dict]:
+        """The items with a search still open, each with what it has done."""
+        out = []
+        for item in self.items:
+            done = self.done.setdefault((item["precision"], item["strategy"]), {})
+            if self.limit_mib is None or _replay(item, done, self.search, self.limit_mib):
+                out.append({**item, "search": self.search, "done": {str(n): p for n, p in done.items()}})
+        return out
+
+    def record(self, event: dict) -> dict:
+        probe = {k: v for k, v in event.items() if k not in ("event", "precision", "strategy", "devices")}
+        self.done.setdefault((event["precision"], event["strategy"]), {}).setdefault(event["devices"], []).append(probe)
+        return probe
+
+
+def run_worker(fit: Fit, env: dict, on_probe, progress) -> bool:
+    """One worker for what is left of `fit`; False where it made no progress (then the caller
+    stops: starting another would fail the same way)."""
+    from bench.core import protocol
+    from bench.measure.envinfo import REPO
+    from bench.run import procs
+
+    left = fit.left()
+    if not left:
+        return False
+    with tempfile.TemporaryDirectory(prefix="parabench-fit-") as folder:
+        spec_path, events = Path(folder) / "spec.json", Path(folder) / "events.jsonl"
+        spec_path.write_text(json.dumps({"model": fit.model, "gpus": [0] if fit.gpus else [], "budget_mib": fit.budget_mib,
+                                         "seed": fit.seed, "plan": left}))
+        worker = procs.Worker([sys.executable, "-m", "bench.predict.fit_worker", str(spec_path)],
+                              {**env, protocol.ENV: str(events)}, str(REPO))
+        reader, inflight, progressed = protocol.EventReader(str(events)), None, False
+        started = time.monotonic()
+        try:
+            while True:
+                alive = worker.alive()  # before reading: every event of a worker that has ended is in the file
+                for event in reader.poll():
+                    if event["event"] == "ready":
+                        fit.limit_mib, started = float(event["limit_mib"]), None
+                    elif event["event"] == "start":
+                        inflight = (event, time.monotonic())
+                    elif event["event"] == "probe":
+                        inflight, progressed = None, True
+                        on_probe(event, fit.record(event))
+                if not alive:
+                    break
+                now = time.monotonic()
+                if started is not None and now - started > fit.startup_timeout_s:
+                    worker.kill()
+                    progress(f"{fit.model}: the worker did not start within {fit.startup_timeout_s:g} s")
+                    return False
+                if inflight is not None and now - inflight[1] > fit.probe_timeout_s:
+                    worker.kill()
+                    on_probe(inflight[0], fit.record({**inflight[0], "status": "timeout", "peak_alloc_mib": None,
+                                                      "peak_reserved_mib": None,
+                                                      "reason": f"no result within {fit.probe_timeout_s:g} s"}))
+                    return True
+                time.sleep(0.05)
+            code = worker.exit_description()
+        finally:
+            worker.kill()
+        if inflight is not None:  # it died in a probe: that probe's outcome
+            tail = [line for line in worker.output_tail().splitlines() if line.strip()]
+            on_probe(inflight[0], fit.record({**inflight[0], "status": "error", "peak_alloc_mib": None,
+                                              "peak_reserved_mib": None,
+                                              "reason": f"worker died ({code}): {tail[-1] if tail else 'no output'}"[:400]}))
+            return True
+        if fit.limit_mib is None or (not progressed and fit.left()):
+            tail = [line for line in worker.output_tail().splitlines() if line.strip()]
+            progress(f"{fit.model}: the worker ended ({code}) " + (tail[-1][:300] if tail else "with no output"))
+            return False
+        return progressed
+
+
+def measure(fit: Fit, env: dict, on_probe, progress=print) -> None:
+    """Every search of `fit` to its end, a fresh worker after each one that failed."""
+    while run_worker(fit, env, on_probe, progress):
+        pass
+
+
+def outcomes(fit: Fit) -> list[dict]:
+    """Each (precision, strategy, n) search's outcome (bench.predict.search.outcome)."""
+    from bench.predict import search
+
+    out = []
+    for item in fit.items:
+        done = fit.done.get((item["precision"], item["strategy"]), {})
+        how = search.Search(limit_mib=fit.limit_mib or 0, **fit.search)
+        for n in item["devices"]:
+            probes = done.get(n, [])
+            out.append({"model": fit.model, "precision": item["precision"], "strategy": item["strategy"],
+                        "devices": n, **search.outcome(probes, how)})
+            how = how.at_next_count(probes)
+    return out
+
+
+# --- the file ------------------------------------------------------------------------------------
+def document(rows: list[dict], found: list[dict], settings: dict) -> dict:
+    return {"schema": SCHEMA, "settings": settings, "rows": rows, "outcomes": found}
+
+
+def write(path: Path, doc: dict) -> None:
+    from bench.cases.results import atomic_write_bytes
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, (json.dumps(doc, indent=1, default=str) + "\n").encode())
+
+
+def load(path) -> dict:
+    """A fit file, checked: FitError names what is wrong."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise FitError(f"{path}: cannot read a fit file ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise FitError(f"{path}: not a {SCHEMA} file (written by `bench fit`)")
+    if not isinstance(doc.get("rows"), list) or not isinstance(doc.get("outcomes"), list):
+        raise FitError(f"{path}: a fit file without its rows or outcomes")
+    doc["path"] = str(path)
+    return doc
+
+
+def beside(paths: list) -> list[Path]:
+    """The fit files in the folders of `paths` (results files), oldest first."""
+    folders = {Path(p).parent for p in paths}
+    return sorted({f for folder in folders for f in folder.glob(f"*{SUFFIX}")}, key=lambda f: (f.stat().st_mtime, f))
+
+
+# --- in words ------------------------------------------------------------------------------------
+def where(doc: dict) -> str:
+    rows = doc["rows"]
+    hardware = next((r.get("hardware") for r in rows if r.get("hardware")), "this host")
+    return f"measured in a fake world of n on one {hardware}" if not hardware.startswith("CPU") else (
+        f"measured in a fake world of n on the {hardware}, tensors tracked against a budget of "
+        f"{doc['settings'].get('memory_budget_mib'):g} MiB")
+
+
+def _runs(fits: list[tuple[int, str]]) -> str:
+    """'210 at 1, 230 at 2, 250 at 4-64': consecutive counts with the same figure together."""
+    groups: list[list] = []
+    for n, said in fits:
+        if groups and groups[-1][1] == said:
+            groups[-1][0].append(n)
+        else:
+            groups.append([[n], said])
+    return ", ".join(f"{said} at {ns[0]}" + (f"-{ns[-1]}" if len(ns) > 1 else "") for ns, said in groups)
+
+
+def sentences(doc: dict) -> list[str]:
+    """Per model and precision, each strategy's largest batch per device at each count in one
+    sentence: "vit-large, amp-bf16: ddp fits 256 per GPU at every n measured (1-64); fsdp2 fits
+    240 at 1, 250 at 2-64 (measured in a fake world of n on one NVIDIA H100 ...)". A strategy
+    whose figures differ by no more than the search's resolution fits the smallest at every n."""
+    settings = doc["settings"]
+    unit = "per GPU" if settings.get("gpus") else "per rank"
+    resolution = float(settings.get("resolution") or 0)
+    groups: dict = {}
+    for o in doc["outcomes"]:
+        groups.setdefault((o["model"], o["precision"]), {}).setdefault(o["strategy"], []).append(o)
+    lines = []
+    for (model, precision), by_strategy in groups.items():
+        parts = []
+        for strategy, found in by_strategy.items():
+            found = sorted(found, key=lambda o: o["devices"])
+            sizes = [o["largest_fit"] for o in found]
+            if None not in sizes and max(sizes) - min(sizes) <= resolution * max(sizes):
+                parts.append(f"{strategy} fits {min(sizes)} {unit} at every n measured "
+                             f"({found[0]['devices']}-{found[-1]['devices']})")
+            else:
+                parts.append(f"{strategy} fits " + _runs([(o["devices"], str(o["largest_fit"]) if o["largest_fit"]
+                                                           else o["said"]) for o in found]))
+        lines.append(f"{model}, {precision}: " + "; ".join(parts) + f" ({where(doc)}; the largest batch that fit, to "
+                     f"within {100 * resolution:g}%)")
+    return lines
+
+
+def environment_of(gpus: list[int]) -> dict:
+    from bench.measure import envinfo
+
+    return {**envinfo.collect(), **envinfo.for_gpus(tuple(gpus[:1]))}

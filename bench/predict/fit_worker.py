@@ -1,0 +1,250 @@
+"""`bench fit`'s worker: one process that measures one model's memory per device as rank 0
+of fake worlds of n (bench.engine.launchers.FakeWorld), probe after probe.
+
+For each (precision, strategy) in the plan, device counts in increasing order, it searches the
+largest batch that fits (bench.predict.search), and reports every probe on the events channel
+(bench.core.protocol: a `start` before the probe, a `probe` after it), so that the parent
+knows which probe a worker that died or hung was in. A probe builds the strategy's step
+afresh from a copy of the model (built once, on the CPU), runs `warmup` steps, then `steps`
+steps whose peak memory is the probe's:
+
+- on a GPU, the allocator's peak allocated and reserved memory after the warm-up, as
+  `bench run` reads it; a budget below the device's memory caps the process
+  (torch.cuda.set_per_process_memory_fraction), so that out of memory is the allocator's own;
+- on the CPU, the tensor memory PyTorch's MemTracker follows (every tensor an operation
+  creates, on any thread the autograd engine uses for the CPU); a probe whose peak passes the
+  budget is out of memory.
+
+After out of memory the probe's objects are dropped and the allocator's cache emptied, and
+the next probe starts clean; after any other failure the worker leaves (a CUDA error can
+poison the process), and the parent starts another for what is left.
+
+Usage (by `bench fit`, never by hand): python -m bench.predict.fit_worker SPEC.json
+"""
+from __future__ import annotations
+
+if __name__ == "__main__":
+    from bench.run import procs as _procs
+
+    _procs.die_with_parent()  # before torch: a fit killed while this starts takes it along
+
+import copy
+import gc
+import json
+import sys
+import time
+
+MIB = 2**20
+
+
+def state_bytes(step) -> dict:
+    """Bytes this rank holds of the training state after a step: its parameters (a sharded
+    parameter's local shard), its optimiser's state, and the gradients the optimiser last
+    stepped with (counted in its step's pre-hook: the step clears them)."""
+    import torch
+
+    def local(t):
+        return t.to_local() if hasattr(t, "to_local") else t
+
+    def nbytes(tensors):
+        return sum(local(t).numel() * local(t).element_size() for t in tensors if isinstance(t, torch.Tensor))
+
+    optimizer = step.optimizer
+    inner = getattr(optimizer, "optim", optimizer)  # ZeroRedundancyOptimizer keeps its rank's in .optim
+    return {"parameter_bytes": nbytes(step.model.parameters()),
+            "gradient_bytes": getattr(optimizer, "_parabench_gradient_bytes", None),
+            "optimizer_state_bytes": nbytes(v for state in inner.state.values() for v in state.values())}
+
+
+def count_gradients(step) -> None:
+    """Before each optimiser step, the bytes of the gradients it steps with (local shards)."""
+    import torch
+
+    def before_step(optimizer, args, kwargs):
+        grads = [p.grad for p in step.model.parameters() if p.grad is not None]
+        local = [g.to_local() if hasattr(g, "to_local") else g for g in grads]
+        optimizer._parabench_gradient_bytes = sum(g.numel() * g.element_size() for g in local
+                                                  if isinstance(g, torch.Tensor))
+
+    step.optimizer.register_step_pre_hook(before_step)
+
+
+def build(job, case: dict, template):
+    """The case's step on a copy of `template`, and its one-step callable (bench.run.worker's
+    build_step, with the model copied instead of built: a large model is built once)."""
+    import strategies
+    from bench.run.worker import make_context
+
+    ctx = make_context(case, job.rank, job.world_size, job.local_rank)
+    inputs, targets = job.data(case)
+    step = strategies.get(case["strategy"]).build(copy.deepcopy(template), ctx)
+    count_gradients(step)
+    placed = step.place(inputs, targets)
+    return step, lambda: step.run(placed)
+
+
+def budget_tracker(budget_mib: float | None):
+    """PyTorch's MemTracker that raises MemoryError, as an allocator would, once the tensors it
+    follows pass `budget_mib`: the step stops where it runs out, not after it."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    class BudgetTracker(MemTracker):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = super().__torch_dispatch__(func, types, args, kwargs)
+            if budget_mib is not None and out is not NotImplemented:
+                held = sum(s.get("Total", 0) for s in self.get_tracker_snapshot("current").values()) / MIB
+                if held > budget_mib:
+                    raise MemoryError(f"out of memory: {held:.1f} MiB of tensors, over the budget of {budget_mib:g} MiB")
+            return out
+
+    return BudgetTracker()
+
+
+class Memory:
+    """The peak memory of a stretch of steps on the probe's device."""
+
+    def __init__(self, device: str, budget_mib: float | None):
+        self.cuda = device == "cuda"
+        self.budget_mib = budget_mib
+        self._tracker = None
+
+    def start(self) -> None:
+        import torch
+
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
+        else:
+            self._tracker = budget_tracker(self.budget_mib)
+            self._tracker.__enter__()
+
+    def restart(self) -> None:
+        """The peak from here on (after the warm-up): what is held stays counted."""
+        import torch
+
+        if self.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        else:
+            self._tracker.__exit__(None, None, None)
+            self._tracker.__enter__()  # entering again takes the current memory as the peak
+
+    def step(self, run) -> None:
+        """One training step. The tracker keeps per-module figures for one pass of each module:
+        they are cleared before each step (the device-wide peak is what counts here)."""
+        if self._tracker is not None:
+            self._tracker.reset_mod_stats()
+        run()
+
+    def peak(self) -> tuple[float, float]:
+        """(peak allocated, peak reserved) MiB; on the CPU both are the tracked tensors'."""
+        import torch
+
+        if self.cuda:
+            torch.cuda.synchronize()
+            return torch.cuda.max_memory_allocated() / MIB, torch.cuda.max_memory_reserved() / MIB
+        snapshot = self._tracker.get_tracker_snapshot("peak")
+        total = sum(s.get("Total", 0) for s in snapshot.values()) / MIB
+        return total, total
+
+    def stop(self) -> None:
+        if self._tracker is not None:
+            self._tracker.__exit__(None, None, None)
+            self._tracker = None
+
+
+def probe(job, case: dict, template, memory: Memory) -> dict:
+    """One batch size: its status and peak memory, state bytes where it fit."""
+    import torch
+
+    from bench.run.worker import is_oom
+
+    started = time.perf_counter()
+    memory.start()
+    try:
+        step, run = build(job, case, template)
+        for _ in range(case["warmup"]):
+            memory.step(run)
+        if not getattr(step.optimizer, "optim", step.optimizer).state:  # ZeroRedundancyOptimizer: its rank's own
+            raise RuntimeError("the optimiser took no step in the warm-up (a loss scaler skipping steps?): its "
+                               "state, part of the peak, would be missing")
+        memory.restart()
+        for _ in range(case["steps"]):
+            memory.step(run)
+        allocated, reserved = memory.peak()
+        result = {"status": "ok", "reason": "", **state_bytes(step)}
+    except Exception as exc:  # noqa: BLE001 - every failure is the probe's outcome
+        allocated, reserved = memory.peak()
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        result = {"status": "oom" if is_oom(exc) else "error", "reason": f"{type(exc).__name__}: {first}"[:400]}
+    finally:
+        memory.stop()
+    step = run = None  # noqa: F841 - drop the probe's model, optimiser and activations
+    gc.collect()
+    if memory.cuda:
+        torch.cuda.empty_cache()
+    return {**result, "peak_alloc_mib": round(allocated, 2), "peak_reserved_mib": round(reserved, 2),
+            "probe_s": round(time.perf_counter() - started, 2)}
+
+
+def left_behind_mib(before: int) -> float:
+    """Device memory a probe left allocated (0 on the CPU): a probe that ran out of memory in a
+    strategy's hooks can leave a reference cycle or a cache behind, which the next probe's
+    peak would count."""
+    import torch
+
+    return max(0, torch.cuda.memory_allocated() - before) / MIB if torch.cuda.is_available() else 0.0
+
+
+def main(spec_path: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from bench.core import protocol
+    from bench.predict import search
+    from bench.run.worker import Job, configure_backends
+    from bench.workloads import get_workload
+
+    spec = json.loads(open(spec_path).read())
+    gpus = spec["gpus"]
+    if gpus:
+        torch.cuda.set_device(gpus[0])
+        total = torch.cuda.get_device_properties(gpus[0]).total_memory / MIB
+        if spec["budget_mib"] is not None:
+            torch.cuda.set_per_process_memory_fraction(min(1.0, spec["budget_mib"] / total))
+        limit = spec["budget_mib"] or torch.cuda.mem_get_info()[0] / MIB
+    else:
+        limit = spec["budget_mib"]
+    protocol.emit("ready", limit_mib=limit)
+    template = get_workload(spec["model"]).build(seed=spec["seed"])
+    memory = Memory("cuda" if gpus else "cpu", spec["budget_mib"])
+    world = None
+    for item in spec["plan"]:  # one (precision, strategy): its device counts in increasing order
+        how = search.Search(limit_mib=limit, **item["search"])
+        for n in item["devices"]:
+            probes = list(item["done"].get(str(n), []))
+            case = item["cases"][str(n)]
+            if search.next_batch(probes, how) is not None and world != n:
+                if dist.is_initialized():
+                    dist.destroy_process_group()
+                job = Job({"launcher": "fake-world", "gpus": gpus, "world": n}, 0, n, 0)
+                job.launcher.init(job.spec, 0, n, 0)
+                world = n
+            configure_backends(case)
+            while (batch := search.next_batch(probes, how)) is not None:
+                sized = {**case, "batch_per_gpu": batch, "global_batch": batch * n}
+                protocol.emit("start", precision=case["precision"], strategy=case["strategy"], devices=n, batch=batch)
+                before = torch.cuda.memory_allocated() if gpus else 0
+                result = {"batch": batch, **probe(job, sized, template, memory)}
+                probes.append(result)
+                protocol.emit("probe", precision=case["precision"], strategy=case["strategy"], devices=n, **result)
+                if result["status"] == "error":
+                    sys.exit(1)  # the parent goes on in a fresh process
+                if left_behind_mib(before) > 1:
+                    sys.exit(0)  # so does it where a probe left memory behind: the next starts clean
+            how = how.at_next_count(probes)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,146 @@
+"""The largest batch per device that fits, found with as few probes as the memory allows.
+
+A probe runs the training step at one batch size and says whether it fit (`ok`) or ran out
+of memory (`oom`), with its peak memory; a probe that failed otherwise (`error`, `timeout`)
+counts as not fitting, and `max_errors` of them end the search. Memory grows about linearly
+with the batch (the training state is fixed, activations are per image), so a line through
+what fit predicts where the limit is: its slope from the smallest and the largest batch that
+fit (or, with one point, the slope found at another device count, `slope_mib`: activations
+per image do not change with n), anchored at the largest batch's reserved memory (what has
+to fit). The next probe goes just under the predicted limit, the one after just over it, and
+bisection closes what is left, until the smallest batch that failed is within `resolution`
+(a fraction) of the largest that fit.
+
+Pure: no torch, no processes; the worker runs it, and the parent replays it after a worker
+died in a probe (the probes so far are all it needs).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+FITS = "ok"
+FAILED = ("oom", "error", "timeout")
+
+
+@dataclass(frozen=True)
+class Search:
+    limit_mib: float  # the memory a probe may use: the device's, or the budget
+    first: tuple[int, ...] = (8, 64)  # the small batches the line starts from
+    resolution: float = 0.02  # stop once (smallest failed - largest fit) <= resolution x largest fit
+    max_batch: int = 65536  # the search's ceiling: a batch that fits there is reported as "at least"
+    max_errors: int = 2  # failures other than out of memory that end the search (a broken case)
+    max_jump: int = 8  # a probe goes at most this many times past the largest batch that fit
+    slope_mib: float | None = None  # MiB per image measured at another device count, for a one-point line
+
+    def at_next_count(self, probes: list[dict]) -> "Search":
+        """The search for the next device count of the same case: it starts at the largest batch
+        that fit here (the memory per device does not grow with n), with this count's slope."""
+        lo, _ = bracket(probes)
+        slope = measured_slope(probes) or self.slope_mib
+        return dataclasses.replace(self, first=(lo,) if lo else self.first, slope_mib=slope)
+
+
+def _ok(probes: list[dict]) -> list[dict]:
+    return sorted((p for p in probes if p["status"] == FITS and p.get("peak_alloc_mib") is not None),
+                  key=lambda p: p["batch"])
+
+
+def bracket(probes: list[dict]) -> tuple[int, int | None]:
+    """(largest batch that fit or 0, smallest batch above it that failed or None)."""
+    lo = max((p["batch"] for p in probes if p["status"] == FITS), default=0)
+    failed = [p["batch"] for p in probes if p["status"] in FAILED and p["batch"] > lo]
+    return lo, min(failed, default=None)
+
+
+def measured_slope(probes: list[dict]) -> float | None:
+    """MiB per image near the largest batch that fit: between it and the largest that fit at
+    3/4 of it or less (or the smallest), on allocated memory (reserved memory grows in
+    segments). Small batches peak in the optimiser's step, where activations are gone, so a
+    slope taken there alone is too low; the search's jumps are capped for that reason."""
+    ok = _ok(probes)
+    if len(ok) < 2 or ok[-1]["batch"] == ok[0]["batch"]:
+        return None
+    top = ok[-1]
+    other = next((p for p in reversed(ok[:-1]) if p["batch"] <= 0.75 * top["batch"]), ok[0])
+    slope = (top["peak_alloc_mib"] - other["peak_alloc_mib"]) / (top["batch"] - other["batch"])
+    return slope if slope > 0 else None
+
+
+def predicted_limit(probes: list[dict], search: Search) -> float | None:
+    """The batch at which the line reaches the limit, or None without a line."""
+    ok = _ok(probes)
+    slope = measured_slope(probes) or search.slope_mib
+    if not ok or not slope:
+        return None
+    top = ok[-1]
+    used = top.get("peak_reserved_mib") or top["peak_alloc_mib"]
+    return top["batch"] + (search.limit_mib - used) / slope
+
+
+def _resolution(lo: int, search: Search) -> int:
+    return max(1, math.floor(lo * search.resolution))
+
+
+def done(probes: list[dict], search: Search) -> bool:
+    lo, hi = bracket(probes)
+    if sum(p["status"] in ("error", "timeout") for p in probes) >= search.max_errors:
+        return True
+    if hi is None:
+        return lo >= search.max_batch
+    return hi == 1 or hi - lo <= _resolution(lo, search)
+
+
+def next_batch(probes: list[dict], search: Search) -> int | None:
+    """The batch to probe next, or None when the search is over."""
+    if done(probes, search):
+        return None
+    tried = {p["batch"] for p in probes}
+    lo, hi = bracket(probes)
+    if lo == 0:  # nothing fit yet: the first batch, then halve below what failed
+        return search.first[0] if hi is None else max(1, hi // 2)
+    upper = hi if hi is not None else search.max_batch + 1  # no probe at or past it
+    reach = min(upper, search.max_jump * lo + 1)
+    for start in search.first:
+        if start not in tried and lo < start < reach:
+            return start
+    predicted = predicted_limit(probes, search)
+    if predicted is not None:
+        step = _resolution(lo, search)
+        # Just under the predicted limit (a fit there leaves little to close), then just over it.
+        for guess in (math.floor(predicted - step / 4), math.ceil(predicted + step / 4)):
+            if lo < guess < reach and guess not in tried:
+                return guess
+    if hi is None:  # the line points past the jump, or there is none (a flat start): as far as a jump goes
+        return min(search.max_jump * lo, search.max_batch)
+    return (lo + hi) // 2
+
+
+def run(search: Search, probe, probes: list[dict] | None = None) -> list[dict]:
+    """Probe until the search is over; `probe(batch)` returns the probe's fields."""
+    probes = list(probes or [])
+    while (batch := next_batch(probes, search)) is not None:
+        probes.append({"batch": batch, **probe(batch)})
+    return probes
+
+
+def outcome(probes: list[dict], search: Search) -> dict:
+    """What the search found: the largest batch that fit, the smallest that failed above it,
+    whether the search is over, and the two in words."""
+    lo, hi = bracket(probes)
+    errors = [p for p in probes if p["status"] in ("error", "timeout")]
+    finished = done(probes, search)
+    out = {"largest_fit": lo or None, "smallest_failed": hi, "probes": len(probes), "finished": finished}
+    if not probes:
+        out["said"] = "not measured"
+    elif lo == 0:
+        out["said"] = ("nothing fits, not even batch 1" if hi == 1 and not errors
+                       else f"no batch ran ({errors[-1]['status']})" if errors and finished else "not finished")
+    elif hi is None:
+        out["said"] = (f"at least {lo} (the search's ceiling)" if lo >= search.max_batch
+                       else f"at least {lo} (then {errors[-1]['status']})" if errors else f"at least {lo} (not finished)")
+    else:
+        failed = next(p for p in probes if p["batch"] == hi)
+        out["said"] = f"{lo} ({failed['status']} at {hi}" + (")" if finished else ", not finished)")
+    return out

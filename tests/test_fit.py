@@ -1,0 +1,315 @@
+"""`bench fit` (bench/predict/fit.py, search.py, fit_worker.py): the fake world against a real
+2-process run, the search for the largest batch against memory that grows as a line (and as
+memory does not), the whole command on the CPU with a small budget, a probe that dies or
+hangs, and its bounds. The networks are tests/fixtures/fit/tinynets.py: a CPU step of theirs
+takes milliseconds."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bench.predict import search
+from tests.conftest import REPO, run_cli
+
+FIT_MODELS = REPO / "tests" / "fixtures" / "fit"
+ENV = {"OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(REPO), str(FIT_MODELS)])}
+
+
+# --- the search ---------------------------------------------------------------------------------
+def linear(state_mib: float, per_image_mib: float, limit_mib: float, reserved_extra: float = 40.0,
+           optimizer_peak_mib: float = 0.0):
+    """A probe of memory state + per_image x batch (at least the optimiser step's peak, which
+    small batches reach first), out of memory past `limit_mib` reserved."""
+    def probe(batch: int) -> dict:
+        allocated = max(state_mib + per_image_mib * batch, optimizer_peak_mib)
+        fits = allocated + reserved_extra <= limit_mib
+        return {"status": "ok" if fits else "oom", "peak_alloc_mib": allocated,
+                "peak_reserved_mib": allocated + reserved_extra}
+    return probe
+
+
+def truth(state_mib, per_image_mib, limit_mib, reserved_extra=40.0) -> int:
+    return int((limit_mib - reserved_extra - state_mib) // per_image_mib)
+
+
+def assert_bracketed(probes: list[dict], how: search.Search, expected: int) -> None:
+    """The search ended on a batch that fit and one above it that did not, within its
+    resolution, around the true limit."""
+    lo, hi = search.bracket(probes)
+    assert search.done(probes, how) and lo <= expected < hi, (lo, expected, hi)
+    assert hi - lo <= max(1, int(lo * how.resolution)), (lo, hi)
+    assert next(p for p in probes if p["batch"] == lo)["status"] == "ok"
+    assert next(p for p in probes if p["batch"] == hi)["status"] == "oom"
+
+
+def test_the_search_jumps_to_the_line_and_closes_within_its_resolution():
+    """Memory as a line (vit-large-like: 4.9 GiB of state, 180 MiB an image, 80 GiB): the two
+    first batches give the line, the probes after go just under and just over its limit; at the
+    next device count, with less state, the slope carried over takes two probes."""
+    how = search.Search(limit_mib=80_000)
+    probes = search.run(how, linear(4_900, 180, 80_000))
+    assert_bracketed(probes, how, truth(4_900, 180, 80_000))
+    assert [p["batch"] for p in probes][:2] == [8, 64] and len(probes) <= 4, probes
+    later = how.at_next_count(probes)
+    assert later.slope_mib == pytest.approx(180)
+    again = search.run(later, linear(1_500, 180, 80_000))
+    assert_bracketed(again, later, truth(1_500, 180, 80_000))
+    assert len(again) <= 3, again
+
+
+def test_the_search_survives_a_flat_start_and_memory_that_is_not_a_line():
+    """Small batches that peak in the optimiser step (a flat start: no slope), memory that grows
+    faster than a line, and a limit below the first batch: each ends bracketed, or says that
+    nothing fits; a ceiling reached is 'at least'."""
+    flat = search.Search(limit_mib=80_000)
+    probes = search.run(flat, linear(1_000, 7.3, 80_000, optimizer_peak_mib=1_400))
+    assert_bracketed(probes, flat, truth(1_000, 7.3, 80_000))
+    assert len(probes) <= 7, probes
+
+    def curved(batch):
+        used = 1_000 + 7.3 * batch + 0.001 * batch**2
+        return {"status": "ok" if used <= 80_000 else "oom", "peak_alloc_mib": used, "peak_reserved_mib": used}
+    probes = search.run(flat, curved)
+    lo, hi = search.bracket(probes)
+    assert curved(lo)["status"] == "ok" and curved(hi)["status"] == "oom" and hi - lo <= max(1, int(lo * 0.02))
+    assert len(probes) <= 12, probes
+
+    nothing = search.Search(limit_mib=500)
+    probes = search.run(nothing, linear(1_000, 1, 500))
+    assert [p["batch"] for p in probes] == [8, 4, 2, 1]
+    assert search.outcome(probes, nothing)["said"] == "nothing fits, not even batch 1"
+
+    ceiling = search.Search(limit_mib=80_000, max_batch=1_000)
+    probes = search.run(ceiling, linear(10, 0.01, 80_000))
+    assert search.outcome(probes, ceiling)["said"] == "at least 1000 (the search's ceiling)"
+
+
+def test_errors_and_timeouts_count_as_not_fitting_and_two_end_the_search():
+    """A probe that dies or hangs is no fit, and the search bisects below it; a second such
+    failure ends it, with what fit so far."""
+    how = search.Search(limit_mib=80_000)
+    fits = linear(1_000, 10, 80_000)
+
+    def broken(batch):
+        return fits(batch) if batch < 100 else {"status": "error", "reason": "worker died", "peak_alloc_mib": None}
+    probes = search.run(how, broken)
+    assert [p["status"] for p in probes].count("error") == 2 and search.done(probes, how)
+    said = search.outcome(probes, how)
+    assert said["largest_fit"] == 64 and said["said"].startswith("64 (error at ")
+
+
+# --- the fake world -------------------------------------------------------------------------------
+STATE = """
+import json, sys, tempfile
+import torch, torch.distributed as dist
+from bench.cases.case import Case, settings
+from bench.core.placement import Placement
+from bench.predict import fit_worker
+from bench.run.worker import Job, configure_backends
+from bench.workloads import get_workload
+
+STRATEGIES = ("ddp", "zero1", "fsdp2")
+
+
+def state(job, strategy):
+    case = Case.make(strategy, "fp32", "tinynets:widenet", Placement((), 2), 4, "eager",
+                     settings(warmup=2, steps=1, trials=1)).spec()
+    configure_backends(case)
+    step, run = fit_worker.build(job, case, get_workload("tinynets:widenet").build(seed=0))
+    run()
+    run()
+    return fit_worker.state_bytes(step)
+
+
+def rank(r, store, out):
+    dist.init_process_group("gloo", init_method="file://" + store, rank=r, world_size=2)
+    got = {s: state(Job({"launcher": "spawn", "gpus": []}, r, 2, r), s) for s in STRATEGIES}
+    if r == 0:
+        json.dump(got, open(out, "w"))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    folder = tempfile.mkdtemp()
+    if sys.argv[1] == "real":
+        torch.multiprocessing.spawn(rank, args=(folder + "/store", folder + "/out.json"), nprocs=2)
+        print(open(folder + "/out.json").read())
+    else:
+        job = Job({"launcher": "fake-world", "gpus": [], "world": 2}, 0, 2, 0)
+        job.launcher.init(job.spec, 0, 2, 0)
+        print(json.dumps({s: state(job, s) for s in STRATEGIES}))
+"""
+
+
+def state_of(world: str, tmp_path) -> dict:
+    script = tmp_path / "state.py"
+    script.write_text(STATE)
+    proc = subprocess.run([sys.executable, str(script), world], cwd=REPO, env={**os.environ, **ENV},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_fake_world_of_2_holds_what_rank_0_of_a_real_2_process_run_holds(tmp_path):
+    """Rank 0's parameters (FSDP2: its padded shards), the gradients its optimiser steps with and
+    its optimiser's state (ZeRO-1: its partition of the momentum), in bytes, after two steps:
+    as rank 0 of a fake world of 2 in one process, and as rank 0 of a real 2-process gloo run of
+    the same case. Equal to the byte, for every strategy; and sharded where the strategy shards
+    (else a fake world that ignored n would pass)."""
+    fake, real = state_of("fake", tmp_path), state_of("real", tmp_path)
+    assert fake == real
+    whole = fake["ddp"]["parameter_bytes"]
+    assert fake["ddp"] == {"parameter_bytes": whole, "gradient_bytes": whole, "optimizer_state_bytes": whole}
+    assert fake["zero1"]["optimizer_state_bytes"] < whole and fake["zero1"]["parameter_bytes"] == whole
+    assert all(whole / 2 <= v < whole for v in fake["fsdp2"].values())  # half, padded rows included
+
+
+def test_the_fake_process_group_is_where_fit_expects_it(monkeypatch):
+    """`bench fit` runs PyTorch's fake process group, which PyTorch keeps among its testing
+    helpers (torch.testing._internal.distributed.fake_pg): this fails loudly the day torch moves
+    it, and a torch without it gets one line that names the module."""
+    import torch.distributed as dist
+
+    from bench.engine import launchers
+
+    assert launchers.fake_store() is not None and hasattr(dist.Backend, "FAKE")
+    monkeypatch.setitem(sys.modules, "torch.testing._internal.distributed.fake_pg", None)  # as if it had moved
+    with pytest.raises(RuntimeError, match="no fake process group at torch.testing._internal.distributed.fake_pg"):
+        launchers.fake_store()
+
+
+# --- the command -----------------------------------------------------------------------------------
+def fit_cli(*args, env=None):
+    return run_cli("fit", "--gpus", "", *args, env={**ENV, **(env or {})})
+
+
+def test_fit_on_the_cpu_finds_the_largest_batch_each_strategy_fits_in_a_small_budget(tmp_path):
+    """tinynets:widenet (its wide head outweighs a small batch's activations) in 16 MiB of
+    tracked tensors, as rank 0 of fake worlds of 1 and 4: every probe is a row (ok or oom, its
+    peak), every search ends bracketed within its resolution with its peaks on the right side of
+    the budget, FSDP2 at 4 fits more than at 1 and more than DDP (which holds everything at any
+    n), and the answer says it, as measured in a fake world; `bench answer` and the report show
+    the file found beside a results file."""
+    out = tmp_path / "w.fit.json"
+    proc = fit_cli("--memory-budget", "16", "--models", "tinynets:widenet", "--devices", "1,4", "--first-batches",
+                   "2,8", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "parabench-fit/1"
+    rows, found = doc["rows"], {(o["strategy"], o["devices"]): o for o in doc["outcomes"]}
+    assert set(found) == {(s, n) for s in ("ddp", "zero1", "fsdp2") for n in (1, 4)}
+    for row in rows:
+        assert row["status"] in ("ok", "oom") and row["fake_world"] and row["devices"] == row["n_replicas"]
+        assert row["hardware"].startswith("CPU") and row["command"] and row["date"] and row["model"] == "tinynets:widenet"
+        if row["status"] == "ok":
+            assert row["peak_alloc_mib"] <= 16
+    for (strategy, n), o in found.items():
+        probes = [r for r in rows if (r["strategy"], r["devices"]) == (strategy, n)]
+        assert o["finished"] and o["smallest_failed"] - o["largest_fit"] <= max(1, int(o["largest_fit"] * 0.02)), o
+        assert next(r for r in probes if r["batch_per_gpu"] == o["smallest_failed"])["status"] == "oom"
+    assert found[("fsdp2", 4)]["largest_fit"] > found[("fsdp2", 1)]["largest_fit"]
+    assert found[("fsdp2", 4)]["largest_fit"] > found[("ddp", 4)]["largest_fit"]
+    ddp = [found[("ddp", n)]["largest_fit"] for n in (1, 4)]
+    assert max(ddp) - min(ddp) <= max(1, int(max(ddp) * 0.02))
+    # Resumed with the same settings, every search is over already: nothing is measured again.
+    again = fit_cli("--memory-budget", "16", "--models", "tinynets:widenet", "--devices", "1,4", "--first-batches",
+                    "2,8", "--out", str(out), "--resume")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(out.read_text())["rows"] == rows and " ok, peak " not in again.stdout
+    said = [line for line in proc.stdout.splitlines() if line.startswith("tinynets:widenet, amp-bf16: ")]
+    assert len(said) == 1 and f"ddp fits {min(ddp)} per rank at every n measured (1-4)" in said[0]
+    assert "measured in a fake world of n on the CPU" in said[0]
+
+    from bench.cases import results
+    from bench.report import fitted, sections
+
+    run = tmp_path / "run.json"
+    results.write(run, [{"strategy": "single", "precision": "fp32", "model": "tinynets:widenet", "device": "cpu",
+                         "gpus": "", "n_gpus": 0, "n_replicas": 1, "batch_per_gpu": 4, "global_batch": 4,
+                         "status": "ok", "img_per_s": 100.0, "img_per_s_p10": 95.0, "img_per_s_p90": 105.0,
+                         "step_ms_p50": 40.0, "step_ms_p10": 38.0, "step_ms_p90": 42.0, "cpu": "x", "gpu_name": "cpu",
+                         "date": "2026-11-25T00:00:00+00:00", "options": "{}"}])
+    assert sections.fit_section in sections.SECTIONS
+    section = "\n".join(fitted.section([run]))
+    assert "## What fits at n devices (measured in a fake world of n)" in section and said[0] in section
+    answer = run_cli("answer", str(run))
+    assert answer.returncode == 0, answer.stderr
+    assert f"What fits (w.fit.json): {said[0]}" in answer.stdout
+
+
+KILLER = '''
+import os, signal, time
+from torch import nn
+
+
+class Dies(nn.Module):
+    """Fine up to 12 images; SIGKILLs its own process from 13 to 40; hangs past 40."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(8, 10)
+
+    def forward(self, x):
+        if x.shape[0] > 40:
+            time.sleep(3600)
+        if x.shape[0] > 12:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return self.linear(x.flatten(1))
+
+
+def build():
+    return {"model": Dies(), "input_shape": (8,), "num_classes": 10}
+'''
+
+
+def test_a_probe_that_dies_or_hangs_is_that_probes_outcome_and_the_rest_go_on(tmp_path):
+    """A model that kills its process at 13 to 40 images and hangs past 40, searched from 2, 12
+    and 50: the probe that hung (50) is a timeout row, a fresh worker goes on and bisects, the
+    probe that died (31) is an error row naming the signal, the search ends on what fit (12),
+    and no worker is left behind."""
+    import psutil
+
+    (tmp_path / "killer.py").write_text(KILLER)
+    out = tmp_path / "k.fit.json"
+    proc = run_cli("fit", "--gpus", "", "--memory-budget", "64", "--models", "killer:build", "--strategies", "ddp",
+                   "--devices", "1", "--first-batches", "2,12,50", "--probe-timeout", "6", "--out", str(out),
+                   env={**ENV, "PYTHONPATH": os.pathsep.join([str(REPO), str(tmp_path)])})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    statuses = {r["batch_per_gpu"]: (r["status"], r["reason"]) for r in doc["rows"]}
+    assert statuses[2][0] == statuses[12][0] == "ok"
+    assert statuses[50][0] == "timeout" and "no result within 6 s" in statuses[50][1], statuses
+    assert statuses[31][0] == "error" and "killed by SIGKILL" in statuses[31][1], statuses
+    assert len(statuses) == 4, statuses
+    (outcome,) = doc["outcomes"]
+    assert outcome["largest_fit"] == 12 and outcome["finished"]
+    left = [p.pid for p in psutil.process_iter(["cmdline"]) if "bench.predict.fit_worker" in (p.info["cmdline"] or [])]
+    assert not left, left
+
+
+def test_fit_refuses_what_it_cannot_measure_in_one_line(tmp_path, capsys):
+    """Each in one line, exit 2, before any process starts: no budget on the CPU, a budget that
+    is not a positive number or more than the host's available memory, a fake world past what
+    it covers, a strategy that drives every device from one process, a resolution outside
+    (0, 1), a warm-up of 0 (the optimiser's state would be missing from the peak), a file name
+    the report would not find."""
+    from bench.cli import main
+
+    base = ["fit", "--gpus", "", "--models", "resnet18-small"]
+    out = ["--out", str(tmp_path / "x.fit.json")]
+    for args, says in (([] + out, "on the CPU, give --memory-budget MiB"),
+                       (["--memory-budget", "nan"] + out, "--memory-budget is in MiB and must be a positive number"),
+                       (["--memory-budget", "-5"] + out, "--memory-budget is in MiB and must be a positive number"),
+                       (["--memory-budget", "1e12"] + out, "of host memory"),
+                       (["--memory-budget", "64", "--devices", "1,100000"] + out, "give at most 65,536"),
+                       (["--memory-budget", "64", "--strategies", "single"] + out,
+                        "single drives every device from one process"),
+                       (["--memory-budget", "64", "--resolution", "1.5"] + out, "--resolution is a fraction"),
+                       (["--memory-budget", "64", "--warmup", "0"] + out, "--warmup and --steps must be at least 1"),
+                       (["--memory-budget", "64", "--out", str(tmp_path / "x.json")], "ends in .fit.json")):
+        assert main(base + args) == 2, args
+        err = capsys.readouterr().err
+        assert says in err and len(err.strip().splitlines()) == 1, (args, err)
+    assert not list(tmp_path.iterdir())
