@@ -35,8 +35,8 @@ def cmd_answer(args) -> int:
                 print()
     for line in legend.lines():
         print(line)
-    for source in sorted({r["source"] for r in recs}):
-        for line in answer.search_lines(source):
+    for path, name in sorted({(r["source"], r["run"]) for r in recs}):
+        for line in answer.search_lines(path, name):
             print(line)
     from bench.report.predicted import said_in_answer
 

@@ -111,13 +111,18 @@ def _measured_levers(log: dict, rows: list[dict], top: dict, group: tuple) -> li
                 for e in log.get("levers", []) if _in_group(e.get("group", {}), *group)]
     same = [r for r in rows if r["strategy"] == top["strategy"]]
     cases = [Case.from_row(dict(r)) for r in same]
+    # What the run asked for, where it did not say: each setting's most common value among the rows.
+    usual = pd.Series([s for c in cases for s in difference(cases[0], c) + _settings(cases[0])]).value_counts()
     out = []
     for i, (a, ra) in enumerate(zip(cases, same)):
         for b, rb in zip(cases[i + 1:], same[i + 1:]):
             moved = difference(a, b)
             if len(moved) != 1:
                 continue
-            base, lever = (ra, rb) if len(a.changed_knobs()) <= len(b.changed_knobs()) else (rb, ra)
+            back = difference(b, a)[0]
+            if usual.get(moved[0], 0) == usual.get(back, 0):
+                continue  # neither is what the run asked for: no lever to speak of
+            base, lever = (ra, rb) if usual.get(back, 0) > usual.get(moved[0], 0) else (rb, ra)
             (setting,) = difference(Case.from_row(dict(base)), Case.from_row(dict(lever)))
             gain = lever["img_per_s"] / base["img_per_s"]
             verdict = ("beats the spread" if ranking.beats(lever, base)
@@ -128,10 +133,20 @@ def _measured_levers(log: dict, rows: list[dict], top: dict, group: tuple) -> li
     return out
 
 
+def _settings(case: Case) -> list[str]:
+    """The case's own value of every setting a lever moves, as `difference` names them."""
+    from bench.cases.levers import execution_of
+
+    return ([f"execution={execution_of(case)}", f"sgd={case.sgd_impl}",
+             f"channels_last={'on' if case.channels_last else 'off'}"]
+            + [f"{k}={v}" for k, v in case.options])
+
+
 def _record(key, batch, at: pd.DataFrame, run: pd.DataFrame, legend: Legend) -> dict:
     source, hardware, model, precision, n, on_gpu, nnodes = key
     ok = at[at["status"] == "ok"]
-    record = {"run": run_name(source), "source": str(source), "hardware": hardware, "model": model,
+    record = {"run": run_name(source), "source": str(at["path"].iloc[0]) if "path" in at else str(source),
+              "hardware": hardware, "model": model,
               "precision": precision, "devices": int(n), "where": where(int(n), bool(on_gpu), int(nnodes)),
               "batch_per_gpu": int(batch), "out_of_memory": sorted(set(at[at["status"] == "oom"]["strategy"])),
               "strategy": None, "searched": False}
@@ -139,7 +154,7 @@ def _record(key, batch, at: pd.DataFrame, run: pd.DataFrame, legend: Legend) -> 
         return record
     rows = [dict(r) for _, r in ok.iterrows()]
     n_replicas = int(rows[0].get("n_replicas") or n)
-    log = search_log(str(source))
+    log = search_log(str(rows[0].get("path") or source))
     group = (model, precision, batch, n_replicas)
     noise = _noise(log, rows)
     chosen, tied, left_out = ranking.pick(rows, log.get("asked") if log else None, noise)
@@ -278,19 +293,20 @@ def lever_lines(recs: list[dict]) -> list[str]:
     return out
 
 
-def search_lines(source: str) -> list[str]:
+def search_lines(path: str, name: str | None = None) -> list[str]:
     """How a search spent its budget: its phases with their cases and seconds, what it measured
-    again and why; [] for a plain sweep."""
-    log = search_log(str(source))
+    again and why; [] for a plain sweep. `path`: the results file; `name`: the run as shown."""
+    log = search_log(str(path))
     if not log:
         return []
+    source = name or run_name(path)
     spent: dict[str, list] = {}
     for p in log.get("phases", []):
         cases_s = spent.setdefault(p["phase"], [0, 0.0])
         cases_s[0] += p["cases"]
         cases_s[1] += p["seconds"]
     phases = ", ".join(f"{name} {n} case(s) in {secs:.0f} s" for name, (n, secs) in spent.items())
-    lines = [f"Search of {run_name(source)}: budget {log.get('budget_s', 0) / 60:g} min, spent "
+    lines = [f"Search of {source}: budget {log.get('budget_s', 0) / 60:g} min, spent "
              f"{log.get('spent_s', 0) / 60:.1f} min ({phases})."]
     for final in log.get("finals", []):
         g = final.get("group", {})

@@ -54,6 +54,7 @@ def _load(paths: list[Path]) -> list[dict]:
     labels = run_labels(paths)
     rows = results.load_many(paths)
     for r in rows:
+        r["path"] = r["source"]  # where the file lies (its sections beside the rows are read from there)
         r["source"] = labels.get(r["source"], r["source"])
     return rows
 

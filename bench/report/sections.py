@@ -75,8 +75,9 @@ def answer_section(rep: Report) -> list[str]:
             if levers:
                 tables += ["Levers measured:", ""] + [f"- {line}" for line in levers] + [""]
     lines += [""] + rep.legend.lines()
-    for source in sorted(rep.runs["source"].unique()):
-        lines += [f"- {line}" for line in answers.search_lines(source)] + ([""] if answers.search_lines(source) else [])
+    for path, name in sorted(set(zip(rep.runs["path"], rep.runs["source"]))) if "path" in rep.runs else []:
+        said = answers.search_lines(path, name)
+        lines += [f"- {line}" for line in said] + ([""] if said else [])
     return lines + [f"Per batch: the recommended configuration (the simplest that the fastest does not beat beyond "
                     f"the spreads), its images/s (median, p10-p90), speed-up over {answers.BASELINE} of the same run "
                     "(* over its fastest setting where none had the same knobs), MFU (model FLOPs per second over the "
