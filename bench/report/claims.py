@@ -56,7 +56,7 @@ TABLE = REPO / "docs" / "claims.toml"
 
 # --- figures in a text --------------------------------------------------------------------
 UNITS = (r"%|x\b|k\b|M\b|MiB\b|GiB\b|KiB\b|MB\b|GB/s\b|Gb/s\b|GB\b|TFLOP/s\b|GFLOP\b|ms\b|us\b|s\b"
-         r"|cases\b|runs\b|pairs\b|parameters\b|ok\b|skipped\b")
+         r"|cases\b|runs\b|pairs\b|parameters\b|ok\b|skipped\b|images\b|probes\b")
 # A number is a figure's only where no letter, digit, dot or underscore is glued to its left
 # (H200, resnet18, fp32, sm_86, x2 are names) and a sign counts only after a space or bracket.
 _START = r"(?<![\w.])"
