@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import psutil
 import pytest
@@ -157,23 +158,35 @@ def test_ranks_die_with_a_killed_sweep_under_a_subreaper(tmp_path, subreaper, mo
     assert wait_for(lambda: not list(tmp_path.glob("parabench-*")), 60)
 
 
-def test_a_stale_scratch_folder_is_removed_by_the_next_sweep(tmp_path):
+def test_a_stale_scratch_folder_is_removed_by_the_next_sweep(tmp_path, monkeypatch):
+    """A folder is live while its sweep holds its lock, whatever PID its owner file names: a
+    sweep in another PID namespace (a container, `unshare --pid`) writes PIDs that name
+    nothing, or another process, here."""
+    import fcntl
+    import tempfile
+
     from bench.run import procs
 
-    dead = tmp_path / f"{procs.SCRATCH_PREFIX}dead"
-    (dead / "worker-x").mkdir(parents=True)
-    (dead / procs.OWNER).write_text(json.dumps({"pid": 2**22 + 1, "create_time": 0.0}))  # above any PID
-    reused = tmp_path / f"{procs.SCRATCH_PREFIX}reused"  # the PID runs, but it is another process now
-    reused.mkdir()
-    (reused / procs.OWNER).write_text(json.dumps({"pid": os.getpid(), "create_time": 1.0}))
-    alive = tmp_path / f"{procs.SCRATCH_PREFIX}alive"
-    alive.mkdir()
-    me = psutil.Process()
-    (alive / procs.OWNER).write_text(json.dumps({"pid": me.pid, "create_time": me.create_time()}))
-    unknown = tmp_path / f"{procs.SCRATCH_PREFIX}unknown"  # no owner file: whose it is cannot be told
-    unknown.mkdir()
-    assert sorted(procs.remove_stale(str(tmp_path))) == sorted([str(dead), str(reused)])
-    assert alive.exists() and unknown.exists() and not dead.exists() and not reused.exists()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    live = procs.Scratch()  # this process holds its lock
+    try:
+        # Its owner file as a sweep that is PID 1 of its own namespace writes it.
+        (Path(live.path) / procs.OWNER).write_text(json.dumps({"pid": 1, "create_time": 0.0}))
+        dead = tmp_path / f"{procs.SCRATCH_PREFIX}dead"  # its sweep and guard were killed: nobody holds the lock
+        (dead / "worker-x").mkdir(parents=True)
+        (dead / procs.LIVE).touch()
+        (dead / procs.OWNER).write_text(json.dumps({"pid": os.getpid(), "create_time": psutil.Process().create_time()}))
+        unknown = tmp_path / f"{procs.SCRATCH_PREFIX}unknown"  # no lock file: whose it is cannot be told
+        unknown.mkdir()
+        assert procs.remove_stale(str(tmp_path)) == [str(dead)]
+        assert Path(live.path).exists() and unknown.exists() and not dead.exists()
+        fd = os.open(Path(live.path) / procs.LIVE, os.O_RDONLY)
+        with pytest.raises(BlockingIOError):  # the lock is held, not merely present
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(fd)
+    finally:
+        live.close()
+    assert not Path(live.path).exists()
 
 
 # The clean-up after the first takes milliseconds: the second lands during it or after it.
