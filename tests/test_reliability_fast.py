@@ -28,3 +28,79 @@ def test_a_huge_output_line_is_read_in_linear_time_and_kept_short():
     assert lines[-1] == "last line"
     assert lines[-2].startswith(f"[{32 * 2**20 + 3 - _LineTail.LIMIT} characters cut] ") and lines[-2].endswith("abEND")
     assert len(lines[-2]) < _LineTail.LIMIT + 40
+
+
+# --- A user's model factory ------------------------------------------------------------
+
+FACTORIES = '''
+import sys, time
+
+def noisy():
+    import torch
+    sys.stdout.write("loading weights...")  # no newline, as progress messages go
+    return {"model": torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 10)), "input_shape": (3, 8, 8)}
+
+def sleepy():
+    time.sleep(600)
+'''
+
+
+@pytest.fixture
+def factories(tmp_path, monkeypatch):
+    (tmp_path / "userfactories.py").write_text(FACTORIES)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    return tmp_path
+
+
+def test_a_factory_that_prints_without_a_newline_resolves(factories):
+    from bench import workloads
+
+    found = workloads.probe(["userfactories:noisy"])
+    assert found["userfactories:noisy"]["num_classes"] == 10 and found["userfactories:noisy"]["input_shape"] == [3, 8, 8]
+
+
+def test_resolving_a_factory_keeps_to_the_start_up_limit(factories):
+    proc = run_cli("run", "--gpus", "", "--strategies", "single", "--models", "userfactories:sleepy", "--startup-timeout",
+                   "2", "--out", str(factories / "r.json"), env={"PYTHONPATH": os.environ["PYTHONPATH"]}, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "parabench: error: resolving userfactories:sleepy took over 2 s: give its factory more time with a larger "
+        "--startup-timeout (--models)")
+    assert not (factories / "r.json").exists()
+
+
+@pytest.mark.parametrize("result, said", [(42, "int 42"), (None, "NoneType None"), ("resnet", "str 'resnet'"),
+                                          ({"model": "resnet"}, "dict {'model': 'resnet'} whose 'model' is str")])
+def test_a_factory_that_returns_no_model_is_named_with_what_it_returned(result, said):
+    from bench import workloads
+
+    with pytest.raises(workloads.WorkloadError) as caught:
+        workloads.from_factory_result(result, "mine:build")
+    assert str(caught.value) == (f"model 'mine:build': its factory returned {said}: it must return an nn.Module, "
+                                 "or a dict or object whose 'model' is one")
+
+
+def test_a_sweep_killed_while_resolving_a_factory_leaves_no_process(factories):
+    import signal
+
+    import psutil
+
+    sweep = subprocess.Popen([sys.executable, "-m", "bench", "run", "--gpus", "", "--models", "userfactories:sleepy",
+                              "--out", str(factories / "r.json")], cwd=REPO,
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ["PYTHONPATH"]])},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def probes():
+        try:
+            return [p for p in psutil.Process(sweep.pid).children(recursive=True) if "bench.workloads._probe" in p.cmdline()]
+        except psutil.NoSuchProcess:
+            return []
+
+    deadline = time.monotonic() + 60
+    while not probes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    found = probes()
+    assert found, "the sweep never started resolving the factory"
+    sweep.send_signal(signal.SIGKILL)
+    sweep.wait()
+    gone, alive = psutil.wait_procs(found, timeout=10)
+    assert not alive, [p.cmdline() for p in alive]

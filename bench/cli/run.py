@@ -59,9 +59,6 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
 
     if args.anatomy_steps is not None and not args.anatomy:
         raise UsageError("--anatomy-steps sets the profiled window of --anatomy: add --anatomy")
-    for flag, value in (("--case-timeout", args.case_timeout), ("--startup-timeout", args.startup_timeout)):
-        if not (math.isfinite(value) and value > 0):
-            raise UsageError(f"--case-timeout and --startup-timeout must be positive (seconds); {flag} is {value}")
     return Settings(
         warmup=count(args.warmup, 10 if on_gpu else 1, "--warmup", 0),
         steps=count(args.steps, 20 if on_gpu else 3, "--steps", 1),
@@ -136,10 +133,14 @@ def _axes(args) -> tuple[list, list, list, list]:
                         "--strategies")
     precisions = check_names(listed(args.precisions, "--precisions"), list(PRECISIONS), "precision", "--precisions")
     models = listed(args.models, "--models")
+    for flag, value in (("--case-timeout", args.case_timeout), ("--startup-timeout", args.startup_timeout)):
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"--case-timeout and --startup-timeout must be positive (seconds); {flag} is {value}")
     try:
         for model in models:  # the syntax, and that its package or module exists: nothing imported here
             workloads.check_name(model)
-        workloads.probe(models)  # names not built in: resolved in a process of their own
+        # Names not built in: resolved in a process of their own, within the start-up limit.
+        workloads.probe(models, timeout_s=args.startup_timeout)
     except workloads.WorkloadError as exc:
         raise UsageError(f"{exc} (--models)") from None
     executions = listed(args.execution, "--execution")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import codecs
 import collections
-import ctypes
 import fcntl
 import functools
 import json
@@ -35,13 +34,10 @@ from pathlib import Path
 
 import psutil
 
+from bench.core.lifetime import kill_with_parent, prctl as _prctl
+
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
-# Looked up once here: the child between fork and exec (preexec_fn) must not load libraries.
-try:
-    _prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
-except (OSError, AttributeError):
-    _prctl = None
 
 
 # The PID of the process that started the worker (the sweep, or a node's follower): every
@@ -58,11 +54,10 @@ def die_with_parent(parent: int | None = None) -> None:
     parent may be any subreaper, not PID 1, so `getppid() == 1` proves nothing."""
     if _prctl is None:
         return
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if parent is not None:
-        if os.getppid() != parent:
-            os._exit(1)
+        kill_with_parent(parent)
         return
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     origin = os.environ.get(PARENT_ENV)
     if origin and not _descends_from(int(origin)):
         os._exit(1)
