@@ -104,3 +104,28 @@ def test_a_sweep_killed_while_resolving_a_factory_leaves_no_process(factories):
     sweep.wait()
     gone, alive = psutil.wait_procs(found, timeout=10)
     assert not alive, [p.cmdline() for p in alive]
+
+
+# A plug-in under a built-in's name would measure in its place, unseen.
+def test_a_strategy_plug_in_cannot_take_a_built_in_name(tmp_path):
+    (tmp_path / "myddp.py").write_text("from strategies import register\nfrom strategies.ddp import DDP\n\n\n"
+                                       "@register\nclass MyDDP(DDP):\n    name = 'ddp'\n")
+    proc = run_cli("list", "--gpus", "", env={"PARABENCH_STRATEGY_PATH": str(tmp_path)})
+    assert proc.returncode == 2 and not proc.stdout
+    assert proc.stderr.strip() == (f"parabench: error: strategy 'ddp' of {tmp_path / 'myddp.py'} has the name of the "
+                                   f"strategy in {REPO / 'strategies' / 'ddp.py'}: give it a name of its own")
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(_cuda(), reason="on a GPU host these commands run")
+@pytest.mark.parametrize("command", [["check", "bareloop"], ["peak"]])
+def test_gpu_commands_on_a_cpu_host_are_one_line(command):
+    proc = run_cli(*command)
+    assert proc.returncode == 2 and not proc.stdout
+    line, = proc.stderr.strip().splitlines()
+    assert line.startswith(f"parabench: error: {' '.join(command)} runs on a GPU and this torch") and "GPU host" in line
