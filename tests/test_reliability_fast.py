@@ -129,3 +129,22 @@ def test_gpu_commands_on_a_cpu_host_are_one_line(command):
     assert proc.returncode == 2 and not proc.stdout
     line, = proc.stderr.strip().splitlines()
     assert line.startswith(f"parabench: error: {' '.join(command)} runs on a GPU and this torch") and "GPU host" in line
+
+
+# A thread count that is no count made CPU rows 3-7x slower, still "ok", with no word.
+@pytest.mark.parametrize("name, value", [("OMP_NUM_THREADS", "0"), ("OMP_NUM_THREADS", "abc"),
+                                         ("OMP_NUM_THREADS", ""), ("MKL_NUM_THREADS", "-1")])
+def test_a_thread_count_that_is_no_count_is_refused(tmp_path, name, value):
+    proc = run_cli("run", "--gpus", "", "--strategies", "single", "--out", str(tmp_path / "r.json"), env={name: value})
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        f"parabench: error: {name}={value!r} is not a thread count: unset it, or set a positive whole number "
+        f"(e.g. {name}=1)")
+    assert not list(tmp_path.iterdir())
+
+
+def test_thread_counts_that_are_counts_pass():
+    from bench.run import limits
+
+    limits.check_thread_variables({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "16"})
+    limits.check_thread_variables({"OMP_NUM_THREADS": "4,2"})  # OpenMP: one count per nesting level
+    limits.check_thread_variables({})

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 
@@ -187,6 +188,7 @@ def _cases(args, nnodes: int = 1):
     if not cases:
         raise UsageError("nothing to run: the grid of strategies, precisions, models and batch sizes is empty")
     try:
+        limits.check_thread_variables(os.environ)
         cpu_replicas = 1 if gpus else max(c.placement.per_node for c in cases)
         limits.check_cpu_replicas(cpu_replicas, models, args.oversubscribe)
     except limits.LimitError as exc:
