@@ -148,3 +148,99 @@ def test_thread_counts_that_are_counts_pass():
     limits.check_thread_variables({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "16"})
     limits.check_thread_variables({"OMP_NUM_THREADS": "4,2"})  # OpenMP: one count per nesting level
     limits.check_thread_variables({})
+
+
+# --- Readers of results files ------------------------------------------------------------
+
+BASELINE = REPO / "results" / "reference" / "baselines" / "cpu-ci.json"
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    """`python -m bench ARGS` in this process (the readers import no torch): status, stdout, stderr."""
+    from bench.cli import main
+
+    capsys.readouterr()
+    status = main(list(args))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def results_file(path: Path, date: str) -> Path:
+    """A copy of the committed CPU baseline (six ok rows) dated `date`."""
+    doc = json.loads(BASELINE.read_text())
+    for row in doc["rows"]:
+        row["date"] = date
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_answer_skips_a_file_that_is_no_results_file_with_one_line(tmp_path, capsys):
+    results_file(tmp_path / "run-a.json", "2026-11-01T10:00:00")
+    (tmp_path / "run-b.json").touch()  # a shell redirection writing the next run: no row yet, the newest name
+    os.mkfifo(tmp_path / "run-c.json")  # reading a pipe would wait forever
+    status, out, err = cli(capsys, "answer", str(tmp_path))
+    assert status == 0, err
+    assert err.splitlines() == [
+        f"parabench: skipped one file: {tmp_path / 'run-b.json'}: the file is empty; re-run the sweep into a new file, "
+        "or pass another results file",
+        f"parabench: skipped one file: {tmp_path / 'run-c.json'} is not a regular file (a pipe, a device or a socket): "
+        "pass a results file"]
+    assert "(run run-a.json)" in out
+
+
+@pytest.mark.parametrize("named, says", [
+    ("/dev/zero", "/dev/zero is not a regular file (a pipe, a device or a socket): pass a results file"),
+    ("fifo.json", "fifo.json is not a regular file (a pipe, a device or a socket): pass a results file"),
+    ("nested.json", "nested.json: JSON nested too deeply to be a results file"),
+    ("binary.json", "binary.json: not text, so no results file"),
+])
+def test_a_named_file_that_is_no_results_file_is_one_line(tmp_path, capsys, named, says):
+    os.mkfifo(tmp_path / "fifo.json")
+    (tmp_path / "nested.json").write_text("[" * 200_000 + "]" * 200_000)
+    (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00" * 100)
+    path = named if named.startswith("/") else str(tmp_path / named)
+    for command in (["answer", path], ["report", path, "--out", str(tmp_path / "plots")], ["compare", path, path],
+                    ["dashboard", path, "--out", str(tmp_path / "d.json")]):
+        status, _, err = cli(capsys, *command)
+        assert status == 2, (command, err)
+        line, = err.strip().splitlines()
+        assert line.startswith(f"parabench: error: {path}") and says.split(" ", 1)[1] in line, line
+
+
+def test_a_file_larger_than_any_results_file_is_refused_unread(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "MAX_BYTES", 1000)
+    big = results_file(tmp_path / "big.json", "2026-11-01")
+    with pytest.raises(results.ResultsError, match=r"big.json is 0 MiB, more than any results file \(0 MiB at most\)"):
+        results.load(big)
+
+
+def test_closing_the_output_early_is_no_traceback(tmp_path):
+    path = results_file(tmp_path / "run.json", "2026-11-01")
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "answer", "--json", str(path)], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader leaves before a byte is written, as `| head -0` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141 and err == ""
+
+
+# --- The user's own run, answered ---------------------------------------------------------
+
+def test_answer_reads_your_own_run_not_a_newer_reference_run(tmp_path, capsys):
+    results_file(tmp_path / "reference" / "h200" / "ref.json", "2026-12-31T00:00:00")
+    results_file(tmp_path / "run-mine.json", "2026-01-01T00:00:00")
+    status, out, _ = cli(capsys, "answer", "--results-dir", str(tmp_path))
+    assert status == 0 and "(run run-mine.json)" in out and "ref.json" not in out
+    status, out, _ = cli(capsys, "answer", "--results-dir", str(tmp_path), "--reference")
+    assert status == 0 and "(run ref.json)" in out
+    assert out.startswith(f"The reference runs committed with parabench ({tmp_path}/reference), not your own")
+
+
+def test_with_no_run_of_your_own_answer_and_report_say_how_to_make_one(tmp_path, capsys):
+    results_file(tmp_path / "reference" / "ref.json", "2026-12-31T00:00:00")
+    for command in (["answer"], ["report", "--out", str(tmp_path / "plots")]):
+        status, _, err = cli(capsys, *command, "--results-dir", str(tmp_path))
+        assert status == 2 and err.strip() == (
+            f"parabench: error: no results of your own in {tmp_path}: measure a run with `make bench` (or `python -m "
+            f"bench run`), or pass --reference for the runs committed in {tmp_path / 'reference'}")
+    assert not (tmp_path / "plots").exists()

@@ -17,6 +17,7 @@ import io
 import json
 import math
 import os
+import stat
 from pathlib import Path
 
 from bench.cases import case as case_mod
@@ -196,31 +197,57 @@ def _validate(row: dict, where: str, fix: str) -> None:
                 raise ResultsError(f"{where}: field {c} of an ok row is {v!r}; it must be a positive number; {fix}")
 
 
+# The largest results file read: a row takes a few kB (its output tail at most 4 kB), so this
+# holds tens of thousands of cases; a larger file is no results file, and reading it whole
+# would take the host's memory.
+MAX_BYTES = 256 * 2**20
+
+
+def _text(path: Path, fix: str) -> str:
+    """The file's text, read only where it is a regular file of a results file's size: a pipe
+    would block, a device (/dev/zero) would never end."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: no such results file") from None
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ResultsError(f"{path} is a folder: pass the results files in it (*.json), or use --results-dir {path}")
+    if not stat.S_ISREG(info.st_mode):
+        raise ResultsError(f"{path} is not a regular file (a pipe, a device or a socket): pass a results file")
+    if info.st_size == 0:
+        raise ResultsError(f"{path}: the file is empty; {fix}")
+    if info.st_size > MAX_BYTES:
+        raise ResultsError(f"{path} is {info.st_size / 2**20:,.0f} MiB, more than any results file "
+                           f"({MAX_BYTES // 2**20} MiB at most): pass a results file")
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(MAX_BYTES + 1).decode()
+    except UnicodeDecodeError as exc:
+        raise ResultsError(f"{path}: not text, so no results file ({exc.reason} at byte {exc.start}); {fix}") from None
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
 def load(path: str | os.PathLike) -> list[dict]:
     """Rows of a results file (.json or .csv), validated; ResultsError names what is wrong."""
     path = Path(path)
     fix = "re-run the sweep into a new file, or pass another results file"
-    if path.is_dir():
-        raise ResultsError(f"{path} is a folder: pass the results files in it (*.json), or use --results-dir {path}")
-    if not path.exists():
-        raise ResultsError(f"{path}: no such results file")
-    if path.stat().st_size == 0:
-        raise ResultsError(f"{path}: the file is empty; {fix}")
+    text = _text(path, fix)
     try:
         if path.suffix == ".csv":
-            with open(path, newline="") as fh:
-                raw_rows = list(csv.DictReader(fh))
+            raw_rows = list(csv.DictReader(io.StringIO(text, newline="")))
             header = set(raw_rows[0]) if raw_rows else set()
             schema = SCHEMA if {"strategy", "status", "img_per_s"} <= header else None
         else:
-            with open(path) as fh:
-                doc = json.load(fh)
+            doc = json.loads(text)
             schema = doc.get("schema") if isinstance(doc, dict) else None
             raw_rows = doc.get("rows") if isinstance(doc, dict) else None
-    except (json.JSONDecodeError, UnicodeDecodeError, csv.Error) as exc:
+    except (json.JSONDecodeError, csv.Error) as exc:
         raise ResultsError(f"{path}: corrupt or truncated results file ({exc}); {fix}") from None
-    except OSError as exc:
-        raise ResultsError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except RecursionError:
+        raise ResultsError(f"{path}: JSON nested too deeply to be a results file; {fix}") from None
     if schema is None:
         raise ResultsError(f"{path}: not a parabench results file (no '{SCHEMA}' schema); {fix}")
     if schema != SCHEMA:
@@ -257,11 +284,11 @@ def load_many(paths: list[str | os.PathLike]) -> list[dict]:
 
 def may_be_results(path) -> bool:
     """False for JSON that parses and is not a results file (another tool's, such as
-    pytest-benchmark's saves, or parabench's instruction counts); a file that does not parse
-    may be a damaged results file, and loading it says so."""
+    pytest-benchmark's saves, or parabench's instruction counts); a file that cannot be read
+    or does not parse may be a damaged results file, and loading it says so."""
     try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        doc = json.loads(_text(Path(path), ""))
+    except (ResultsError, ValueError, RecursionError):
         return True
     return isinstance(doc, dict) and str(doc.get("schema", "")).startswith("parabench-results")
 

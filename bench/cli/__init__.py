@@ -6,6 +6,8 @@ flags and the function that runs it; the list below is their order in `--help`.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 
 from bench.cli import anatomy, answer, check, compare, instructions, listing, predict, report, run
@@ -35,3 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # a command without its own clean-up: one line, not a traceback
         print("parabench: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of the output left early (`answer --json | head -1`): what it did not read
+        # is not wanted. Later writes, the interpreter's last flush included, go nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
