@@ -244,3 +244,27 @@ def test_with_no_run_of_your_own_answer_and_report_say_how_to_make_one(tmp_path,
             f"parabench: error: no results of your own in {tmp_path}: measure a run with `make bench` (or `python -m "
             f"bench run`), or pass --reference for the runs committed in {tmp_path / 'reference'}")
     assert not (tmp_path / "plots").exists()
+
+
+# --- compare ------------------------------------------------------------------------------
+
+def test_compare_counts_no_skipped_row_as_new_and_notes_another_protocol(tmp_path, capsys):
+    baseline = results_file(tmp_path / "base.json", "2026-11-01")
+    doc = json.loads(baseline.read_text())
+    for row in doc["rows"]:
+        row.update(warmup=0, steps=2)  # measured with another protocol than the baseline's 3 and 6
+    skipped = dict(doc["rows"][0], strategy="dp", status="skipped", reason="needs GPUs", img_per_s=None)
+    doc["rows"].append(skipped)
+    current = tmp_path / "current.json"
+    current.write_text(json.dumps(doc))
+    status, out, _ = cli(capsys, "compare", str(baseline), str(current), "--json", str(tmp_path / "v.json"))
+    verdicts = {v["case"]: v for v in json.loads((tmp_path / "v.json").read_text())}
+    dp, = [v for case, v in verdicts.items() if case.startswith("dp ")]
+    assert dp["verdict"] == "skipped" and dp["why"] == ["only in the current file, not run: needs GPUs"]
+    assert "new" not in {v["verdict"] for v in verdicts.values()} and "NEW" not in out
+    ok = [v for v in verdicts.values() if v is not dp]
+    assert len(ok) == 6 and all(v["why"][-1] == "measured differently: warmup 3 -> 0, steps 6 -> 2" for v in ok)
+    assert out.rstrip().splitlines()[-1] == (
+        "note: 6 case(s) were measured with other warm-up, steps or trials than their baseline (warmup 3 -> 0, "
+        "steps 6 -> 2): their timing differs by protocol as well as by code; measure both with the same --warmup, "
+        "--steps and --trials")
