@@ -223,7 +223,9 @@ def test_the_sweeps_parent_never_imports_torch(tmp_path):
                            "--out", str(tmp_path / "r.json")], cwd=REPO, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(REPO), **tagged()}, timeout=600)
     assert proc.returncode == 0 and "status 0" in proc.stdout, proc.stderr
-    assert rows_of(tmp_path / "r.json")[0]["status"] == "ok"
+    row, = rows_of(tmp_path / "r.json")
+    assert row["status"] == "ok"
+    assert row["caveat"].startswith("no warm-up: the first timed step includes one-time work")  # --warmup 0
 
 
 # Ctrl-C while the command starts (here: while it looks for GPUs): one line, exit 130.

@@ -268,3 +268,51 @@ def test_compare_counts_no_skipped_row_as_new_and_notes_another_protocol(tmp_pat
         "note: 6 case(s) were measured with other warm-up, steps or trials than their baseline (warmup 3 -> 0, "
         "steps 6 -> 2): their timing differs by protocol as well as by code; measure both with the same --warmup, "
         "--steps and --trials")
+
+
+# --- A protocol that cannot measure, and figures that disagree: said in the row ------------
+
+def ok_row(**changes) -> dict:
+    row = json.loads(BASELINE.read_text())["rows"][0]  # warm-up 3, 6 steps x 3 trials, wall within the spread
+    row.update(changes)
+    return row
+
+
+def test_a_row_says_what_makes_its_figures_mislead():
+    from bench.cases.caveats import caveat
+
+    assert caveat(ok_row()) == ""
+    assert caveat(ok_row(warmup=0)) == ("no warm-up: the first timed step includes one-time work (allocator growth, "
+                                        "autotuning, lazy loading)")
+    assert caveat(ok_row(steps=1, trials=1, n_timed_steps=1)) == "1 timed step: too few for a p10-p90 spread (it needs 11)"
+    # A rank stopped (SIGSTOP) inside the timed steps: one step of minutes, the median untouched.
+    stalled = ok_row(img_per_s=72.0, img_per_s_p10=70.0, img_per_s_p90=74.0, wall_img_per_s=8.1)
+    assert caveat(stalled) == ("wall-clock 8.1 img/s is -89% off the median's 72, beyond the p10-p90 spread: some steps "
+                               "stalled far beyond what the median shows; re-run")
+    # Within 10% of the median, a wall-clock outside a tight spread is no disagreement (committed GPU rows: 5.3%).
+    assert caveat(ok_row(img_per_s=100.0, img_per_s_p10=99.9, img_per_s_p90=100.1, wall_img_per_s=94.7)) == ""
+    assert caveat(ok_row(status="error")) == ""
+
+
+def test_every_reader_and_the_report_tables_show_the_caveat(tmp_path):
+    from bench.report import frame, pages
+
+    path = tmp_path / "run.json"
+    results.write(path, [ok_row(img_per_s=72.0, img_per_s_p10=70.0, img_per_s_p90=74.0, wall_img_per_s=8.1,
+                                caveat=None)])  # a row written before the column: the reader says it too
+    row, = results.load(path)
+    assert row["caveat"].startswith("wall-clock 8.1 img/s is -89% off")
+    tables = pages.tables(frame.load_frame([path]))
+    assert tables[pages.CAVEATS].iloc[0, 0].startswith("wall-clock 8.1 img/s")
+    assert tables["images/s (median, p10-p90)"].iloc[0, 0].endswith("[caveat]")
+    results.write(path, [ok_row()])
+    assert pages.CAVEATS not in pages.tables(frame.load_frame([path]))
+
+
+@pytest.mark.parametrize("execution", ["compile", "cuda-graph"])
+def test_no_warm_up_before_compiled_or_captured_steps_is_refused(tmp_path, execution):
+    proc = run_cli("run", "--gpus", "", "--strategies", "single", "--execution", execution, "--warmup", "0",
+                   "--out", str(tmp_path / "r.json"))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"parabench: error: --warmup 0 with --execution {execution} would time ")
+    assert proc.stderr.strip().endswith("as a training step: give --warmup 1 or more") and not list(tmp_path.iterdir())

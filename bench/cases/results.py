@@ -20,7 +20,7 @@ import os
 import stat
 from pathlib import Path
 
-from bench.cases import case as case_mod
+from bench.cases import case as case_mod, caveats
 from bench.measure.anatomy import COLUMNS as ANATOMY, FLOAT_COLUMNS as ANATOMY_FLOAT
 from bench.measure.counters import COUNTERS
 
@@ -33,6 +33,7 @@ PHASES = ["worker_start_s", "build_s", "warmup_s", "timed_s", "counters_s"]
 
 FIGURES = [
     "status", "reason",
+    "caveat",  # what makes an ok row's figures mislead (bench/cases/caveats.py), '' where nothing does
     "img_per_s", "img_per_s_p10", "img_per_s_p90", "wall_img_per_s", "trial_img_per_s_min", "trial_img_per_s_max",
     "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "n_timed_steps",
     "peak_alloc_mib", "peak_alloc_mib_min", "peak_reserved_mib",
@@ -63,7 +64,7 @@ REQUIRED_POSITIVE = ("img_per_s", "img_per_s_p10", "img_per_s_p90", "step_ms_p10
 NON_NEGATIVE = FLOAT - set(REQUIRED_POSITIVE) - {"anatomy_vs_timed_pct"}
 # Version fields stay text (CUDA "13.0", not the float 13.0) when a CSV is read back.
 TEXT = {"cuda", "cudnn", "nccl", "torch", "mxnet", "numpy", "python", "driver", "gpus", "git_commit", "torch_git",
-        "worker_scope", "workload_source", "cpus_per_rank"}
+        "worker_scope", "workload_source", "cpus_per_rank", "caveat"}
 
 
 class ResultsError(Exception):
@@ -167,6 +168,8 @@ def _coerce(row: dict, where: str, fix: str) -> dict:
     out = {}
     for c in COLUMNS:
         v = row.get(c)
+        if isinstance(v, (list, dict)):  # every field is one value: a list or a table breaks whatever reads it
+            raise ResultsError(f"{where}: field {c} is a {type(v).__name__}, not a single value; {fix}")
         if v == "" and c in INTEGER | FLOAT:
             v = None
         if isinstance(v, float) and math.isnan(v) and c not in FLOAT | INTEGER:
@@ -270,6 +273,7 @@ def load(path: str | os.PathLike) -> list[dict]:
         except (TypeError, ValueError, OverflowError) as exc:
             raise ResultsError(f"{where} has a malformed number ({exc}); {fix}") from None
         _validate(row, where, fix)
+        row["caveat"] = caveats.caveat(row)  # by today's rules, also for rows written before them
         row["source"] = str(path)
         rows.append(row)
     return rows

@@ -183,6 +183,11 @@ def _cases(args, nnodes: int = 1):
     names, precisions, models, executions = _axes(args)
     gpus, counts, batch_sizes = _devices(args)
     settings = _settings(args, bool(gpus), names)
+    one_time = {"compile": "compiling the step", "cuda-graph": "uploading the captured graph"}
+    if settings.warmup == 0 and (first := [e for e in executions if e in one_time]):
+        # An eager first step is timed too, and its rows say so (bench/cases/caveats.py).
+        raise UsageError(f"--warmup 0 with --execution {first[0]} would time {one_time[first[0]]} as a training "
+                         "step: give --warmup 1 or more")
     cases = build_cases(names, precisions, models, executions, gpus, counts, args.cpu_replicas, batch_sizes, settings,
                         nnodes)
     if not cases:

@@ -21,7 +21,7 @@ import time
 import strategies
 from bench.measure import anatomy, envinfo
 from bench.core import protocol
-from bench.cases import results
+from bench.cases import caveats, results
 from bench.cases.case import Case, Settings, execution_unavailable_reason, identity
 from bench.engine.launchers import Launcher, worker_environment
 from bench.core.precision import get_precision
@@ -136,6 +136,7 @@ class Sweep:
         if figures.get("output_tail"):
             figures["output_tail"] = envinfo.portable_output(figures["output_tail"])
         row = self._row(case, **figures)
+        row["caveat"] = caveats.caveat(row)
         key = identity(row)
         self.rows.pop(key, None)
         self.rows[key] = row
