@@ -316,3 +316,33 @@ def test_no_warm_up_before_compiled_or_captured_steps_is_refused(tmp_path, execu
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"parabench: error: --warmup 0 with --execution {execution} would time ")
     assert proc.stderr.strip().endswith("as a training step: give --warmup 1 or more") and not list(tmp_path.iterdir())
+
+
+# Values that broke the figures (a traceback in answer, report, compare or dashboard) are one
+# line naming file, row and field.
+@pytest.mark.parametrize("changes, says", [
+    ({"options": "[]"}, "field options is '[]', not a JSON object"),
+    ({"environment": "5"}, "field environment is '5', not a JSON object"),
+    ({"compile_mode": []}, "field compile_mode is a list, not a single value"),
+    ({"img_per_s": 1e308}, "img_per_s 1e+308 lies outside img_per_s_p10-img_per_s_p90"),
+    ({"step_ms_p50": 1e6}, "step_ms_p50 1e+06 lies outside step_ms_p10-step_ms_p90"),
+    ({"anatomy_step_ms": 3.0}, "has a step anatomy without anatomy_compute_ms"),
+])
+def test_a_row_whose_values_break_the_figures_is_one_line(tmp_path, capsys, changes, says):
+    path = tmp_path / "run.json"
+    doc = json.loads(BASELINE.read_text())
+    doc["rows"][1].update(changes)
+    path.write_text(json.dumps(doc))
+    for command in (["answer", str(path)], ["report", str(path), "--out", str(tmp_path / "p")],
+                    ["compare", str(BASELINE), str(path)], ["dashboard", str(path), "--out", str(tmp_path / "d.json")]):
+        status, _, err = cli(capsys, *command)
+        line, = err.strip().splitlines()
+        assert status == 2 and line.startswith(f"parabench: error: {path}: row 1") and says in line, (command, line)
+
+
+def test_text_fields_are_read_as_text(tmp_path):
+    doc = json.loads(BASELINE.read_text())
+    doc["rows"][0].update(date=20261101, host=5)  # a hand-edited file: numbers where text belongs
+    (tmp_path / "run.json").write_text(json.dumps(doc))
+    row = results.load(tmp_path / "run.json")[0]
+    assert row["date"] == "20261101" and row["host"] == "5"

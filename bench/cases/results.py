@@ -21,7 +21,7 @@ import stat
 from pathlib import Path
 
 from bench.cases import case as case_mod, caveats
-from bench.measure.anatomy import COLUMNS as ANATOMY, FLOAT_COLUMNS as ANATOMY_FLOAT
+from bench.measure.anatomy import COLUMNS as ANATOMY, FLOAT_COLUMNS as ANATOMY_FLOAT, VALUES as ANATOMY_VALUES
 from bench.measure.counters import COUNTERS
 
 SCHEMA = "parabench-results/1"
@@ -64,7 +64,12 @@ REQUIRED_POSITIVE = ("img_per_s", "img_per_s_p10", "img_per_s_p90", "step_ms_p10
 NON_NEGATIVE = FLOAT - set(REQUIRED_POSITIVE) - {"anatomy_vs_timed_pct"}
 # Version fields stay text (CUDA "13.0", not the float 13.0) when a CSV is read back.
 TEXT = {"cuda", "cudnn", "nccl", "torch", "mxnet", "numpy", "python", "driver", "gpus", "git_commit", "torch_git",
-        "worker_scope", "workload_source", "cpus_per_rank", "caveat"}
+        "worker_scope", "workload_source", "cpus_per_rank", "caveat", "reason", "date", "gpu_name", "host", "hosts",
+        "node_gpu_names", "cpu", "platform", "command", "run_id", "gpu_topology", "environment", "output_tail"}
+# Text fields that hold a JSON object.
+JSON_OBJECTS = ("options", "environment")
+# A step anatomy comes whole: the profiled step, its parts and its distance from the timed step.
+ANATOMY_TOGETHER = [f"anatomy_{v}_ms" for v in ANATOMY_VALUES] + ["anatomy_vs_timed_pct"]
 
 
 class ResultsError(Exception):
@@ -184,20 +189,39 @@ def _coerce(row: dict, where: str, fix: str) -> dict:
         elif v is not None and c in TEXT:
             v = str(v)
         out[c] = v
+    for c in JSON_OBJECTS:
+        if out.get(c) not in (None, ""):
+            try:
+                parsed = json.loads(out[c])
+            except (TypeError, ValueError, RecursionError):
+                parsed = None
+            if not isinstance(parsed, dict):
+                raise ResultsError(f"{where}: field {c} is {str(out[c])[:40]!r}, not a JSON object; {fix}")
     return out
 
 
 def _validate(row: dict, where: str, fix: str) -> None:
-    """Every figure finite, and positive where a measurement must be."""
+    """Every figure finite, and positive where a measurement must be; a spread that holds its
+    median; JSON fields that parse to an object."""
     for c in FLOAT:
         v = row.get(c)
         if v is not None and (not math.isfinite(v) or (c in NON_NEGATIVE and v < 0)):
             raise ResultsError(f"{where}: field {c} is {v!r}, not a usable figure; {fix}")
+    if row.get("anatomy_step_ms") is not None:
+        missing = [c for c in ANATOMY_TOGETHER if row.get(c) is None]
+        if missing:
+            raise ResultsError(f"{where} has a step anatomy without {', '.join(missing)}; {fix}")
     if row["status"] == "ok":
         for c in REQUIRED_POSITIVE:
             v = row.get(c)
             if v is None or not v > 0:
                 raise ResultsError(f"{where}: field {c} of an ok row is {v!r}; it must be a positive number; {fix}")
+        for low, mid, high in (("img_per_s_p10", "img_per_s", "img_per_s_p90"),
+                               ("step_ms_p10", "step_ms_p50", "step_ms_p90")):
+            # Rounding of a written figure may move it by an ulp or so; a spread beside its median is no spread.
+            if not (row[low] <= row[mid] * (1 + 1e-9) and row[mid] <= row[high] * (1 + 1e-9)):
+                raise ResultsError(f"{where}: {mid} {row[mid]:g} lies outside {low}-{high} ({row[low]:g}-{row[high]:g}): "
+                                   f"no measured spread is like that; {fix}")
 
 
 # The largest results file read: a row takes a few kB (its output tail at most 4 kB), so this

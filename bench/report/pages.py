@@ -39,7 +39,8 @@ CELLS = {
                                             + (" [caveat]" if _caveat(r) else ""),
     "step time ms (median, p10-p90)": lambda r: f"{r['step_ms_p50']:.2f} ({r['step_ms_p10']:.2f}-{r['step_ms_p90']:.2f})",
     "peak memory per GPU, MiB (max / min over GPUs)": lambda r: (
-        f"{r['peak_alloc_mib']:.0f} / {r['peak_alloc_mib_min']:.0f}" if pd.notna(r.get("peak_alloc_mib")) else "n/a (CPU)"),
+        f"{r['peak_alloc_mib']:.0f} / {r['peak_alloc_mib_min']:.0f}"
+        if pd.notna(r.get("peak_alloc_mib")) and pd.notna(r.get("peak_alloc_mib_min")) else "n/a (CPU)"),
     f"speed-up over {BASELINE} (scaling efficiency)": lambda r: (
         f"x{r['speedup']:.2f} ({100 * r['efficiency']:.0f}%)" if pd.notna(r.get("speedup")) else "no baseline"),
     "achieved TFLOP/s": lambda r: f"{r['tflops']:.1f}" if pd.notna(r.get("tflops")) else "n/a",
