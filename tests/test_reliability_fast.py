@@ -346,3 +346,80 @@ def test_text_fields_are_read_as_text(tmp_path):
     (tmp_path / "run.json").write_text(json.dumps(doc))
     row = results.load(tmp_path / "run.json")[0]
     assert row["date"] == "20261101" and row["host"] == "5"
+
+
+# --- Memory: the batch's activations and the cgroup's limit counted, the OOM killer named --
+
+def test_a_cpu_batch_whose_activations_cannot_fit_is_out_of_memory_before_allocating(monkeypatch):
+    from bench.run import limits
+    from bench.run.worker import Job
+
+    monkeypatch.setattr(limits, "available_memory", lambda: 2**30)
+    case = {"model": "resnet18-small", "gpus": [], "n_replicas": 1, "precision": "fp32", "seed": 0}
+    job = Job({"launcher": "local"}, 0, 1, 0)
+    inputs, _ = job.data({**case, "global_batch": 64})  # 0.2 GiB of saved activations
+    assert inputs.shape[0] == 64
+    with pytest.raises(MemoryError, match=r"host out of memory: the batch needs at least 1\.7 GiB \(inputs and the "
+                                          r"activations autograd keeps, 1 rank\), 1\.0 GiB available"):
+        job.data({**case, "global_batch": 512})  # inputs alone: 1.5 MiB
+
+
+def test_the_cgroups_room_and_oom_kills_are_read(tmp_path, monkeypatch):
+    from bench.run import hostmemory
+
+    inner, outer = tmp_path / "job", tmp_path
+    inner.mkdir()
+    (inner / "memory.max").write_text("3221225472\n")  # 3 GiB
+    (inner / "memory.current").write_text(str(2 * 2**30) + "\n")
+    (inner / "memory.stat").write_text("anon 1\ninactive_file 536870912\n")  # 0.5 GiB of reclaimable cache
+    (inner / "memory.events").write_text("low 0\nhigh 0\nmax 4\noom 1\noom_kill 2\n")
+    (outer / "memory.max").write_text("max\n")
+    (outer / "memory.current").write_text("1\n")
+    monkeypatch.setattr(hostmemory, "cgroup_folders", lambda: [("v2", inner), ("v2", outer)])
+    assert hostmemory.cgroup_room() == int(1.5 * 2**30)
+    assert hostmemory.available() <= int(1.5 * 2**30)
+    before = hostmemory.oom_kills()
+    assert before["cgroup"] == 2
+    (inner / "memory.events").write_text("oom_kill 3\n")
+    assert hostmemory.oom_kills_since(before) == "this cgroup: 2 -> 3"
+
+
+@pytest.fixture
+def memory_cgroup():
+    """A memory cgroup of 1.5 GiB below this process's own, or a skip where none can be made
+    (not root, or cgroup v2 without a delegated memory controller)."""
+    from bench.run import hostmemory
+
+    folders = hostmemory.cgroup_folders()
+    if not folders:
+        pytest.skip("no memory cgroup here")
+    version, mine = folders[0]
+    group = mine / f"parabench-test-{os.getpid()}"
+    try:
+        group.mkdir()
+        (group / ("memory.limit_in_bytes" if version == "v1" else "memory.max")).write_text(str(3 * 2**29))
+    except OSError as exc:
+        group.rmdir() if group.exists() else None
+        pytest.skip(f"cannot make a memory cgroup in {mine}: {exc.strerror}")
+    yield group
+    deadline = time.monotonic() + 30
+    while (group / "cgroup.procs").read_text().strip() and time.monotonic() < deadline:
+        time.sleep(0.2)  # the sweep's guard leaves a moment after it
+    group.rmdir()
+
+
+def test_a_worker_the_oom_killer_ends_is_oom_and_larger_batches_are_skipped(tmp_path, memory_cgroup):
+    def enter():
+        (memory_cgroup / "cgroup.procs").write_text(str(os.getpid()))
+
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "bench", "run", "--gpus", "", "--strategies", "faulty", "--cpu-replicas",
+                           "1", "--warmup", "1", "--steps", "2", "--trials", "1", "--batch-sizes", "1,2", "--option",
+                           "fault=memhog", "--out", str(out)], cwd=REPO, preexec_fn=enter, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(REPO),
+                                          "PARABENCH_STRATEGY_PATH": str(REPO / "tests" / "strategies")}, timeout=300)
+    rows = {r["batch_per_gpu"]: r for r in json.loads(out.read_text())["rows"]}
+    assert rows[1]["status"] == "oom", (rows[1]["reason"], proc.stderr)
+    assert rows[1]["reason"].startswith("host out of memory: the kernel's out-of-memory killer ended the worker "
+                                        "(killed by SIGKILL; OOM kills in this cgroup: 0 -> 1")
+    assert rows[2]["status"] == "skipped" and "batch 1 per GPU already ran out of memory" in rows[2]["reason"]

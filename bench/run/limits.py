@@ -3,7 +3,8 @@ host cannot hold is refused with one line, not found by the OOM killer.
 
 Cores: more replicas than the CPU cores this process may use (its affinity) share cores and
 measure each other; allowed only on purpose (`--oversubscribe`). Memory: never more replicas
-than the available memory holds at the measured size of one rank, whatever the flags.
+than the available memory (the host's, within its memory cgroup's limit) holds at the
+measured size of one rank, whatever the flags.
 Threads: a thread-count variable that is no count (OMP_NUM_THREADS=0) is refused, not left
 to slow every CPU row down unseen.
 """
@@ -34,9 +35,11 @@ def usable_cores() -> int:
 
 
 def available_memory() -> int:
-    import psutil
+    """What a new allocation may take: the host's available memory, within the room left in
+    this process's memory cgroup (a container's or a job's limit; bench/run/hostmemory.py)."""
+    from bench.run import hostmemory
 
-    return psutil.virtual_memory().available
+    return hostmemory.available()
 
 
 def rank_memory_mib(model: str) -> tuple[int, str]:

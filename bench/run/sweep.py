@@ -25,6 +25,7 @@ from bench.cases import caveats, results
 from bench.cases.case import Case, Settings, execution_unavailable_reason, identity
 from bench.engine.launchers import Launcher, worker_environment
 from bench.core.precision import get_precision
+from bench.run import hostmemory
 from bench.run.procs import Scratch, Worker
 from bench.run.signals import (TERMINATING, Terminated, ignore_further_signals, signals_held,  # noqa: F401
                                stop_on_signals, stopping_on_signal)
@@ -100,6 +101,7 @@ class _Attempt:
     inflight: Case | None = None
     timed_out: bool = False
     worker_error: dict | None = None
+    oom_kills: dict = dataclasses.field(default_factory=dict)  # the kernel's OOM-kill counts at the start
 
 
 class Sweep:
@@ -265,6 +267,7 @@ class Sweep:
             attempt.launch = self.leader.begin(spec, {"gpus": list(p.gpus), "n_replicas": p.n_replicas,
                                                       "nnodes": p.nnodes}, pending[0].options_dict)
             attempt.rendezvous = self.leader.store.nodes.rendezvous(attempt.launch)
+        attempt.oom_kills = hostmemory.oom_kills()
         attempt.worker = Worker(launcher.command(spec_path, pending[0].placement, pending[0].options_dict,
                                                  attempt.rendezvous), env, str(envinfo.REPO))
         return True
@@ -334,9 +337,18 @@ class Sweep:
                 self._record(case, status="timeout", reason=f"{what}; worker killed{cause}", output_tail=tail)
                 pending.remove(case)
         elif inflight is not None:
-            self._record(inflight, status="error", output_tail=tail,
-                         reason=f"worker died during the case ({worker.exit_description()}){cause}")
-            pending.remove(inflight)
+            # The kernel's OOM killer sends SIGKILL (torchrun then exits 1): its count says it was memory.
+            killed = hostmemory.oom_kills_since(attempt.oom_kills)
+            if killed:
+                self._record(inflight, status="oom", output_tail=tail,
+                             reason=f"host out of memory: the kernel's out-of-memory killer ended the worker "
+                                    f"({worker.exit_description()}; OOM kills in {killed}){cause}")
+                pending.remove(inflight)
+                self._skip_larger(pending, inflight)
+            else:
+                self._record(inflight, status="error", output_tail=tail,
+                             reason=f"worker died during the case ({worker.exit_description()}){cause}")
+                pending.remove(inflight)
         if pending and gone:
             raise NodeGone(f"node(s) {', '.join(map(str, gone))} stopped answering; {len(pending)} case(s) of this "
                            f"worker and the ones after it did not run")
