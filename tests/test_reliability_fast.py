@@ -423,3 +423,82 @@ def test_a_worker_the_oom_killer_ends_is_oom_and_larger_batches_are_skipped(tmp_
     assert rows[1]["reason"].startswith("host out of memory: the kernel's out-of-memory killer ended the worker "
                                         "(killed by SIGKILL; OOM kills in this cgroup: 0 -> 1")
     assert rows[2]["status"] == "skipped" and "batch 1 per GPU already ran out of memory" in rows[2]["reason"]
+
+
+# --- Across hosts ----------------------------------------------------------------------------
+
+class _Quiet:
+    def begin(self, total): pass
+    def preparing(self, label): pass
+    def case_started(self, label): pass
+    def case_done(self, row): pass
+
+
+class _LeaderWithAFollowerGone:
+    """Node 0's side of a sweep whose node 1 has stopped beating before the worker starts."""
+
+    def __init__(self):
+        import types
+
+        from bench.run import nodes
+
+        self.store = types.SimpleNamespace(nodes=nodes.Nodes(2, 0, "127.0.0.1", 9))  # nobody listens at port 9
+        self.ended = []
+
+    def begin(self, spec, placement, options): return 0
+    def end(self, launch): self.ended.append(launch)
+    def silent(self): return [1]
+    def gone(self, wait_s=3.0): return [1]
+    def follower_reasons(self, launch): return ""
+
+
+def test_a_follower_gone_before_a_worker_starts_stops_the_sweep_at_once(tmp_path):
+    """Each worker used to wait a whole start-up limit for node 1, record its cases as timeouts
+    and go on to the next (exit 3); the sweep now stops at once, the cases left unrecorded for
+    --resume, and `run` exits 1."""
+    from bench.cases.case import settings as make_settings
+    from bench.cases.grid import build_cases
+    from bench.run.sweep import NodeGone, Sweep
+
+    settings = make_settings(warmup=1, steps=2, trials=1, startup_timeout_s=60, case_timeout_s=60)
+    cases = build_cases(["ddp"], ["fp32"], ["resnet18-small"], ["eager"], [], [2], 2, [2, 4], settings, nnodes=2)
+    out, leader = tmp_path / "r.json", _LeaderWithAFollowerGone()
+    started = time.monotonic()
+    with pytest.raises(NodeGone, match=r"node\(s\) 1 stopped answering; 2 case\(s\) of this worker"):
+        Sweep(cases, settings, str(out), _Quiet(), leader=leader).run()
+    assert time.monotonic() - started < 30 and leader.ended == [0] and not out.exists()
+
+
+def test_a_store_that_is_not_there_is_one_line_within_its_limit():
+    from bench.run import nodes
+
+    started = time.monotonic()
+    with pytest.raises(nodes.NodesError) as caught:
+        nodes.wait_for_port("127.0.0.1", 9, 1.5, "node 1")
+    assert time.monotonic() - started < 3
+    assert str(caught.value) == ("node 1 cannot reach the rendezvous store at 127.0.0.1:9 within 1.5 s: start node 0 "
+                                 "first, check the address")
+
+
+def test_a_followers_heartbeat_tells_whether_it_is_gone(monkeypatch):
+    import types
+
+    from bench.run import nodes
+
+    beats = {1: 0, 2: 0}
+    store = types.SimpleNamespace(nodes=nodes.Nodes(3, 0, "h", 1), beats=lambda node: beats[node])
+    leader, now = nodes.Leader(store), [100.0]
+    monkeypatch.setattr(nodes.time, "monotonic", lambda: now[0])
+    assert leader.silent() == []  # first look: nothing known yet
+    now[0] += nodes.Leader.SILENT_S
+    beats[1] += 10  # node 1 beat meanwhile; node 2 did not
+    assert leader.silent() == [2]
+    now[0] += nodes.Leader.SILENT_S - 1
+    assert leader.silent() == [2]  # node 1 silent for less than the limit
+
+
+def test_a_c10d_error_is_its_first_line():
+    from bench.run import nodes
+
+    error = RuntimeError("Connection reset by peer\nException raised from recvBytes at socket.cpp:670\nframe #0: ...")
+    assert nodes._first_line(error) == "Connection reset by peer"

@@ -102,6 +102,7 @@ class _Attempt:
     timed_out: bool = False
     worker_error: dict | None = None
     oom_kills: dict = dataclasses.field(default_factory=dict)  # the kernel's OOM-kill counts at the start
+    gone: list = dataclasses.field(default_factory=list)  # followers found silent while it ran (multi-node)
 
 
 class Sweep:
@@ -276,10 +277,16 @@ class Sweep:
         """Record the worker's results as they come, until it exits, every case is done or a
         time limit passes (the start-up limit first, then the case limit from each event)."""
         s = self.settings
-        spawned = deadline = time.monotonic()
+        spawned = deadline = next_beat_check = time.monotonic()
         deadline += s.startup_timeout_s
         first_case, worker_start_s = None, None  # spawn to the first case's start, in that case's row
         while True:
+            if attempt.rendezvous is not None and time.monotonic() >= next_beat_check:
+                # A follower that is gone never joins nor answers: stop now, not at a time limit.
+                next_beat_check = time.monotonic() + 1.0
+                attempt.gone = self.leader.silent()
+                if attempt.gone:
+                    return
             exited = not attempt.worker.alive()
             for event in attempt.reader.poll():
                 case = attempt.by_key.get(json.dumps(event.get("key")))
@@ -321,7 +328,7 @@ class Sweep:
         tail = worker.output_tail()
         cause = ""
         broke = attempt.timed_out or inflight is not None or (pending and len(pending) == attempt.before)
-        gone = self.leader.gone() if attempt.rendezvous is not None and broke else []
+        gone = attempt.gone or (self.leader.gone() if attempt.rendezvous is not None and broke else [])
         if gone:
             cause = f"; node(s) {', '.join(map(str, gone))} stopped answering"
         if attempt.rendezvous is not None and (elsewhere := self.leader.follower_reasons(attempt.launch)):
@@ -336,6 +343,9 @@ class Sweep:
             for case in victims:
                 self._record(case, status="timeout", reason=f"{what}; worker killed{cause}", output_tail=tail)
                 pending.remove(case)
+        elif inflight is not None and attempt.gone:
+            self._record(inflight, status="error", output_tail=tail, reason=f"worker killed{cause}")
+            pending.remove(inflight)
         elif inflight is not None:
             # The kernel's OOM killer sends SIGKILL (torchrun then exits 1): its count says it was memory.
             killed = hostmemory.oom_kills_since(attempt.oom_kills)
