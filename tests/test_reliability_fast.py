@@ -502,3 +502,18 @@ def test_a_c10d_error_is_its_first_line():
 
     error = RuntimeError("Connection reset by peer\nException raised from recvBytes at socket.cpp:670\nframe #0: ...")
     assert nodes._first_line(error) == "Connection reset by peer"
+
+
+# --- First contact ------------------------------------------------------------------------------
+
+def test_a_python_without_a_dependency_is_told_which_and_how(monkeypatch, capsys):
+    import importlib.util
+
+    from bench import cli
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("psutil", "rich") else real(name, *a))
+    assert cli.main(["list"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"parabench: error: this Python ({sys.executable}) lacks psutil, rich: {sys.executable} -m pip install psutil "
+        "rich, or `make setup` (.venv with all of them, torch's CPU build where there is no GPU)")
