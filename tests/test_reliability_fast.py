@@ -517,3 +517,9 @@ def test_a_python_without_a_dependency_is_told_which_and_how(monkeypatch, capsys
     assert capsys.readouterr().err.strip() == (
         f"parabench: error: this Python ({sys.executable}) lacks psutil, rich: {sys.executable} -m pip install psutil "
         "rich, or `make setup` (.venv with all of them, torch's CPU build where there is no GPU)")
+
+
+def test_an_instruction_count_file_that_is_a_device_is_one_line(capsys):
+    status, _, err = cli(capsys, "instructions", "--compare", "/dev/zero")
+    assert status == 2 and err.strip() == ("parabench: error: /dev/zero is not a regular file (a pipe, a device or a "
+                                           "socket): pass an instruction-count file")

@@ -230,29 +230,30 @@ def _validate(row: dict, where: str, fix: str) -> None:
 MAX_BYTES = 256 * 2**20
 
 
-def _text(path: Path, fix: str) -> str:
+def read_text(path: Path, fix: str = "", kind: str = "results file") -> str:
     """The file's text, read only where it is a regular file of a results file's size: a pipe
-    would block, a device (/dev/zero) would never end."""
+    would block, a device (/dev/zero) would never end. ResultsError (one line) otherwise."""
+    a_kind = f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        raise ResultsError(f"{path}: no such results file") from None
+        raise ResultsError(f"{path}: no such {kind}") from None
     except OSError as exc:
         raise ResultsError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     if stat.S_ISDIR(info.st_mode):
         raise ResultsError(f"{path} is a folder: pass the results files in it (*.json), or use --results-dir {path}")
     if not stat.S_ISREG(info.st_mode):
-        raise ResultsError(f"{path} is not a regular file (a pipe, a device or a socket): pass a results file")
+        raise ResultsError(f"{path} is not a regular file (a pipe, a device or a socket): pass {a_kind}")
     if info.st_size == 0:
         raise ResultsError(f"{path}: the file is empty; {fix}")
     if info.st_size > MAX_BYTES:
-        raise ResultsError(f"{path} is {info.st_size / 2**20:,.0f} MiB, more than any results file "
-                           f"({MAX_BYTES // 2**20} MiB at most): pass a results file")
+        raise ResultsError(f"{path} is {info.st_size / 2**20:,.0f} MiB, more than any {kind} "
+                           f"({MAX_BYTES // 2**20} MiB at most): pass {a_kind}")
     try:
         with open(path, "rb") as fh:
             return fh.read(MAX_BYTES + 1).decode()
     except UnicodeDecodeError as exc:
-        raise ResultsError(f"{path}: not text, so no results file ({exc.reason} at byte {exc.start}); {fix}") from None
+        raise ResultsError(f"{path}: not text, so no {kind} ({exc.reason} at byte {exc.start}); {fix}") from None
     except OSError as exc:
         raise ResultsError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
@@ -261,7 +262,7 @@ def load(path: str | os.PathLike) -> list[dict]:
     """Rows of a results file (.json or .csv), validated; ResultsError names what is wrong."""
     path = Path(path)
     fix = "re-run the sweep into a new file, or pass another results file"
-    text = _text(path, fix)
+    text = read_text(path, fix)
     try:
         if path.suffix == ".csv":
             raw_rows = list(csv.DictReader(io.StringIO(text, newline="")))
@@ -315,7 +316,7 @@ def may_be_results(path) -> bool:
     pytest-benchmark's saves, or parabench's instruction counts); a file that cannot be read
     or does not parse may be a damaged results file, and loading it says so."""
     try:
-        doc = json.loads(_text(Path(path), ""))
+        doc = json.loads(read_text(Path(path)))
     except (ResultsError, ValueError, RecursionError):
         return True
     return isinstance(doc, dict) and str(doc.get("schema", "")).startswith("parabench-results")
