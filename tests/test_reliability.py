@@ -226,6 +226,7 @@ def test_the_sweeps_parent_never_imports_torch(tmp_path):
     row, = rows_of(tmp_path / "r.json")
     assert row["status"] == "ok"
     assert row["caveat"].startswith("no warm-up: the first timed step includes one-time work")  # --warmup 0
+    assert "; caveat: no warm-up: the first timed step" in proc.stderr  # and the sweep's own line says so
 
 
 # Ctrl-C while the command starts (here: while it looks for GPUs): one line, exit 130.

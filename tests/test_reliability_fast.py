@@ -327,6 +327,7 @@ def test_no_warm_up_before_compiled_or_captured_steps_is_refused(tmp_path, execu
     ({"img_per_s": 1e308}, "img_per_s 1e+308 lies outside img_per_s_p10-img_per_s_p90"),
     ({"step_ms_p50": 1e6}, "step_ms_p50 1e+06 lies outside step_ms_p10-step_ms_p90"),
     ({"anatomy_step_ms": 3.0}, "has a step anatomy without anatomy_compute_ms"),
+    ({"precision": "fp64"}, "has unknown precision 'fp64' (this parabench knows fp32, amp-fp16, amp-bf16, apex-O1"),
 ])
 def test_a_row_whose_values_break_the_figures_is_one_line(tmp_path, capsys, changes, says):
     path = tmp_path / "run.json"

@@ -21,6 +21,7 @@ import stat
 from pathlib import Path
 
 from bench.cases import case as case_mod, caveats
+from bench.core.precision import PRECISIONS
 from bench.measure.anatomy import COLUMNS as ANATOMY, FLOAT_COLUMNS as ANATOMY_FLOAT, VALUES as ANATOMY_VALUES
 from bench.measure.counters import COUNTERS
 
@@ -224,9 +225,9 @@ def _validate(row: dict, where: str, fix: str) -> None:
                                    f"no measured spread is like that; {fix}")
 
 
-# The largest results file read: a row takes a few kB (its output tail at most 4 kB), so this
-# holds tens of thousands of cases; a larger file is no results file, and reading it whole
-# would take the host's memory.
+# The largest results file read: a row takes about 10 kB at most (a failed case's traceback
+# and output tail, 4 kB each), so this holds tens of thousands of cases; a larger file is no
+# results file, and reading it whole would take the host's memory.
 MAX_BYTES = 256 * 2**20
 
 
@@ -290,6 +291,9 @@ def load(path: str | os.PathLike) -> list[dict]:
             raise ResultsError(f"{where} lacks {', '.join(missing)}; {fix}")
         if raw["status"] not in STATUSES:
             raise ResultsError(f"{where} has unknown status {raw['status']!r}; {fix}")
+        if raw["precision"] not in PRECISIONS:  # every table and figure is laid out by precision
+            raise ResultsError(f"{where} has unknown precision {str(raw['precision'])[:40]!r} (this parabench knows "
+                               f"{', '.join(PRECISIONS)}); {fix}")
         try:
             row = _coerce(raw, where, fix)
             # The case columns as today's Case reads them (settings a row predates get their

@@ -235,9 +235,10 @@ def agree(store: Store, digest: str, timeout_s: float) -> None:
             verdict = (f"node(s) {', '.join(map(str, differ))} were started with other sweep arguments than node 0: "
                        "run the same command on every node (only --node-rank may differ)") if differ else "ok"
         store.set(verdict, "verdict")
-        if verdict != "ok":  # the store lives in this process: keep it until the others have read why
+        if verdict != "ok":  # the store lives in this process: keep it until the nodes that joined have read why
+            joined = [n for n in range(1, nodes.nnodes) if n not in missing]
             deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and not all(store.has("seen", n) for n in range(1, nodes.nnodes)):
+            while time.monotonic() < deadline and not all(store.has("seen", n) for n in joined):
                 time.sleep(0.2)
     else:
         countdown = Countdown(timeout_s + 30)

@@ -127,8 +127,9 @@ class Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def output_tail(self, lines: int = 40) -> str:
-        return "\n".join(list(self.tail)[-lines:])
+    def output_tail(self, lines: int = 40, chars: int = 4000) -> str:
+        """The last `lines` lines, at most `chars` characters of them (the end): what a row keeps."""
+        return "\n".join(list(self.tail)[-lines:])[-chars:]
 
     def exit_description(self) -> str:
         code = self.proc.wait()
