@@ -524,3 +524,13 @@ def test_an_instruction_count_file_that_is_a_device_is_one_line(capsys):
     status, _, err = cli(capsys, "instructions", "--compare", "/dev/zero")
     assert status == 2 and err.strip() == ("parabench: error: /dev/zero is not a regular file (a pipe, a device or a "
                                            "socket): pass an instruction-count file")
+
+
+def test_an_oom_kill_outside_the_cgroup_is_not_the_workers(monkeypatch):
+    from bench.run import hostmemory
+
+    counts = iter([{"cgroup": 0, "host": 5}])
+    monkeypatch.setattr(hostmemory, "oom_kills", lambda: next(counts))
+    assert hostmemory.oom_kills_since({"cgroup": 0, "host": 4}) == ""  # the host's count rose, the cgroup's did not
+    monkeypatch.setattr(hostmemory, "oom_kills", lambda: {"host": 5})
+    assert hostmemory.oom_kills_since({"host": 4}) == "the host: 4 -> 5"  # no cgroup count: the host's says it

@@ -137,8 +137,10 @@ def oom_kills() -> dict[str, int]:
 
 
 def oom_kills_since(before: dict[str, int]) -> str:
-    """'' where no count rose since `before`, else what rose, for a row's reason."""
+    """'' where no count rose since `before`, else what rose, for a row's reason. The cgroup's
+    count where there is one: a kill on the host outside it ended someone else's process."""
     now = oom_kills()
-    rose = [f"{'this cgroup' if k == 'cgroup' else 'the host'}: {before[k]} -> {now[k]}" for k in ("cgroup", "host")
-            if k in before and k in now and now[k] > before[k]]
-    return "; ".join(rose)
+    key = "cgroup" if "cgroup" in before and "cgroup" in now else "host"
+    if key in before and key in now and now[key] > before[key]:
+        return f"{'this cgroup' if key == 'cgroup' else 'the host'}: {before[key]} -> {now[key]}"
+    return ""
