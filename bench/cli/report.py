@@ -74,7 +74,9 @@ def cmd_report(args) -> int:
         raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"cannot write the report in {args.out} ({exc.strerror or exc}): choose a writable --out") from None
-    print(f"report written to {out} (tables and figures in {out.parent})")
+    whose = f"; from the reference runs committed in {Path(args.results_dir) / REFERENCE}, not your own" \
+        if args.reference else ""
+    print(f"report written to {out} (tables and figures in {out.parent}{whose})")
     return 0
 
 
