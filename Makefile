@@ -32,7 +32,7 @@ SEARCH ?= $(if $(ON_GPU),--search --budget $(BUDGET))
 # Setup only when PY is the project's own environment.
 NEEDS_SETUP := $(if $(filter $(VENV)/bin/python,$(PY)),setup)
 
-.PHONY: setup setup-mxnet bench list plot test test-slow slurm-test pytest-bench baseline-ci regress-ci regress predict-validate clean
+.PHONY: setup setup-models setup-mxnet bench list plot test test-slow slurm-test pytest-bench baseline-ci regress-ci regress predict-validate clean
 
 setup: $(VENV)/.installed
 
@@ -45,6 +45,22 @@ $(VENV)/.installed: pyproject.toml
 	# jupyterlab and pytest as needs; it imports only these.
 	$(VENV)/bin/python -m pip install -q --no-deps HolisticTraceAnalysis==0.5.0 plotly==6.3.0 narwhals==2.29.0 \
 		pydot==4.0.1 pyparsing==3.3.3 networkx==3.4.2 PyYAML==6.0.3
+	touch $@
+
+# timm and torchvision (--models timm:NAME, torchvision:NAME) beside .venv's torch, never in its place:
+# a plain `pip install timm` replaced torch 2.13.0+cpu with a 5.8 GB CUDA build. With a CUDA torch, the
+# torchvision built for it (torch held at its version). With the CPU build, whose torchvision is not on
+# PyPI (PyPI's 0.28.0 is built for CUDA torch: "operator torchvision::nms does not exist"), torchvision
+# 0.16.2 without dependencies: the last release whose import stands without its compiled operators,
+# and its model code runs on torch 2.13 (tests/test_models.py builds resnet18 from both packages).
+# Their own imports come first; none of them needs torch.
+MODEL_SOURCES ?= $(if $(shell command -v nvidia-smi 2>/dev/null),timm==1.0.29 torchvision 	"torch==$$($(VENV)/bin/python -c 'import torch; print(torch.__version__.split("+")[0])')",--no-deps timm==1.0.29 torchvision==0.16.2)
+
+setup-models: $(VENV)/.models
+
+$(VENV)/.models: $(VENV)/.installed
+	$(VENV)/bin/python -m pip install -q requests==2.34.2 huggingface_hub==2.4.0 safetensors==0.8.0
+	$(VENV)/bin/python -m pip install -q $(MODEL_SOURCES)
 	touch $@
 
 # MXNet 1.9.1 needs numpy < 1.24, hence Python <= 3.11 and an environment of its own.
@@ -79,10 +95,10 @@ MXNET_FITS := $(shell $(MXNET_PYTHON) -c 'import sys; print("yes" if sys.version
 
 # `make test`: everything but the tests marked slow (minutes of CPU each: Callgrind, compiled
 # parity, fault, multi-node and regression sweeps), which `make test-slow` runs; CI runs both.
-test: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),$(if $(MXNET_FITS),setup-mxnet))
+test: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),setup-models $(if $(MXNET_FITS),setup-mxnet))
 	$(PY) -m pytest -q -m "not slow" tests $(ARGS)
 
-test-slow: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),$(if $(MXNET_FITS),setup-mxnet))
+test-slow: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),setup-models $(if $(MXNET_FITS),setup-mxnet))
 	$(PY) -m pytest -q -m slow tests $(ARGS)
 
 # A one-host Slurm cluster (slurm-wlm and munge, installed if missing; root) runs the batch

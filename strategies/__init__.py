@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
+import sys
 from pathlib import Path
 
 from bench.core.discovery import import_modules
@@ -23,8 +25,21 @@ class PluginError(ImportError):
 
 
 def register(cls: type[Strategy]) -> type[Strategy]:
+    """Add a strategy; a second strategy of the same name (a plug-in naming itself `ddp`) is
+    refused, naming both files: one of them would silently measure in the other's place."""
+    taken = _REGISTRY.get(cls.name)
+    if taken is not None and _file_of(type(taken)) != _file_of(cls):
+        raise PluginError(f"strategy {cls.name!r} of {_file_of(cls)} has the name of the strategy in "
+                          f"{_file_of(type(taken))}: give it a name of its own")
     _REGISTRY[cls.name] = cls()
     return cls
+
+
+def _file_of(cls: type) -> str:
+    try:
+        return str(Path(inspect.getfile(cls)).resolve())
+    except (TypeError, OSError):
+        return cls.__module__
 
 
 def _extra_folders() -> list[Path]:
@@ -40,8 +55,11 @@ def _load() -> None:
                 continue
             spec = importlib.util.spec_from_file_location(f"parabench_extra_strategies.{path.stem}", path)
             module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module  # as an import would: its classes know their file
             try:
                 spec.loader.exec_module(module)
+            except PluginError:
+                raise
             except Exception as exc:  # the plug-in's own error, with its file: not a traceback through ours
                 raise PluginError(f"strategy plug-in {path} (PARABENCH_STRATEGY_PATH) does not load: "
                                   f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from exc

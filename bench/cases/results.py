@@ -17,10 +17,12 @@ import io
 import json
 import math
 import os
+import stat
 from pathlib import Path
 
-from bench.cases import case as case_mod
-from bench.measure.anatomy import COLUMNS as ANATOMY, FLOAT_COLUMNS as ANATOMY_FLOAT
+from bench.cases import case as case_mod, caveats
+from bench.core.precision import PRECISIONS
+from bench.measure.anatomy import COLUMNS as ANATOMY, FLOAT_COLUMNS as ANATOMY_FLOAT, VALUES as ANATOMY_VALUES
 from bench.measure.counters import COUNTERS
 
 SCHEMA = "parabench-results/1"
@@ -32,6 +34,7 @@ PHASES = ["worker_start_s", "build_s", "warmup_s", "timed_s", "counters_s"]
 
 FIGURES = [
     "status", "reason",
+    "caveat",  # what makes an ok row's figures mislead (bench/cases/caveats.py), '' where nothing does
     "img_per_s", "img_per_s_p10", "img_per_s_p90", "wall_img_per_s", "trial_img_per_s_min", "trial_img_per_s_max",
     "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "n_timed_steps",
     "peak_alloc_mib", "peak_alloc_mib_min", "peak_reserved_mib",
@@ -63,7 +66,12 @@ REQUIRED_POSITIVE = ("img_per_s", "img_per_s_p10", "img_per_s_p90", "step_ms_p10
 NON_NEGATIVE = FLOAT - set(REQUIRED_POSITIVE) - {"anatomy_vs_timed_pct"}
 # Version fields stay text (CUDA "13.0", not the float 13.0) when a CSV is read back.
 TEXT = {"cuda", "cudnn", "nccl", "torch", "mxnet", "numpy", "python", "driver", "gpus", "git_commit", "torch_git",
-        "worker_scope", "workload_source", "cpus_per_rank"}
+        "worker_scope", "workload_source", "cpus_per_rank", "caveat", "reason", "date", "gpu_name", "host", "hosts",
+        "node_gpu_names", "cpu", "platform", "command", "run_id", "gpu_topology", "environment", "output_tail"}
+# Text fields that hold a JSON object.
+JSON_OBJECTS = ("options", "environment")
+# A step anatomy comes whole: the profiled step, its parts and its distance from the timed step.
+ANATOMY_TOGETHER = [f"anatomy_{v}_ms" for v in ANATOMY_VALUES] + ["anatomy_vs_timed_pct"]
 
 
 class ResultsError(Exception):
@@ -169,6 +177,8 @@ def _coerce(row: dict, where: str, fix: str) -> dict:
     out = {}
     for c in COLUMNS:
         v = row.get(c)
+        if isinstance(v, (list, dict)):  # every field is one value: a list or a table breaks whatever reads it
+            raise ResultsError(f"{where}: field {c} is a {type(v).__name__}, not a single value; {fix}")
         if v == "" and c in INTEGER | FLOAT:
             v = None
         if isinstance(v, float) and math.isnan(v) and c not in FLOAT | INTEGER:
@@ -183,47 +193,93 @@ def _coerce(row: dict, where: str, fix: str) -> dict:
         elif v is not None and c in TEXT:
             v = str(v)
         out[c] = v
+    for c in JSON_OBJECTS:
+        if out.get(c) not in (None, ""):
+            try:
+                parsed = json.loads(out[c])
+            except (TypeError, ValueError, RecursionError):
+                parsed = None
+            if not isinstance(parsed, dict):
+                raise ResultsError(f"{where}: field {c} is {str(out[c])[:40]!r}, not a JSON object; {fix}")
     return out
 
 
 def _validate(row: dict, where: str, fix: str) -> None:
-    """Every figure finite, and positive where a measurement must be."""
+    """Every figure finite, and positive where a measurement must be; a spread that holds its
+    median; JSON fields that parse to an object."""
     for c in FLOAT:
         v = row.get(c)
         if v is not None and (not math.isfinite(v) or (c in NON_NEGATIVE and v < 0)):
             raise ResultsError(f"{where}: field {c} is {v!r}, not a usable figure; {fix}")
+    if row.get("anatomy_step_ms") is not None:
+        missing = [c for c in ANATOMY_TOGETHER if row.get(c) is None]
+        if missing:
+            raise ResultsError(f"{where} has a step anatomy without {', '.join(missing)}; {fix}")
     if row["status"] == "ok":
         for c in REQUIRED_POSITIVE:
             v = row.get(c)
             if v is None or not v > 0:
                 raise ResultsError(f"{where}: field {c} of an ok row is {v!r}; it must be a positive number; {fix}")
+        for low, mid, high in (("img_per_s_p10", "img_per_s", "img_per_s_p90"),
+                               ("step_ms_p10", "step_ms_p50", "step_ms_p90")):
+            # Rounding of a written figure may move it by an ulp or so; a spread beside its median is no spread.
+            if not (row[low] <= row[mid] * (1 + 1e-9) and row[mid] <= row[high] * (1 + 1e-9)):
+                raise ResultsError(f"{where}: {mid} {row[mid]:g} lies outside {low}-{high} ({row[low]:g}-{row[high]:g}): "
+                                   f"no measured spread is like that; {fix}")
+
+
+# The largest results file read: a row takes about 10 kB at most (a failed case's traceback
+# and output tail, 4 kB each), so this holds tens of thousands of cases; a larger file is no
+# results file, and reading it whole would take the host's memory.
+MAX_BYTES = 256 * 2**20
+
+
+def read_text(path: Path, fix: str = "", kind: str = "results file") -> str:
+    """The file's text, read only where it is a regular file of a results file's size: a pipe
+    would block, a device (/dev/zero) would never end. ResultsError (one line) otherwise."""
+    a_kind = f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: no such {kind}") from None
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ResultsError(f"{path} is a folder: pass the results files in it (*.json), or use --results-dir {path}")
+    if not stat.S_ISREG(info.st_mode):
+        raise ResultsError(f"{path} is not a regular file (a pipe, a device or a socket): pass {a_kind}")
+    if info.st_size == 0:
+        raise ResultsError(f"{path}: the file is empty; {fix}")
+    if info.st_size > MAX_BYTES:
+        raise ResultsError(f"{path} is {info.st_size / 2**20:,.0f} MiB, more than any {kind} "
+                           f"({MAX_BYTES // 2**20} MiB at most): pass {a_kind}")
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(MAX_BYTES + 1).decode()
+    except UnicodeDecodeError as exc:
+        raise ResultsError(f"{path}: not text, so no {kind} ({exc.reason} at byte {exc.start}); {fix}") from None
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
 def load(path: str | os.PathLike) -> list[dict]:
     """Rows of a results file (.json or .csv), validated; ResultsError names what is wrong."""
     path = Path(path)
     fix = "re-run the sweep into a new file, or pass another results file"
-    if path.is_dir():
-        raise ResultsError(f"{path} is a folder: pass the results files in it (*.json), or use --results-dir {path}")
-    if not path.exists():
-        raise ResultsError(f"{path}: no such results file")
-    if path.stat().st_size == 0:
-        raise ResultsError(f"{path}: the file is empty; {fix}")
+    text = read_text(path, fix)
     try:
         if path.suffix == ".csv":
-            with open(path, newline="") as fh:
-                raw_rows = list(csv.DictReader(fh))
+            raw_rows = list(csv.DictReader(io.StringIO(text, newline="")))
             header = set(raw_rows[0]) if raw_rows else set()
             schema = SCHEMA if {"strategy", "status", "img_per_s"} <= header else None
         else:
-            with open(path) as fh:
-                doc = json.load(fh)
+            doc = json.loads(text)
             schema = doc.get("schema") if isinstance(doc, dict) else None
             raw_rows = doc.get("rows") if isinstance(doc, dict) else None
-    except (json.JSONDecodeError, UnicodeDecodeError, csv.Error) as exc:
+    except (json.JSONDecodeError, csv.Error) as exc:
         raise ResultsError(f"{path}: corrupt or truncated results file ({exc}); {fix}") from None
-    except OSError as exc:
-        raise ResultsError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except RecursionError:
+        raise ResultsError(f"{path}: JSON nested too deeply to be a results file; {fix}") from None
     if schema is None:
         raise ResultsError(f"{path}: not a parabench results file (no '{SCHEMA}' schema); {fix}")
     if schema != SCHEMA:
@@ -238,6 +294,9 @@ def load(path: str | os.PathLike) -> list[dict]:
             raise ResultsError(f"{where} lacks {', '.join(missing)}; {fix}")
         if raw["status"] not in STATUSES:
             raise ResultsError(f"{where} has unknown status {raw['status']!r}; {fix}")
+        if raw["precision"] not in PRECISIONS:  # every table and figure is laid out by precision
+            raise ResultsError(f"{where} has unknown precision {str(raw['precision'])[:40]!r} (this parabench knows "
+                               f"{', '.join(PRECISIONS)}); {fix}")
         try:
             row = _coerce(raw, where, fix)
             # The case columns as today's Case reads them (settings a row predates get their
@@ -246,6 +305,7 @@ def load(path: str | os.PathLike) -> list[dict]:
         except (TypeError, ValueError, OverflowError) as exc:
             raise ResultsError(f"{where} has a malformed number ({exc}); {fix}") from None
         _validate(row, where, fix)
+        row["caveat"] = caveats.caveat(row)  # by today's rules, also for rows written before them
         row["source"] = str(path)
         rows.append(row)
     return rows
@@ -276,11 +336,11 @@ def load_many(paths: list[str | os.PathLike]) -> list[dict]:
 
 def may_be_results(path) -> bool:
     """False for JSON that parses and is not a results file (another tool's, such as
-    pytest-benchmark's saves, or parabench's instruction counts); a file that does not parse
-    may be a damaged results file, and loading it says so."""
+    pytest-benchmark's saves, or parabench's instruction counts); a file that cannot be read
+    or does not parse may be a damaged results file, and loading it says so."""
     try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        doc = json.loads(read_text(Path(path)))
+    except (ResultsError, ValueError, RecursionError):
         return True
     return isinstance(doc, dict) and str(doc.get("schema", "")).startswith("parabench-results")
 

@@ -147,12 +147,16 @@ def write(path: str, record: dict) -> None:
 
 
 def load(path: str) -> dict:
+    from bench.cases.results import ResultsError, read_text
+
+    fix = f"record it with `python -m bench instructions --out {path}`"
     try:
-        with open(path) as fh:
-            record = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise InstructionsError(f"cannot read {path} ({exc}): record it with `python -m bench instructions --out {path}`")
-    if record.get("schema") != SCHEMA:
+        record = json.loads(read_text(Path(path), fix, kind="instruction-count file"))
+    except ResultsError as exc:
+        raise InstructionsError(str(exc)) from None
+    except (ValueError, RecursionError) as exc:
+        raise InstructionsError(f"cannot read {path} ({exc}): {fix}") from None
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
         raise InstructionsError(f"{path} is not an instruction-count file ({SCHEMA})")
     return record
 

@@ -6,6 +6,8 @@ flags and the function that runs it; the list below is their order in `--help`.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 
 from bench.cli import anatomy, answer, check, compare, fit, instructions, listing, predict, report, run
@@ -23,7 +25,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# What parabench imports beyond the standard library: the dependencies of pyproject.toml (module:
+# package). nvidia-ml-py is left out: without it GPU facts come from torch.
+NEEDED = {"torch": "torch", "numpy": "numpy", "pandas": "pandas", "matplotlib": "matplotlib", "psutil": "psutil",
+          "rich": "rich", "tabulate": "tabulate", "markdown": "markdown"}
+
+
+def missing_packages() -> list[str]:
+    """The packages of NEEDED this Python cannot import (found without importing them)."""
+    import importlib.util
+
+    return [package for module, package in NEEDED.items() if importlib.util.find_spec(module) is None]
+
+
 def main(argv: list[str] | None = None) -> int:
+    missing = missing_packages()
+    if missing:  # before any command: one line, not an import error in the middle of a sweep
+        # A bare `pip install torch` brings a CUDA build of gigabytes to a CPU host: torch comes from `make setup`.
+        fix = (f"{sys.executable} -m pip install {' '.join(missing)}, or " if "torch" not in missing else "") + \
+            "`make setup` (.venv with all of them, torch's CPU build where there is no GPU)"
+        print(f"parabench: error: this Python ({sys.executable}) lacks {', '.join(missing)}: {fix}", file=sys.stderr)
+        return 2
     from strategies import PluginError
 
     try:
@@ -35,3 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # a command without its own clean-up: one line, not a traceback
         print("parabench: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of the output left early (`answer --json | head -1`): what it did not read
+        # is not wanted. Later writes, the interpreter's last flush included, go nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE

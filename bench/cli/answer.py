@@ -12,11 +12,13 @@ def cmd_answer(args) -> int:
     from bench.report.labels import Legend
 
     paths = inputs(args)
-    shown = paths if args.all else newest(paths)
     try:
+        shown = paths if args.all else newest(paths)
         runs = load_runs(shown)
     except results.ResultsError as exc:
         raise UsageError(str(exc)) from None
+    if args.reference and not args.json:
+        print(f"The reference runs committed with parabench ({args.results_dir}/reference), not your own:\n")
     legend = Legend()
     recs = answer.records(runs, legend)
     if args.json:

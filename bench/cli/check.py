@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from bench.cli.common import UsageError
+
 
 def cmd_isolation(args) -> int:
     from bench.checks import isolation
@@ -15,7 +17,17 @@ def cmd_isolation(args) -> int:
     return isolation.main([args.folder])
 
 
+def _needs_a_gpu(command: str) -> None:
+    """A GPU-only command on a host where torch sees none: one line, not CUDA's traceback."""
+    import torch
+
+    if not torch.cuda.is_available():
+        why = "is built without CUDA" if torch.version.cuda is None else "sees no CUDA device"
+        raise UsageError(f"{command} runs on a GPU and this torch ({torch.__version__}) {why}: run it on a GPU host")
+
+
 def cmd_bareloop(args) -> int:
+    _needs_a_gpu("check bareloop")
     if args.variants:  # the hand loop alone, in each execution: the fastest it reaches
         from bench.checks import handloop
 
@@ -28,6 +40,7 @@ def cmd_bareloop(args) -> int:
 
 
 def cmd_peak(args) -> int:
+    _needs_a_gpu("peak")
     from bench.measure import peak
 
     peak.main(args.out)

@@ -20,8 +20,9 @@ def list_strategies(args) -> None:
 
     gpus = resolve_gpus(args.gpus)
     where = f"GPUs {','.join(map(str, gpus))}" if gpus else f"the CPU ({args.cpu_replicas} replicas)"
+    names = strategies.names()  # a plug-in that does not load says so before anything is printed
     print(f"Strategies and precisions on {where}:")
-    for name in strategies.names():
+    for name in names:
         strategy = strategies.get(name)
         print(f"\n  {name:<18} {strategy.summary}")
         if strategy.options:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 
@@ -65,9 +66,6 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
         args.budget = 5.0 if args.budget is None else args.budget
         if not (math.isfinite(args.budget) and 0 < args.budget <= 24 * 60):
             raise UsageError(f"--budget takes minutes, more than 0 and at most 1440, got {args.budget:g}")
-    for flag, value in (("--case-timeout", args.case_timeout), ("--startup-timeout", args.startup_timeout)):
-        if not (math.isfinite(value) and value > 0):
-            raise UsageError(f"--case-timeout and --startup-timeout must be positive (seconds); {flag} is {value}")
     return Settings(
         warmup=count(args.warmup, 10 if on_gpu else 1, "--warmup", 0),
         steps=count(args.steps, 20 if on_gpu else 3, "--steps", 1),
@@ -142,10 +140,14 @@ def _axes(args) -> tuple[list, list, list, list]:
                         "--strategies")
     precisions = check_names(listed(args.precisions, "--precisions"), list(PRECISIONS), "precision", "--precisions")
     models = listed(args.models, "--models")
+    for flag, value in (("--case-timeout", args.case_timeout), ("--startup-timeout", args.startup_timeout)):
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"--case-timeout and --startup-timeout must be positive (seconds); {flag} is {value}")
     try:
         for model in models:  # the syntax, and that its package or module exists: nothing imported here
             workloads.check_name(model)
-        workloads.probe(models)  # names not built in: resolved in a process of their own
+        # Names not built in: resolved in a process of their own, within the start-up limit.
+        workloads.probe(models, timeout_s=args.startup_timeout)
     except workloads.WorkloadError as exc:
         raise UsageError(f"{exc} (--models)") from None
     executions = listed(args.execution, "--execution")
@@ -187,11 +189,17 @@ def _cases(args, nnodes: int = 1):
     names, precisions, models, executions = _axes(args)
     gpus, counts, batch_sizes = _devices(args)
     settings = _settings(args, bool(gpus), names)
+    one_time = {"compile": "compiling the step", "cuda-graph": "uploading the captured graph"}
+    if settings.warmup == 0 and (first := [e for e in executions if e in one_time]):
+        # An eager first step is timed too, and its rows say so (bench/cases/caveats.py).
+        raise UsageError(f"--warmup 0 with --execution {first[0]} would time {one_time[first[0]]} as a training "
+                         "step: give --warmup 1 or more")
     cases = build_cases(names, precisions, models, executions, gpus, counts, args.cpu_replicas, batch_sizes, settings,
                         nnodes)
     if not cases:
         raise UsageError("nothing to run: the grid of strategies, precisions, models and batch sizes is empty")
     try:
+        limits.check_thread_variables(os.environ)
         cpu_replicas = 1 if gpus else max(c.placement.per_node for c in cases)
         limits.check_cpu_replicas(cpu_replicas, models, args.oversubscribe)
     except limits.LimitError as exc:

@@ -20,7 +20,9 @@ Noise-aware rules (thresholds are per metric):
   convolution kernels) and are left unjudged there. `--judge counters` (shared CPUs)
   judges only these, peak memory and status changes, and shows timing unjudged.
 Cases present in only one file, or measured on different hardware, are listed and
-never compared (unless --across-hardware, which then compares in-run ratios alone).
+never compared (unless --across-hardware, which then compares in-run ratios alone); a
+skipped case present only in the current file is `skipped`, not new. Cases measured with
+another warm-up, step or trial count than their baseline are compared and say so.
 A current row without a work counter that its baseline row has is `unusable`: a counter
 that cannot be read is never a pass.
 
@@ -100,8 +102,14 @@ def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_ha
                  "ratio_change": None}
         verdicts.append(entry)
         if base is None:
-            entry.update(verdict="new", why=["only in the current file"])
+            if cur["status"] == "skipped":  # not run, so nothing new was measured
+                entry.update(verdict="skipped", why=[f"only in the current file, not run: {cur.get('reason')}"])
+            else:
+                entry.update(verdict="new", why=["only in the current file"
+                                                 + ("" if cur["status"] == "ok" else f", {cur['status']}")])
             continue
+        if (differs := protocol_difference(base, cur)):
+            entry["protocol"] = differs
         same_hw = hardware(base) == hardware(cur)
         if not same_hw and not (across_hardware or ratios_only):
             entry.update(verdict="not compared", why=[f"different hardware: {hardware(base)} vs {hardware(cur)}"])
@@ -146,7 +154,21 @@ def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_ha
         if key not in cur_by_key:
             verdicts.append({"case": describe_case(base), "verdict": "missing", "why": ["only in the baseline"],
                              "img_change": None, "mem_change": None, "ratio_change": None})
+    for entry in verdicts:
+        if entry.get("protocol"):
+            entry["why"].append(f"measured differently: {entry['protocol']}")
     return verdicts
+
+
+# The measuring protocol of a row: a median of 3 steps after no warm-up is not the median of
+# 20 steps after 10, whatever the code did.
+PROTOCOL = ("warmup", "steps", "trials")
+
+
+def protocol_difference(base: dict, cur: dict) -> str:
+    """'warmup 3 -> 1, steps 6 -> 2' where the two rows were measured differently, else ''."""
+    return ", ".join(f"{name} {base.get(name)} -> {cur.get(name)}" for name in PROTOCOL
+                     if base.get(name) is not None and cur.get(name) is not None and base[name] != cur[name])
 
 
 def _judge_timing(entry, base, cur, baseline, current, th, ratios_only, same_hw) -> tuple[bool | None, list[str]]:
@@ -220,6 +242,11 @@ def render(verdicts: list[dict], baseline_path: str, current_path: str) -> str:
     for v in verdicts:
         counts[v["verdict"]] = counts.get(v["verdict"], 0) + 1
     lines += ["", "summary: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))]
+    differing = sorted({v["protocol"] for v in verdicts if v.get("protocol")})
+    if differing:
+        lines.append(f"note: {sum(bool(v.get('protocol')) for v in verdicts)} case(s) were measured with other "
+                     f"warm-up, steps or trials than their baseline ({'; '.join(differing)}): their timing differs "
+                     "by protocol as well as by code; measure both with the same --warmup, --steps and --trials")
     return "\n".join(lines)
 
 

@@ -26,11 +26,15 @@ THREADED = {name for name in STRATEGY_ORDER if strategies.get(name).replicas_in_
 
 def default_inputs(folder: Path) -> list[Path]:
     """Results files under `folder`, leaving out the CI baselines, probe files, superseded
-    runs kept in `archive-*` folders (report those by naming the files) and other tools'
-    JSON kept beside the results (pytest-benchmark's saves). A file that does not parse is
-    kept, so that loading it says what is wrong with it."""
+    runs kept in `archive-*` folders (report those by naming the files), the traces of
+    `run --anatomy` and other tools' JSON kept beside the results (pytest-benchmark's
+    saves). A file that does not parse is kept, so that loading it says what is wrong with it."""
+    def inside(p: Path) -> tuple[str, ...]:
+        return p.relative_to(folder).parts[:-1]
+
     return sorted(p for p in folder.rglob("*.json")
-                  if "baselines" not in p.parts and not any(part.startswith("archive") for part in p.parts)
+                  if "baselines" not in inside(p) and "traces" not in inside(p)
+                  and not any(part.startswith("archive") for part in inside(p))
                   and not p.name.endswith(".probe.json") and results.may_be_results(p))
 
 

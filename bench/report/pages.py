@@ -29,22 +29,33 @@ def _status_cell(row) -> str:
     return f"{row['status']}" + (f": {str(row['reason'])[:60]}" if row["status"] in ("error", "timeout") else "")
 
 
+def _caveat(row) -> str:
+    return row.get("caveat") if isinstance(row.get("caveat"), str) else ""
+
+
+CAVEATS = "caveats (what makes a figure mislead)"
 CELLS = {
-    "images/s (median, p10-p90)": lambda r: f"{_k(r['img_per_s'])} ({_k(r['img_per_s_p10'])}-{_k(r['img_per_s_p90'])})",
+    "images/s (median, p10-p90)": lambda r: f"{_k(r['img_per_s'])} ({_k(r['img_per_s_p10'])}-{_k(r['img_per_s_p90'])})"
+                                            + (" [caveat]" if _caveat(r) else ""),
     "step time ms (median, p10-p90)": lambda r: f"{r['step_ms_p50']:.2f} ({r['step_ms_p10']:.2f}-{r['step_ms_p90']:.2f})",
     "peak memory per GPU, MiB (max / min over GPUs)": lambda r: (
-        f"{r['peak_alloc_mib']:.0f} / {r['peak_alloc_mib_min']:.0f}" if pd.notna(r.get("peak_alloc_mib")) else "n/a (CPU)"),
+        f"{r['peak_alloc_mib']:.0f} / {r['peak_alloc_mib_min']:.0f}"
+        if pd.notna(r.get("peak_alloc_mib")) and pd.notna(r.get("peak_alloc_mib_min")) else "n/a (CPU)"),
     f"speed-up over {BASELINE} (scaling efficiency)": lambda r: (
         f"x{r['speedup']:.2f} ({100 * r['efficiency']:.0f}%)" if pd.notna(r.get("speedup")) else "no baseline"),
     "achieved TFLOP/s": lambda r: f"{r['tflops']:.1f}" if pd.notna(r.get("tflops")) else "n/a",
+    CAVEATS: lambda r: _caveat(r) or "none",
 }
 
 
 def tables(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """One wide table per metric: rows strategy/GPUs/knobs, columns per-GPU batch sizes."""
     out = {}
+    records = frame.to_dict("records")
     for title, cell in CELLS.items():
-        cells = [cell(r) if r["status"] == "ok" else _status_cell(r) for r in frame.to_dict("records")]
+        if title == CAVEATS and not any(r["status"] == "ok" and _caveat(r) for r in records):
+            continue  # a table of "none" says nothing
+        cells = [cell(r) if r["status"] == "ok" else _status_cell(r) for r in records]
         wide = frame.assign(cell=cells, row=[label(r) for r in frame.to_dict("records")])
         table = wide.pivot_table(index="row", columns="batch_per_gpu", values="cell", aggfunc="first", sort=False)
         table = table[sorted(table.columns)]  # rows keep the strategy order; batches ascend

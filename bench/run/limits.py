@@ -3,11 +3,15 @@ host cannot hold is refused with one line, not found by the OOM killer.
 
 Cores: more replicas than the CPU cores this process may use (its affinity) share cores and
 measure each other; allowed only on purpose (`--oversubscribe`). Memory: never more replicas
-than the available memory holds at the measured size of one rank, whatever the flags.
+than the available memory (the host's, within its memory cgroup's limit) holds at the
+measured size of one rank, whatever the flags.
+Threads: a thread-count variable that is no count (OMP_NUM_THREADS=0) is refused, not left
+to slow every CPU row down unseen.
 """
 from __future__ import annotations
 
 import os
+import re
 
 # Peak resident memory of one rank (MiB), per workload, measured: the larger of the two ranks
 # of a `ddp` sweep on the CPU (torchrun, gloo, fp32, batch 2 per rank, one warm-up step and 2
@@ -31,9 +35,11 @@ def usable_cores() -> int:
 
 
 def available_memory() -> int:
-    import psutil
+    """What a new allocation may take: the host's available memory, within the room left in
+    this process's memory cgroup (a container's or a job's limit; bench/run/hostmemory.py)."""
+    from bench.run import hostmemory
 
-    return psutil.virtual_memory().available
+    return hostmemory.available()
 
 
 def rank_memory_mib(model: str) -> tuple[int, str]:
@@ -62,3 +68,19 @@ def check_cpu_replicas(replicas: int, models: list[str], oversubscribe: bool, co
         raise LimitError(f"--cpu-replicas {replicas} is more than the {cores} CPU cores this process may use: the "
                          f"replicas would share cores and slow each other down; use at most {cores}, or pass "
                          "--oversubscribe to measure that on purpose")
+
+
+# Variables that set the CPU threads of every rank; OpenMP's may list one count per nesting level.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+_COUNTS = re.compile(r"^[1-9][0-9]*(,[1-9][0-9]*)*$")
+
+
+def check_thread_variables(environ: dict) -> None:
+    """Raise LimitError where a thread-count variable is set to something that is no count:
+    the libraries then fall back to a count of their own choosing (MKL_NUM_THREADS=abc: one
+    thread), and every CPU row is slower with nothing to say why."""
+    for name in THREAD_VARIABLES:
+        value = environ.get(name)
+        if value is not None and not _COUNTS.match(value):
+            raise LimitError(f"{name}={value!r} is not a thread count: unset it, or set a positive whole number "
+                             f"(e.g. {name}=1)")

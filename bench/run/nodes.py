@@ -110,22 +110,62 @@ def sweep_hash(cases) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _first_line(exc: BaseException) -> str:
+    """An exception's first line: c10d's carry the C++ stack after it (hundreds of lines)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _import_tcp_store():
+    """torch's TCPStore, with torch's C++ log of this process (the sweep's parent, never its
+    workers) kept to fatal errors: a refused or lost connection logs each retry with its
+    C++ stack, 135-225 lines, where the message parabench gives is one line."""
+    given = os.environ.get("TORCH_CPP_LOG_LEVEL")
+    os.environ["TORCH_CPP_LOG_LEVEL"] = given or "FATAL"
+    try:
+        from torch.distributed import TCPStore
+    finally:
+        if given is None:
+            del os.environ["TORCH_CPP_LOG_LEVEL"]  # the workers log as torch does
+    return TCPStore
+
+
+def wait_for_port(host: str, port: int, timeout_s: float, what: str) -> float:
+    """Wait until something listens at host:port; the seconds left of `timeout_s`. A plain
+    socket, not the store's client: its connect retries with a random back-off that ran a
+    300 s limit to 363 s."""
+    import socket
+
+    countdown = Countdown(timeout_s)
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=min(5.0, max(0.1, countdown.left()))):
+                return countdown.left()
+        except OSError:
+            if countdown.expired():
+                raise NodesError(f"{what} cannot reach the rendezvous store at {host}:{port} within {timeout_s:g} s: "
+                                 "start node 0 first, check the address") from None
+            countdown.say(f"{what}: waiting for node 0's rendezvous store at {host}:{port}")
+            time.sleep(min(0.5, max(0.0, countdown.left())))
+
+
 class Store:
     """The rendezvous store, and the keys parabench keeps in it."""
 
     def __init__(self, nodes: Nodes, timeout_s: float):
-        from torch.distributed import TCPStore
-
+        TCPStore = _import_tcp_store()
         self.nodes = nodes
+        if not nodes.leader:
+            timeout_s = max(1.0, wait_for_port(nodes.host, nodes.port, timeout_s, f"node {nodes.node_rank}"))
         try:
             self.store = TCPStore(nodes.host, nodes.port, is_master=nodes.leader, multi_tenant=True,
                                   wait_for_workers=False, timeout=timedelta(seconds=timeout_s))
         except Exception as exc:  # noqa: BLE001 - socket errors surface as several types
             if nodes.leader:
-                raise NodesError(f"node 0 cannot host the rendezvous store at {nodes.endpoint} ({exc}): the endpoint "
-                                 "must be an address of node 0 with a free port") from None
+                raise NodesError(f"node 0 cannot host the rendezvous store at {nodes.endpoint} ({_first_line(exc)}): "
+                                 "the endpoint must be an address of node 0 with a free port") from None
             raise NodesError(f"node {nodes.node_rank} cannot reach the rendezvous store at {nodes.endpoint} within "
-                             f"{timeout_s:g} s ({exc}): start node 0 first, check the address") from None
+                             f"{timeout_s:g} s ({_first_line(exc)}): start node 0 first, check the address") from None
 
     def key(self, *parts) -> str:
         return "/".join([PREFIX, self.nodes.run_id, *map(str, parts)])
@@ -136,8 +176,8 @@ class Store:
         try:
             return getattr(self.store, method)(*args)
         except Exception as exc:  # noqa: BLE001 - DistStoreError, DistNetworkError, RuntimeError...
-            raise NodesError(f"lost node 0's rendezvous store at {self.nodes.endpoint} ({exc}): node 0 is gone; "
-                             "its results file holds what finished") from None
+            raise NodesError(f"lost node 0's rendezvous store at {self.nodes.endpoint} ({_first_line(exc)}): node 0 is "
+                             "gone; its results file holds what finished") from None
 
     def set(self, value, *parts) -> None:
         self._call("set", self.key(*parts), json.dumps(value))
@@ -166,6 +206,9 @@ class Countdown:
     def expired(self) -> bool:
         return time.monotonic() >= self.deadline
 
+    def left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
     def say(self, text: str) -> None:
         now = time.monotonic()
         if now - self.said >= self.every_s:
@@ -192,9 +235,10 @@ def agree(store: Store, digest: str, timeout_s: float) -> None:
             verdict = (f"node(s) {', '.join(map(str, differ))} were started with other sweep arguments than node 0: "
                        "run the same command on every node (only --node-rank may differ)") if differ else "ok"
         store.set(verdict, "verdict")
-        if verdict != "ok":  # the store lives in this process: keep it until the others have read why
+        if verdict != "ok":  # the store lives in this process: keep it until the nodes that joined have read why
+            joined = [n for n in range(1, nodes.nnodes) if n not in missing]
             deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and not all(store.has("seen", n) for n in range(1, nodes.nnodes)):
+            while time.monotonic() < deadline and not all(store.has("seen", n) for n in joined):
                 time.sleep(0.2)
     else:
         countdown = Countdown(timeout_s + 30)
@@ -212,9 +256,27 @@ def agree(store: Store, digest: str, timeout_s: float) -> None:
 class Leader:
     """Node 0's side: publishes every worker that spans nodes, and its end."""
 
+    # Followers beat every second; this long without a beat, a follower is gone (under load
+    # a beat may come late, never this late).
+    SILENT_S = 10.0
+
     def __init__(self, store: Store):
         self.store = store
         self.launches = 0
+        self._beats: dict[int, tuple[int, float]] = {}  # follower: (its beat count, when first seen at that count)
+
+    def silent(self) -> list[int]:
+        """Followers whose heartbeat has not moved for SILENT_S seconds; at once, without
+        waiting (a check every second while a worker starts costs nothing)."""
+        now, gone = time.monotonic(), []
+        for node in range(1, self.store.nodes.nnodes):
+            count = self.store.beats(node)
+            seen = self._beats.get(node)
+            if seen is None or seen[0] != count:
+                self._beats[node] = (count, now)
+            elif now - seen[1] >= self.SILENT_S:
+                gone.append(node)
+        return gone
 
     def begin(self, spec: dict, placement: dict, options: dict) -> int:
         launch = self.launches

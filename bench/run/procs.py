@@ -12,12 +12,15 @@ init may reap seconds later; that wait was 1.9 s per torchrun worker on the CI m
 
 Whatever workers are given or write on disk lives in the sweep's scratch folder (`Scratch`),
 removed however the sweep ends: by the sweep itself, or by a guard process that waits for the
-sweep's end (SIGKILL included), or, should the guard be killed too, by the next sweep.
+sweep's end (SIGKILL included), or, should the guard be killed too, by the next sweep. Whether
+a folder's sweep still runs is told by a lock it holds, not by a PID: a sweep in another PID
+namespace (a container, `unshare --pid`) has PIDs that mean nothing here.
 """
 from __future__ import annotations
 
+import codecs
 import collections
-import ctypes
+import fcntl
 import functools
 import json
 import os
@@ -31,13 +34,10 @@ from pathlib import Path
 
 import psutil
 
+from bench.core.lifetime import kill_with_parent, prctl as _prctl
+
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
-# Looked up once here: the child between fork and exec (preexec_fn) must not load libraries.
-try:
-    _prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
-except (OSError, AttributeError):
-    _prctl = None
 
 
 # The PID of the process that started the worker (the sweep, or a node's follower): every
@@ -54,11 +54,10 @@ def die_with_parent(parent: int | None = None) -> None:
     parent may be any subreaper, not PID 1, so `getppid() == 1` proves nothing."""
     if _prctl is None:
         return
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if parent is not None:
-        if os.getppid() != parent:
-            os._exit(1)
+        kill_with_parent(parent)
         return
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     origin = os.environ.get(PARENT_ENV)
     if origin and not _descends_from(int(origin)):
         os._exit(1)
@@ -77,6 +76,24 @@ def become_subreaper() -> None:
         _prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
+class _LineTail:
+    """The end of one output line, at most LIMIT characters: a line of megabytes (a progress
+    bar without newlines, a dump) keeps its last part and says how much was cut."""
+
+    LIMIT = 2000
+
+    def __init__(self):
+        self.kept, self.cut = "", 0
+
+    def add(self, piece: str) -> None:
+        joined = self.kept + piece[-self.LIMIT:]
+        self.cut += len(self.kept) + len(piece) - min(len(joined), self.LIMIT)
+        self.kept = joined[-self.LIMIT:]
+
+    def text(self) -> str:
+        return f"[{self.cut} characters cut] {self.kept}" if self.cut else self.kept
+
+
 class Worker:
     """A worker command; its combined stdout/stderr is kept as output (a tail), never parsed."""
 
@@ -92,19 +109,27 @@ class Worker:
         self._reader.start()
 
     def _read(self) -> None:
-        # Bytes, split on newlines here: output without a final newline is kept too.
-        partial = ""
+        # Bytes, split on newlines here: output without a final newline is kept too. Each
+        # chunk is looked at once, so a line of any length costs time in proportion to it.
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        line = _LineTail()
         for chunk in iter(lambda: self.proc.stdout.read1(65536), b""):
-            *lines, partial = (partial + chunk.decode(errors="replace")).split("\n")
-            self.tail.extend(lines)
-        if partial:
-            self.tail.append(partial)
+            *ended, rest = decoder.decode(chunk).split("\n")
+            for piece in ended:
+                line.add(piece)
+                self.tail.append(line.text())
+                line = _LineTail()
+            line.add(rest)
+        line.add(decoder.decode(b"", final=True))
+        if line.text():
+            self.tail.append(line.text())
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def output_tail(self, lines: int = 40) -> str:
-        return "\n".join(list(self.tail)[-lines:])
+    def output_tail(self, lines: int = 40, chars: int = 4000) -> str:
+        """The last `lines` lines, at most `chars` characters of them (the end): what a row keeps."""
+        return "\n".join(list(self.tail)[-lines:])[-chars:]
 
     def exit_description(self) -> str:
         code = self.proc.wait()
@@ -164,7 +189,8 @@ for _ in range(10):
     time.sleep(0.2)
 """
 SCRATCH_PREFIX = "parabench-sweep-"
-OWNER = "owner.json"
+OWNER = "owner.json"  # who made the folder (PID, host, time): for a person who finds it
+LIVE = "live.lock"  # locked by the sweep for as long as it runs
 
 
 class Scratch:
@@ -173,12 +199,17 @@ class Scratch:
     Removed when the sweep ends, on every path: by `close`, or by the guard process when the
     sweep is killed (the guard runs in a session of its own, out of reach of the terminal's
     Ctrl-C and of a signal to the sweep's process group). A folder whose guard was killed as
-    well is removed by the next sweep (`remove_stale`): its owner file names a process that
-    is gone."""
+    well is removed by the next sweep (`remove_stale`): nothing holds its lock any more. The
+    kernel releases a lock with the last process that held it, in whatever PID namespace."""
 
     def __init__(self):
         remove_stale()
         self.path = tempfile.mkdtemp(prefix=SCRATCH_PREFIX)
+        # Locked under another name, then renamed: no other sweep ever sees the lock file unlocked.
+        pending = os.path.join(self.path, f".{LIVE}")
+        self._live = os.open(pending, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(self._live, fcntl.LOCK_EX)
+        os.rename(pending, os.path.join(self.path, LIVE))
         me = psutil.Process()
         with open(os.path.join(self.path, OWNER), "w") as fh:
             json.dump({"pid": me.pid, "create_time": me.create_time()}, fh)
@@ -194,6 +225,9 @@ class Scratch:
 
     def close(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+        if self._live is not None:
+            os.close(self._live)
+            self._live = None
         if self._write_end is not None:
             os.close(self._write_end)  # the guard reads the end of its input and leaves
             self._write_end = None
@@ -211,21 +245,21 @@ class Scratch:
 
 
 def remove_stale(folder: str | None = None) -> list[str]:
-    """Remove the scratch folders of sweeps that are gone (their owner process no longer
-    runs, or its PID now names another process); returns what was removed. Folders without
-    an owner file are left alone: nothing says whose they are."""
+    """Remove the scratch folders of sweeps that are gone (no process holds their lock);
+    returns what was removed. Folders without a lock file are left alone: nothing says
+    whether their sweep still runs."""
     removed = []
     for path in sorted(Path(folder or tempfile.gettempdir()).glob(SCRATCH_PREFIX + "*")):
         try:
-            owner = json.loads((path / OWNER).read_text())
-            alive = abs(psutil.Process(int(owner["pid"])).create_time() - float(owner["create_time"])) < 1.0
-        except (OSError, ValueError, KeyError, TypeError):
+            fd = os.open(path / LIVE, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
             continue
-        except psutil.NoSuchProcess:
-            alive = False
-        except psutil.Error:
-            continue
-        if not alive:
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(str(path))
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # held: its sweep runs
+        finally:
+            os.close(fd)
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(str(path))
     return removed

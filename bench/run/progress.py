@@ -14,8 +14,9 @@ def describe(row: dict) -> str:
             f"batch {row['batch_per_gpu']:>4}{variant}")
     if row["status"] == "ok":
         mem = f", {row['peak_alloc_mib']:.0f} MiB" if row.get("peak_alloc_mib") else ""
+        caveat = f"; caveat: {row['caveat']}" if row.get("caveat") else ""
         return (f"{head}  {row['img_per_s']:>9.1f} img/s  step {row['step_ms_p50']:.2f} ms "
-                f"(p10-p90 {row['step_ms_p10']:.2f}-{row['step_ms_p90']:.2f}){mem}")
+                f"(p10-p90 {row['step_ms_p10']:.2f}-{row['step_ms_p90']:.2f}){mem}{caveat}")
     return f"{head}  {row['status'].upper()}: {row['reason']}"
 
 

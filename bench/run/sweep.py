@@ -21,10 +21,11 @@ import time
 import strategies
 from bench.measure import anatomy, envinfo
 from bench.core import protocol
-from bench.cases import results
+from bench.cases import caveats, results
 from bench.cases.case import Case, Settings, execution_unavailable_reason, identity
 from bench.engine.launchers import Launcher, worker_environment
 from bench.core.precision import get_precision
+from bench.run import hostmemory
 from bench.run.procs import Scratch, Worker
 from bench.run.signals import (TERMINATING, Terminated, ignore_further_signals, signals_held,  # noqa: F401
                                stop_on_signals, stopping_on_signal)
@@ -100,6 +101,8 @@ class _Attempt:
     inflight: Case | None = None
     timed_out: bool = False
     worker_error: dict | None = None
+    oom_kills: dict = dataclasses.field(default_factory=dict)  # the kernel's OOM-kill counts at the start
+    gone: list = dataclasses.field(default_factory=list)  # followers found silent while it ran (multi-node)
 
 
 class Sweep:
@@ -139,6 +142,7 @@ class Sweep:
         if figures.get("output_tail"):
             figures["output_tail"] = envinfo.portable_output(figures["output_tail"])
         row = self._row(case, **figures)
+        row["caveat"] = caveats.caveat(row)
         key = identity(row)
         self.rows.pop(key, None)
         self.rows[key] = row
@@ -273,6 +277,7 @@ class Sweep:
             attempt.launch = self.leader.begin(spec, {"gpus": list(p.gpus), "n_replicas": p.n_replicas,
                                                       "nnodes": p.nnodes}, pending[0].options_dict)
             attempt.rendezvous = self.leader.store.nodes.rendezvous(attempt.launch)
+        attempt.oom_kills = hostmemory.oom_kills()
         attempt.worker = Worker(launcher.command(spec_path, pending[0].placement, pending[0].options_dict,
                                                  attempt.rendezvous), env, str(envinfo.REPO))
         return True
@@ -281,10 +286,16 @@ class Sweep:
         """Record the worker's results as they come, until it exits, every case is done or a
         time limit passes (the start-up limit first, then the case limit from each event)."""
         s = self.settings
-        spawned = deadline = time.monotonic()
+        spawned = deadline = next_beat_check = time.monotonic()
         deadline += s.startup_timeout_s
         first_case, worker_start_s = None, None  # spawn to the first case's start, in that case's row
         while True:
+            if attempt.rendezvous is not None and time.monotonic() >= next_beat_check:
+                # A follower that is gone never joins nor answers: stop now, not at a time limit.
+                next_beat_check = time.monotonic() + 1.0
+                attempt.gone = self.leader.silent()
+                if attempt.gone:
+                    return
             exited = not attempt.worker.alive()
             for event in attempt.reader.poll():
                 case = attempt.by_key.get(json.dumps(event.get("key")))
@@ -326,7 +337,7 @@ class Sweep:
         tail = worker.output_tail()
         cause = ""
         broke = attempt.timed_out or inflight is not None or (pending and len(pending) == attempt.before)
-        gone = self.leader.gone() if attempt.rendezvous is not None and broke else []
+        gone = attempt.gone or (self.leader.gone() if attempt.rendezvous is not None and broke else [])
         if gone:
             cause = f"; node(s) {', '.join(map(str, gone))} stopped answering"
         if attempt.rendezvous is not None and (elsewhere := self.leader.follower_reasons(attempt.launch)):
@@ -341,10 +352,22 @@ class Sweep:
             for case in victims:
                 self._record(case, status="timeout", reason=f"{what}; worker killed{cause}", output_tail=tail)
                 pending.remove(case)
-        elif inflight is not None:
-            self._record(inflight, status="error", output_tail=tail,
-                         reason=f"worker died during the case ({worker.exit_description()}){cause}")
+        elif inflight is not None and attempt.gone:
+            self._record(inflight, status="error", output_tail=tail, reason=f"worker killed{cause}")
             pending.remove(inflight)
+        elif inflight is not None:
+            # The kernel's OOM killer sends SIGKILL (torchrun then exits 1): its count says it was memory.
+            killed = hostmemory.oom_kills_since(attempt.oom_kills)
+            if killed:
+                self._record(inflight, status="oom", output_tail=tail,
+                             reason=f"host out of memory: the kernel's out-of-memory killer ended the worker "
+                                    f"({worker.exit_description()}; OOM kills in {killed}){cause}")
+                pending.remove(inflight)
+                self._skip_larger(pending, inflight)
+            else:
+                self._record(inflight, status="error", output_tail=tail,
+                             reason=f"worker died during the case ({worker.exit_description()}){cause}")
+                pending.remove(inflight)
         if pending and gone:
             raise NodeGone(f"node(s) {', '.join(map(str, gone))} stopped answering; {len(pending)} case(s) of this "
                            f"worker and the ones after it did not run")

@@ -99,17 +99,29 @@ class Job:
 
     def data(self, case: dict):
         """This process's rows of the case's global batch, built here and nowhere else; a
-        batch the host cannot hold is this case's out-of-memory, found before allocating."""
+        batch the host cannot hold is this case's out-of-memory, found before allocating.
+        On the CPU the step's activations live in host memory too, for every rank on the
+        host: their least size (what autograd saves, counted on the meta device) is counted
+        against the memory available here, within the cgroup's limit."""
         import math
 
-        import psutil
+        from bench.run import limits
+        from bench.workloads.facts import saved_bytes_per_image
 
         workload = get_workload(case["model"])
         start, stop = self.launcher.rows(self.rank, self.world_size, case["global_batch"])
-        needed = (stop - start) * (math.prod(workload.input_shape) * 4 + 8)
-        available = psutil.virtual_memory().available
+        rows, what = stop - start, "inputs"
+        needed = rows * (math.prod(workload.input_shape) * 4 + 8)
+        if not case["gpus"] and case["precision"] == "fp32":  # fp32: what the meta device counts
+            placement = Placement(tuple(case["gpus"]), case["n_replicas"], case.get("nnodes", 1))
+            ranks = self.launcher.processes_per_host(placement)
+            activations = saved_bytes_per_image(case["model"])
+            if activations:
+                needed = ranks * (needed + rows * activations)
+                what = f"inputs and the activations autograd keeps, {ranks} rank{'s' if ranks > 1 else ''}"
+        available = limits.available_memory()
         if needed > available:
-            raise MemoryError(f"host out of memory: the batch needs {needed / 2**30:.1f} GiB, "
+            raise MemoryError(f"host out of memory: the batch needs at least {needed / 2**30:.1f} GiB ({what}), "
                               f"{available / 2**30:.1f} GiB available")
         return workload.synthetic_rows(start, stop, case["seed"])
 

@@ -228,12 +228,19 @@ def probe(names: list[str], timeout_s: float = 300) -> dict[str, dict]:
     """Resolve the names that are not built in, in a process of their own (as a worker
     would: the repository and PYTHONPATH on its path), so that the caller imports neither
     torch nor the user's module: {name: facts}; WorkloadError (one line) for the first name
-    that cannot be built. Costs that process's torch import, only where such names are given."""
+    that cannot be built, or when resolving takes over `timeout_s` (the sweep's
+    --startup-timeout: a factory that loads weights may take long). Costs that process's
+    torch import, only where such names are given. The answer comes in a file of its own,
+    never on stdout, where the user's code may print anything (a line without a newline
+    too); the process dies with the caller, SIGKILL included."""
     import json
     import os
     import subprocess
     import sys
+    import tempfile
     from pathlib import Path
+
+    from bench.core.lifetime import kill_with_parent
 
     _load()
     others = [n for n in dict.fromkeys(names) if n not in _REGISTRY]
@@ -241,22 +248,32 @@ def probe(names: list[str], timeout_s: float = 300) -> dict[str, dict]:
         return {}
     repo = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
-    try:
-        proc = subprocess.run([sys.executable, "-m", "bench.workloads._probe", *others], cwd=repo, env=env,
-                              capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise WorkloadError(f"resolving {', '.join(others)} took over {timeout_s:.0f} s") from None
+    with tempfile.TemporaryDirectory(prefix="parabench-probe-") as folder:
+        answer = os.path.join(folder, "answer.jsonl")
+        try:
+            proc = subprocess.run([sys.executable, "-m", "bench.workloads._probe", answer, *others], cwd=repo, env=env,
+                                  stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
+                                  timeout=timeout_s, preexec_fn=functools.partial(kill_with_parent, os.getpid()))
+        except subprocess.TimeoutExpired:
+            raise WorkloadError(f"resolving {', '.join(others)} took over {timeout_s:g} s: give its factory more "
+                                f"time with a larger --startup-timeout") from None
+        try:
+            with open(answer) as fh:
+                lines = fh.read().splitlines()
+        except OSError:
+            lines = []
     found = {}
-    for line in proc.stdout.splitlines():
+    for line in lines:
         try:
             entry = json.loads(line)
         except ValueError:
-            continue  # the user's module printing
+            continue
         if isinstance(entry, dict) and entry.get("name") in others:
             found[entry["name"]] = entry
     for name in others:
         if name not in found:
-            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            output = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+            tail = output[-1][-300:] if output else "no output"
             raise WorkloadError(f"model {name!r}: resolving it failed (exit {proc.returncode}): {tail}")
         if "error" in found[name]:
             raise WorkloadError(found[name]["error"])
@@ -291,7 +308,7 @@ def _from_module(name: str, module_name: str, attr: str) -> Workload:
     if not callable(target):
         raise WorkloadError(f"model {name!r}: {module_name}.{attr} is not callable (it must return a model)")
     declared = _probe(name, target)
-    return _described(name, lambda: from_factory_result(target())["model"], declared.get("input_shape"),
+    return _described(name, lambda: from_factory_result(target(), name)["model"], declared.get("input_shape"),
                       declared.get("num_classes"), probe=declared["model"], source=source_of(name),
                       summary=declared.get("summary") or (target.__doc__ or "").strip().split("\n")[0],
                       loss=declared.get("loss"), blocks=declared.get("blocks"))
@@ -304,35 +321,45 @@ def _probe(name: str, factory: Callable) -> dict:
 
     try:
         with torch.device("meta"):
-            return from_factory_result(factory())
+            return from_factory_result(factory(), name)
     except WorkloadError:
         raise
     except Exception:  # noqa: BLE001 - e.g. a factory that loads weights: try for real
         pass
     try:
-        return from_factory_result(factory())
+        return from_factory_result(factory(), name)
     except WorkloadError:
         raise
     except Exception as exc:  # noqa: BLE001 - the user's code: any failure is this model's
         raise WorkloadError(f"model {name!r}: its factory failed: {type(exc).__name__}: {exc}") from exc
 
 
-def from_factory_result(result: Any) -> dict:
+def from_factory_result(result: Any, name: str = "") -> dict:
     """A user factory's result as a dict: an nn.Module alone, or a dict or object with
     `model` and optionally `input_shape` (C, H, W: default 3x224x224), `num_classes`
     (default: the model's output width), `loss` (default cross-entropy), `blocks` (the
-    modules FSDP2 wraps: class names or a callable; default the repeated blocks)."""
+    modules FSDP2 wraps: class names or a callable; default the repeated blocks). `name`,
+    the model's name, is for the message where the result is none of these."""
     from torch import nn
 
     if isinstance(result, nn.Module):
         return {"model": result}
-    if not isinstance(result, dict):
-        result = {k: getattr(result, k) for k in ("model", "input_shape", "num_classes", "loss", "blocks", "summary")
-                  if hasattr(result, k)}
-    if not isinstance(result.get("model"), nn.Module):
-        raise WorkloadError(f"a model factory must return an nn.Module, or a dict or object whose 'model' is one; "
-                            f"got {type(result).__name__}")
-    return result
+    declared = result if isinstance(result, dict) else {
+        k: getattr(result, k) for k in ("model", "input_shape", "num_classes", "loss", "blocks", "summary")
+        if hasattr(result, k)}
+    if not isinstance(declared.get("model"), nn.Module):
+        got = type(result).__name__ if not isinstance(result, (dict, type(None), bool, int, float, str)) \
+            else f"{type(result).__name__} {_shown(result)}"
+        if isinstance(result, dict) or declared:
+            got += f" whose 'model' is {type(declared.get('model')).__name__}"
+        raise WorkloadError(f"{f'model {name!r}: ' if name else ''}its factory returned {got}: it must return an "
+                            f"nn.Module, or a dict or object whose 'model' is one")
+    return declared
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _described(name, factory, shape, classes, probe=None, **fields) -> Workload:

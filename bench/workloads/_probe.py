@@ -1,15 +1,16 @@
-"""Resolve model names in a process of their own: `python -m bench.workloads._probe NAME...`
-prints one JSON line per name, {"name", "error"} or {"name", "parameters",
+"""Resolve model names in a process of their own: `python -m bench.workloads._probe ANSWER NAME...`
+appends one JSON line per name to the file ANSWER, {"name", "error"} or {"name", "parameters",
 "flops_per_image", "input_shape", "num_classes"}. The sweep's parent asks this (through
 bench.workloads.probe) for names that are not built in, so that it never imports torch or
-the user's module itself, and a model that cannot be built fails before anything runs."""
+the user's module itself, and a model that cannot be built fails before anything runs. The
+answer goes to a file, not stdout: what the user's code prints cannot garble it."""
 from __future__ import annotations
 
 import json
 import sys
 
 
-def main(names: list[str]) -> None:
+def main(answer: str, names: list[str]) -> None:
     from bench import workloads
     from bench.workloads.facts import facts
 
@@ -22,8 +23,9 @@ def main(names: list[str]) -> None:
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             found = {"name": name, "error": text if isinstance(exc, workloads.WorkloadError)
                      else f"model {name!r} cannot be built: {type(exc).__name__}: {text}"}
-        print(json.dumps(found), flush=True)
+        with open(answer, "a") as fh:
+            fh.write(json.dumps(found) + "\n")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main(sys.argv[1], sys.argv[2:])

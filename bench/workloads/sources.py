@@ -41,6 +41,9 @@ def _torchvision(name: str) -> tuple:
     return (lambda: models.get_model(name, weights=None)), shape, classes, f"torchvision.models.{name}"
 
 
-register_source(Source("timm", "timm", "pip install timm", _timm, "timm.create_model(NAME), random weights"))
-register_source(Source("torchvision", "torchvision", "pip install torchvision (the build that matches your torch)",
-                       _torchvision, "torchvision.models.get_model(NAME), random weights"))
+# A plain `pip install timm` (it needs torchvision) may replace the torch that is there with a CUDA
+# build of gigabytes: `make setup-models` installs both beside it (the Makefile says how).
+INSTALL = "make setup-models (both, beside the torch of .venv: a plain `pip install` may replace that torch)"
+register_source(Source("timm", "timm", INSTALL, _timm, "timm.create_model(NAME), random weights"))
+register_source(Source("torchvision", "torchvision", INSTALL, _torchvision,
+                       "torchvision.models.get_model(NAME), random weights"))

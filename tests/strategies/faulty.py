@@ -2,7 +2,8 @@
 
 It trains like `single` (launcher=local) or like `ddp` (launcher=torchrun or spawn) and
 injects `fault` on rank `fault_rank` at per-GPU batch `at_batch` (0: every batch):
-raise, oom, hostoom (a real host allocation that cannot succeed), sigkill, segfault,
+raise, oom, hostoom (a real host allocation that cannot succeed), memhog (touch ever more
+host memory until the kernel's out-of-memory killer ends the process), sigkill, segfault,
 exit, hang, orphan (start a detached child, then hang), print (a line without a newline
 on stdout, as user code may), or slow (sleep `slow_ms` in every step).
 PARABENCH_FAULTY_MARK=PATH creates that file as a fault fires (a test can wait for it).
@@ -50,6 +51,10 @@ def inject(fault: str, slow_ms: float) -> None:
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB (injected)")
     if fault == "hostoom":
         torch.empty(2**62, dtype=torch.uint8)  # 4 EiB: the host allocator refuses
+    if fault == "memhog":
+        held = []
+        while True:  # each block written, so that the pages are real
+            held.append(bytearray(b"x" * 2**26))
     if fault == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
     if fault == "segfault":
@@ -76,7 +81,7 @@ class Faulty(DDP):
     executions = ("eager",)
     options = {**DDP.options, "launcher": "local", "fault": "none", "at_batch": 0, "fault_rank": 0, "slow_ms": 20}
     option_choices = {**DDP.option_choices, "launcher": ("local", "torchrun", "spawn"),
-                      "fault": ("none", "raise", "oom", "hostoom", "sigkill", "segfault", "exit", "hang", "orphan",
+                      "fault": ("none", "raise", "oom", "hostoom", "memhog", "sigkill", "segfault", "exit", "hang", "orphan",
                                 "print", "slow")}
 
     def launcher(self, options):

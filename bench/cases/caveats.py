@@ -1,0 +1,42 @@
+"""What makes an ok row's figures mislead, said in the row itself (the `caveat` column).
+
+A row can be measured to the letter and still not say what its figures seem to say: its
+first timed step did one-time work, its steps are too few for a spread, or its median
+disagrees with the time the trials took. Each such fact is one short clause of the
+caveat; a row without one has none. Computed from the row's own fields, so that a row
+read back from any file gets the same caveat as when it was written.
+"""
+from __future__ import annotations
+
+# p10 and p90 (linear interpolation over n steps) lean on the single fastest and slowest
+# step while 0.1 * (n - 1) < 1: a spread needs at least 11 timed steps.
+MIN_STEPS_FOR_SPREAD = 11
+# Wall-clock against median throughput: in the 821 ok rows of results/reference the two
+# differed by at most 5.3% (GPUs, p10-p90 spreads of 0.1-4%); twice that is a disagreement.
+WALL_DISAGREEMENT = 0.10
+
+
+def caveat(row: dict) -> str:
+    """The clauses that apply to an ok row, joined by '; '; '' where none does."""
+    if row.get("status") != "ok":
+        return ""
+    said = []
+    if row.get("warmup") == 0:
+        said.append("no warm-up: the first timed step includes one-time work (allocator growth, autotuning, lazy "
+                    "loading)")
+    steps = row.get("n_timed_steps")
+    if steps is None and row.get("steps") is not None and row.get("trials") is not None:
+        steps = row["steps"] * row["trials"]
+    if steps is not None and steps < MIN_STEPS_FOR_SPREAD:
+        said.append(f"{steps} timed step{'s' if steps != 1 else ''}: too few for a p10-p90 spread (it needs "
+                    f"{MIN_STEPS_FOR_SPREAD})")
+    wall, median = row.get("wall_img_per_s"), row.get("img_per_s")
+    low, high = row.get("img_per_s_p10"), row.get("img_per_s_p90")
+    if wall and median and low is not None and high is not None:
+        off = wall / median - 1
+        if abs(off) > WALL_DISAGREEMENT and not low <= wall <= high:
+            why = "some steps stalled far beyond what the median shows" if off < 0 else \
+                "the step times do not add up to the trials' time"
+            said.append(f"wall-clock {wall:.3g} img/s is {100 * off:+.0f}% off the median's {median:.3g}, beyond the "
+                        f"p10-p90 spread: {why}; re-run")
+    return "; ".join(said)

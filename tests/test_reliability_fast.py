@@ -1,0 +1,536 @@
+"""Reliability, fast: each fault an adversarial user or a new user found, proved without a
+measuring sweep where possible (the sweep-level faults are in test_reliability.py)."""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.cases import results
+from tests.conftest import REPO, run_cli
+
+
+# A worker's output is read in time proportional to its length, and one line of it is kept
+# to its last part: a 32 MiB line without a newline took 9 s (quadratic) and was kept whole.
+def test_a_huge_output_line_is_read_in_linear_time_and_kept_short():
+    from bench.run.procs import Worker, _LineTail
+
+    started = time.monotonic()
+    worker = Worker([sys.executable, "-c", "import sys; sys.stdout.write('ab' * 16 * 2**20 + 'END'); "
+                     "sys.stdout.write('\\nlast line')"], dict(os.environ), str(REPO))
+    worker.proc.wait()
+    worker._reader.join(timeout=60)
+    assert time.monotonic() - started < 5
+    lines = list(worker.tail)
+    assert lines[-1] == "last line"
+    assert lines[-2].startswith(f"[{32 * 2**20 + 3 - _LineTail.LIMIT} characters cut] ") and lines[-2].endswith("abEND")
+    assert len(lines[-2]) < _LineTail.LIMIT + 40
+
+
+# --- A user's model factory ------------------------------------------------------------
+
+FACTORIES = '''
+import sys, time
+
+def noisy():
+    import torch
+    sys.stdout.write("loading weights...")  # no newline, as progress messages go
+    return {"model": torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 10)), "input_shape": (3, 8, 8)}
+
+def sleepy():
+    time.sleep(600)
+'''
+
+
+@pytest.fixture
+def factories(tmp_path, monkeypatch):
+    (tmp_path / "userfactories.py").write_text(FACTORIES)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    return tmp_path
+
+
+def test_a_factory_that_prints_without_a_newline_resolves(factories):
+    from bench import workloads
+
+    found = workloads.probe(["userfactories:noisy"])
+    assert found["userfactories:noisy"]["num_classes"] == 10 and found["userfactories:noisy"]["input_shape"] == [3, 8, 8]
+
+
+def test_resolving_a_factory_keeps_to_the_start_up_limit(factories):
+    proc = run_cli("run", "--gpus", "", "--strategies", "single", "--models", "userfactories:sleepy", "--startup-timeout",
+                   "2", "--out", str(factories / "r.json"), env={"PYTHONPATH": os.environ["PYTHONPATH"]}, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "parabench: error: resolving userfactories:sleepy took over 2 s: give its factory more time with a larger "
+        "--startup-timeout (--models)")
+    assert not (factories / "r.json").exists()
+
+
+@pytest.mark.parametrize("result, said", [(42, "int 42"), (None, "NoneType None"), ("resnet", "str 'resnet'"),
+                                          ({"model": "resnet"}, "dict {'model': 'resnet'} whose 'model' is str")])
+def test_a_factory_that_returns_no_model_is_named_with_what_it_returned(result, said):
+    from bench import workloads
+
+    with pytest.raises(workloads.WorkloadError) as caught:
+        workloads.from_factory_result(result, "mine:build")
+    assert str(caught.value) == (f"model 'mine:build': its factory returned {said}: it must return an nn.Module, "
+                                 "or a dict or object whose 'model' is one")
+
+
+def test_a_sweep_killed_while_resolving_a_factory_leaves_no_process(factories):
+    import signal
+
+    import psutil
+
+    sweep = subprocess.Popen([sys.executable, "-m", "bench", "run", "--gpus", "", "--models", "userfactories:sleepy",
+                              "--out", str(factories / "r.json")], cwd=REPO,
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ["PYTHONPATH"]])},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def probes():
+        try:
+            return [p for p in psutil.Process(sweep.pid).children(recursive=True) if "bench.workloads._probe" in p.cmdline()]
+        except psutil.NoSuchProcess:
+            return []
+
+    deadline = time.monotonic() + 60
+    while not probes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    found = probes()
+    assert found, "the sweep never started resolving the factory"
+    sweep.send_signal(signal.SIGKILL)
+    sweep.wait()
+    gone, alive = psutil.wait_procs(found, timeout=10)
+    assert not alive, [p.cmdline() for p in alive]
+
+
+# A plug-in under a built-in's name would measure in its place, unseen.
+def test_a_strategy_plug_in_cannot_take_a_built_in_name(tmp_path):
+    (tmp_path / "myddp.py").write_text("from strategies import register\nfrom strategies.ddp import DDP\n\n\n"
+                                       "@register\nclass MyDDP(DDP):\n    name = 'ddp'\n")
+    proc = run_cli("list", "--gpus", "", env={"PARABENCH_STRATEGY_PATH": str(tmp_path)})
+    assert proc.returncode == 2 and not proc.stdout
+    assert proc.stderr.strip() == (f"parabench: error: strategy 'ddp' of {tmp_path / 'myddp.py'} has the name of the "
+                                   f"strategy in {REPO / 'strategies' / 'ddp.py'}: give it a name of its own")
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(_cuda(), reason="on a GPU host these commands run")
+@pytest.mark.parametrize("command", [["check", "bareloop"], ["peak"]])
+def test_gpu_commands_on_a_cpu_host_are_one_line(command):
+    proc = run_cli(*command)
+    assert proc.returncode == 2 and not proc.stdout
+    line, = proc.stderr.strip().splitlines()
+    assert line.startswith(f"parabench: error: {' '.join(command)} runs on a GPU and this torch") and "GPU host" in line
+
+
+# A thread count that is no count made CPU rows 3-7x slower, still "ok", with no word.
+@pytest.mark.parametrize("name, value", [("OMP_NUM_THREADS", "0"), ("OMP_NUM_THREADS", "abc"),
+                                         ("OMP_NUM_THREADS", ""), ("MKL_NUM_THREADS", "-1")])
+def test_a_thread_count_that_is_no_count_is_refused(tmp_path, name, value):
+    proc = run_cli("run", "--gpus", "", "--strategies", "single", "--out", str(tmp_path / "r.json"), env={name: value})
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        f"parabench: error: {name}={value!r} is not a thread count: unset it, or set a positive whole number "
+        f"(e.g. {name}=1)")
+    assert not list(tmp_path.iterdir())
+
+
+def test_thread_counts_that_are_counts_pass():
+    from bench.run import limits
+
+    limits.check_thread_variables({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "16"})
+    limits.check_thread_variables({"OMP_NUM_THREADS": "4,2"})  # OpenMP: one count per nesting level
+    limits.check_thread_variables({})
+
+
+# --- Readers of results files ------------------------------------------------------------
+
+BASELINE = REPO / "results" / "reference" / "baselines" / "cpu-ci.json"
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    """`python -m bench ARGS` in this process (the readers import no torch): status, stdout, stderr."""
+    from bench.cli import main
+
+    capsys.readouterr()
+    status = main(list(args))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def results_file(path: Path, date: str) -> Path:
+    """A copy of the committed CPU baseline (six ok rows) dated `date`."""
+    doc = json.loads(BASELINE.read_text())
+    for row in doc["rows"]:
+        row["date"] = date
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_answer_skips_a_file_that_is_no_results_file_with_one_line(tmp_path, capsys):
+    results_file(tmp_path / "run-a.json", "2026-11-01T10:00:00")
+    (tmp_path / "run-b.json").touch()  # a shell redirection writing the next run: no row yet, the newest name
+    os.mkfifo(tmp_path / "run-c.json")  # reading a pipe would wait forever
+    status, out, err = cli(capsys, "answer", str(tmp_path))
+    assert status == 0, err
+    assert err.splitlines() == [
+        f"parabench: skipped one file: {tmp_path / 'run-b.json'}: the file is empty; re-run the sweep into a new file, "
+        "or pass another results file",
+        f"parabench: skipped one file: {tmp_path / 'run-c.json'} is not a regular file (a pipe, a device or a socket): "
+        "pass a results file"]
+    assert "(run run-a.json)" in out
+
+
+@pytest.mark.parametrize("named, says", [
+    ("/dev/zero", "/dev/zero is not a regular file (a pipe, a device or a socket): pass a results file"),
+    ("fifo.json", "fifo.json is not a regular file (a pipe, a device or a socket): pass a results file"),
+    ("nested.json", "nested.json: JSON nested too deeply to be a results file"),
+    ("binary.json", "binary.json: not text, so no results file"),
+])
+def test_a_named_file_that_is_no_results_file_is_one_line(tmp_path, capsys, named, says):
+    os.mkfifo(tmp_path / "fifo.json")
+    (tmp_path / "nested.json").write_text("[" * 200_000 + "]" * 200_000)
+    (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00" * 100)
+    path = named if named.startswith("/") else str(tmp_path / named)
+    for command in (["answer", path], ["report", path, "--out", str(tmp_path / "plots")], ["compare", path, path],
+                    ["dashboard", path, "--out", str(tmp_path / "d.json")]):
+        status, _, err = cli(capsys, *command)
+        assert status == 2, (command, err)
+        line, = err.strip().splitlines()
+        assert line.startswith(f"parabench: error: {path}") and says.split(" ", 1)[1] in line, line
+
+
+def test_a_file_larger_than_any_results_file_is_refused_unread(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "MAX_BYTES", 1000)
+    big = results_file(tmp_path / "big.json", "2026-11-01")
+    with pytest.raises(results.ResultsError, match=r"big.json is 0 MiB, more than any results file \(0 MiB at most\)"):
+        results.load(big)
+
+
+def test_closing_the_output_early_is_no_traceback(tmp_path):
+    path = results_file(tmp_path / "run.json", "2026-11-01")
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "answer", "--json", str(path)], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader leaves before a byte is written, as `| head -0` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141 and err == ""
+
+
+# --- The user's own run, answered ---------------------------------------------------------
+
+def test_answer_reads_your_own_run_not_a_newer_reference_run(tmp_path, capsys):
+    results_file(tmp_path / "reference" / "h200" / "ref.json", "2026-12-31T00:00:00")
+    results_file(tmp_path / "run-mine.json", "2026-01-01T00:00:00")
+    status, out, _ = cli(capsys, "answer", "--results-dir", str(tmp_path))
+    assert status == 0 and "(run run-mine.json)" in out and "ref.json" not in out
+    status, out, _ = cli(capsys, "answer", "--results-dir", str(tmp_path), "--reference")
+    assert status == 0 and "(run ref.json)" in out
+    assert out.startswith(f"The reference runs committed with parabench ({tmp_path}/reference), not your own")
+
+
+def test_with_no_run_of_your_own_answer_and_report_say_how_to_make_one(tmp_path, capsys):
+    results_file(tmp_path / "reference" / "ref.json", "2026-12-31T00:00:00")
+    for command in (["answer"], ["report", "--out", str(tmp_path / "plots")]):
+        status, _, err = cli(capsys, *command, "--results-dir", str(tmp_path))
+        assert status == 2 and err.strip() == (
+            f"parabench: error: no results of your own in {tmp_path}: measure a run with `make bench` (or `python -m "
+            f"bench run`), or pass --reference for the runs committed in {tmp_path / 'reference'}")
+    assert not (tmp_path / "plots").exists()
+
+
+# --- compare ------------------------------------------------------------------------------
+
+def test_compare_counts_no_skipped_row_as_new_and_notes_another_protocol(tmp_path, capsys):
+    baseline = results_file(tmp_path / "base.json", "2026-11-01")
+    doc = json.loads(baseline.read_text())
+    for row in doc["rows"]:
+        row.update(warmup=0, steps=2)  # measured with another protocol than the baseline's 3 and 6
+    skipped = dict(doc["rows"][0], strategy="dp", status="skipped", reason="needs GPUs", img_per_s=None)
+    doc["rows"].append(skipped)
+    current = tmp_path / "current.json"
+    current.write_text(json.dumps(doc))
+    status, out, _ = cli(capsys, "compare", str(baseline), str(current), "--json", str(tmp_path / "v.json"))
+    verdicts = {v["case"]: v for v in json.loads((tmp_path / "v.json").read_text())}
+    dp, = [v for case, v in verdicts.items() if case.startswith("dp ")]
+    assert dp["verdict"] == "skipped" and dp["why"] == ["only in the current file, not run: needs GPUs"]
+    assert "new" not in {v["verdict"] for v in verdicts.values()} and "NEW" not in out
+    ok = [v for v in verdicts.values() if v is not dp]
+    assert len(ok) == 6 and all(v["why"][-1] == "measured differently: warmup 3 -> 0, steps 6 -> 2" for v in ok)
+    assert out.rstrip().splitlines()[-1] == (
+        "note: 6 case(s) were measured with other warm-up, steps or trials than their baseline (warmup 3 -> 0, "
+        "steps 6 -> 2): their timing differs by protocol as well as by code; measure both with the same --warmup, "
+        "--steps and --trials")
+
+
+# --- A protocol that cannot measure, and figures that disagree: said in the row ------------
+
+def ok_row(**changes) -> dict:
+    row = json.loads(BASELINE.read_text())["rows"][0]  # warm-up 3, 6 steps x 3 trials, wall within the spread
+    row.update(changes)
+    return row
+
+
+def test_a_row_says_what_makes_its_figures_mislead():
+    from bench.cases.caveats import caveat
+
+    assert caveat(ok_row()) == ""
+    assert caveat(ok_row(warmup=0)) == ("no warm-up: the first timed step includes one-time work (allocator growth, "
+                                        "autotuning, lazy loading)")
+    assert caveat(ok_row(steps=1, trials=1, n_timed_steps=1)) == "1 timed step: too few for a p10-p90 spread (it needs 11)"
+    # A rank stopped (SIGSTOP) inside the timed steps: one step of minutes, the median untouched.
+    stalled = ok_row(img_per_s=72.0, img_per_s_p10=70.0, img_per_s_p90=74.0, wall_img_per_s=8.1)
+    assert caveat(stalled) == ("wall-clock 8.1 img/s is -89% off the median's 72, beyond the p10-p90 spread: some steps "
+                               "stalled far beyond what the median shows; re-run")
+    # Within 10% of the median, a wall-clock outside a tight spread is no disagreement (committed GPU rows: 5.3%).
+    assert caveat(ok_row(img_per_s=100.0, img_per_s_p10=99.9, img_per_s_p90=100.1, wall_img_per_s=94.7)) == ""
+    assert caveat(ok_row(status="error")) == ""
+
+
+def test_every_reader_and_the_report_tables_show_the_caveat(tmp_path):
+    from bench.report import frame, pages
+
+    path = tmp_path / "run.json"
+    results.write(path, [ok_row(img_per_s=72.0, img_per_s_p10=70.0, img_per_s_p90=74.0, wall_img_per_s=8.1,
+                                caveat=None)])  # a row written before the column: the reader says it too
+    row, = results.load(path)
+    assert row["caveat"].startswith("wall-clock 8.1 img/s is -89% off")
+    tables = pages.tables(frame.load_frame([path]))
+    assert tables[pages.CAVEATS].iloc[0, 0].startswith("wall-clock 8.1 img/s")
+    assert tables["images/s (median, p10-p90)"].iloc[0, 0].endswith("[caveat]")
+    results.write(path, [ok_row()])
+    assert pages.CAVEATS not in pages.tables(frame.load_frame([path]))
+
+
+@pytest.mark.parametrize("execution", ["compile", "cuda-graph"])
+def test_no_warm_up_before_compiled_or_captured_steps_is_refused(tmp_path, execution):
+    proc = run_cli("run", "--gpus", "", "--strategies", "single", "--execution", execution, "--warmup", "0",
+                   "--out", str(tmp_path / "r.json"))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"parabench: error: --warmup 0 with --execution {execution} would time ")
+    assert proc.stderr.strip().endswith("as a training step: give --warmup 1 or more") and not list(tmp_path.iterdir())
+
+
+# Values that broke the figures (a traceback in answer, report, compare or dashboard) are one
+# line naming file, row and field.
+@pytest.mark.parametrize("changes, says", [
+    ({"options": "[]"}, "field options is '[]', not a JSON object"),
+    ({"environment": "5"}, "field environment is '5', not a JSON object"),
+    ({"compile_mode": []}, "field compile_mode is a list, not a single value"),
+    ({"img_per_s": 1e308}, "img_per_s 1e+308 lies outside img_per_s_p10-img_per_s_p90"),
+    ({"step_ms_p50": 1e6}, "step_ms_p50 1e+06 lies outside step_ms_p10-step_ms_p90"),
+    ({"anatomy_step_ms": 3.0}, "has a step anatomy without anatomy_compute_ms"),
+    ({"precision": "fp64"}, "has unknown precision 'fp64' (this parabench knows fp32, amp-fp16, amp-bf16, apex-O1"),
+])
+def test_a_row_whose_values_break_the_figures_is_one_line(tmp_path, capsys, changes, says):
+    path = tmp_path / "run.json"
+    doc = json.loads(BASELINE.read_text())
+    doc["rows"][1].update(changes)
+    path.write_text(json.dumps(doc))
+    for command in (["answer", str(path)], ["report", str(path), "--out", str(tmp_path / "p")],
+                    ["compare", str(BASELINE), str(path)], ["dashboard", str(path), "--out", str(tmp_path / "d.json")]):
+        status, _, err = cli(capsys, *command)
+        line, = err.strip().splitlines()
+        assert status == 2 and line.startswith(f"parabench: error: {path}: row 1") and says in line, (command, line)
+
+
+def test_text_fields_are_read_as_text(tmp_path):
+    doc = json.loads(BASELINE.read_text())
+    doc["rows"][0].update(date=20261101, host=5)  # a hand-edited file: numbers where text belongs
+    (tmp_path / "run.json").write_text(json.dumps(doc))
+    row = results.load(tmp_path / "run.json")[0]
+    assert row["date"] == "20261101" and row["host"] == "5"
+
+
+# --- Memory: the batch's activations and the cgroup's limit counted, the OOM killer named --
+
+def test_a_cpu_batch_whose_activations_cannot_fit_is_out_of_memory_before_allocating(monkeypatch):
+    from bench.run import limits
+    from bench.run.worker import Job
+
+    monkeypatch.setattr(limits, "available_memory", lambda: 2**30)
+    case = {"model": "resnet18-small", "gpus": [], "n_replicas": 1, "precision": "fp32", "seed": 0}
+    job = Job({"launcher": "local"}, 0, 1, 0)
+    inputs, _ = job.data({**case, "global_batch": 64})  # 0.2 GiB of saved activations
+    assert inputs.shape[0] == 64
+    with pytest.raises(MemoryError, match=r"host out of memory: the batch needs at least 1\.\d GiB \(inputs and the "
+                                          r"activations autograd keeps, 1 rank\), 1\.0 GiB available"):
+        job.data({**case, "global_batch": 512})  # inputs alone: 1.5 MiB
+
+
+def test_the_cgroups_room_and_oom_kills_are_read(tmp_path, monkeypatch):
+    from bench.run import hostmemory
+
+    inner, outer = tmp_path / "job", tmp_path
+    inner.mkdir()
+    (inner / "memory.max").write_text("3221225472\n")  # 3 GiB
+    (inner / "memory.current").write_text(str(2 * 2**30) + "\n")
+    (inner / "memory.stat").write_text("anon 1\ninactive_file 536870912\n")  # 0.5 GiB of reclaimable cache
+    (inner / "memory.events").write_text("low 0\nhigh 0\nmax 4\noom 1\noom_kill 2\n")
+    (outer / "memory.max").write_text("max\n")
+    (outer / "memory.current").write_text("1\n")
+    monkeypatch.setattr(hostmemory, "cgroup_folders", lambda: [("v2", inner), ("v2", outer)])
+    assert hostmemory.cgroup_room() == int(1.5 * 2**30)
+    assert hostmemory.available() <= int(1.5 * 2**30)
+    before = hostmemory.oom_kills()
+    assert before["cgroup"] == 2
+    (inner / "memory.events").write_text("oom_kill 3\n")
+    assert hostmemory.oom_kills_since(before) == "this cgroup: 2 -> 3"
+
+
+@pytest.fixture
+def memory_cgroup():
+    """A memory cgroup of 1.5 GiB below this process's own, or a skip where none can be made
+    (not root, or cgroup v2 without a delegated memory controller)."""
+    from bench.run import hostmemory
+
+    folders = hostmemory.cgroup_folders()
+    if not folders:
+        pytest.skip("no memory cgroup here")
+    version, mine = folders[0]
+    group = mine / f"parabench-test-{os.getpid()}"
+    try:
+        group.mkdir()
+        (group / ("memory.limit_in_bytes" if version == "v1" else "memory.max")).write_text(str(3 * 2**29))
+    except OSError as exc:
+        group.rmdir() if group.exists() else None
+        pytest.skip(f"cannot make a memory cgroup in {mine}: {exc.strerror}")
+    yield group
+    deadline = time.monotonic() + 30
+    while (group / "cgroup.procs").read_text().strip() and time.monotonic() < deadline:
+        time.sleep(0.2)  # the sweep's guard leaves a moment after it
+    group.rmdir()
+
+
+def test_a_worker_the_oom_killer_ends_is_oom_and_larger_batches_are_skipped(tmp_path, memory_cgroup):
+    def enter():
+        (memory_cgroup / "cgroup.procs").write_text(str(os.getpid()))
+
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "bench", "run", "--gpus", "", "--strategies", "faulty", "--cpu-replicas",
+                           "1", "--warmup", "1", "--steps", "2", "--trials", "1", "--batch-sizes", "1,2", "--option",
+                           "fault=memhog", "--out", str(out)], cwd=REPO, preexec_fn=enter, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(REPO),
+                                          "PARABENCH_STRATEGY_PATH": str(REPO / "tests" / "strategies")}, timeout=300)
+    rows = {r["batch_per_gpu"]: r for r in json.loads(out.read_text())["rows"]}
+    assert rows[1]["status"] == "oom", (rows[1]["reason"], proc.stderr)
+    assert rows[1]["reason"].startswith("host out of memory: the kernel's out-of-memory killer ended the worker "
+                                        "(killed by SIGKILL; OOM kills in this cgroup: 0 -> 1")
+    assert rows[2]["status"] == "skipped" and "batch 1 per GPU already ran out of memory" in rows[2]["reason"]
+
+
+# --- Across hosts ----------------------------------------------------------------------------
+
+class _Quiet:
+    def begin(self, total): pass
+    def preparing(self, label): pass
+    def case_started(self, label): pass
+    def case_done(self, row): pass
+
+
+class _LeaderWithAFollowerGone:
+    """Node 0's side of a sweep whose node 1 has stopped beating before the worker starts."""
+
+    def __init__(self):
+        import types
+
+        from bench.run import nodes
+
+        self.store = types.SimpleNamespace(nodes=nodes.Nodes(2, 0, "127.0.0.1", 9))  # nobody listens at port 9
+        self.ended = []
+
+    def begin(self, spec, placement, options): return 0
+    def end(self, launch): self.ended.append(launch)
+    def silent(self): return [1]
+    def gone(self, wait_s=3.0): return [1]
+    def follower_reasons(self, launch): return ""
+
+
+def test_a_follower_gone_before_a_worker_starts_stops_the_sweep_at_once(tmp_path):
+    """Each worker used to wait a whole start-up limit for node 1, record its cases as timeouts
+    and go on to the next (exit 3); the sweep now stops at once, the cases left unrecorded for
+    --resume, and `run` exits 1."""
+    from bench.cases.case import settings as make_settings
+    from bench.cases.grid import build_cases
+    from bench.run.sweep import NodeGone, Sweep
+
+    settings = make_settings(warmup=1, steps=2, trials=1, startup_timeout_s=60, case_timeout_s=60)
+    cases = build_cases(["ddp"], ["fp32"], ["resnet18-small"], ["eager"], [], [2], 2, [2, 4], settings, nnodes=2)
+    out, leader = tmp_path / "r.json", _LeaderWithAFollowerGone()
+    started = time.monotonic()
+    with pytest.raises(NodeGone, match=r"node\(s\) 1 stopped answering; 2 case\(s\) of this worker"):
+        Sweep(cases, settings, str(out), _Quiet(), leader=leader).run()
+    assert time.monotonic() - started < 30 and leader.ended == [0] and not out.exists()
+
+
+def test_a_store_that_is_not_there_is_one_line_within_its_limit():
+    from bench.run import nodes
+
+    started = time.monotonic()
+    with pytest.raises(nodes.NodesError) as caught:
+        nodes.wait_for_port("127.0.0.1", 9, 1.5, "node 1")
+    assert time.monotonic() - started < 3
+    assert str(caught.value) == ("node 1 cannot reach the rendezvous store at 127.0.0.1:9 within 1.5 s: start node 0 "
+                                 "first, check the address")
+
+
+def test_a_followers_heartbeat_tells_whether_it_is_gone(monkeypatch):
+    import types
+
+    from bench.run import nodes
+
+    beats = {1: 0, 2: 0}
+    store = types.SimpleNamespace(nodes=nodes.Nodes(3, 0, "h", 1), beats=lambda node: beats[node])
+    leader, now = nodes.Leader(store), [100.0]
+    monkeypatch.setattr(nodes.time, "monotonic", lambda: now[0])
+    assert leader.silent() == []  # first look: nothing known yet
+    now[0] += nodes.Leader.SILENT_S
+    beats[1] += 10  # node 1 beat meanwhile; node 2 did not
+    assert leader.silent() == [2]
+    now[0] += nodes.Leader.SILENT_S - 1
+    assert leader.silent() == [2]  # node 1 silent for less than the limit
+
+
+def test_a_c10d_error_is_its_first_line():
+    from bench.run import nodes
+
+    error = RuntimeError("Connection reset by peer\nException raised from recvBytes at socket.cpp:670\nframe #0: ...")
+    assert nodes._first_line(error) == "Connection reset by peer"
+
+
+# --- First contact ------------------------------------------------------------------------------
+
+def test_a_python_without_a_dependency_is_told_which_and_how(monkeypatch, capsys):
+    import importlib.util
+
+    from bench import cli
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("psutil", "rich") else real(name, *a))
+    assert cli.main(["list"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"parabench: error: this Python ({sys.executable}) lacks psutil, rich: {sys.executable} -m pip install psutil "
+        "rich, or `make setup` (.venv with all of them, torch's CPU build where there is no GPU)")
+
+
+def test_an_instruction_count_file_that_is_a_device_is_one_line(capsys):
+    status, _, err = cli(capsys, "instructions", "--compare", "/dev/zero")
+    assert status == 2 and err.strip() == ("parabench: error: /dev/zero is not a regular file (a pipe, a device or a "
+                                           "socket): pass an instruction-count file")
+
+
+def test_an_oom_kill_outside_the_cgroup_is_not_the_workers(monkeypatch):
+    from bench.run import hostmemory
+
+    counts = iter([{"cgroup": 0, "host": 5}])
+    monkeypatch.setattr(hostmemory, "oom_kills", lambda: next(counts))
+    assert hostmemory.oom_kills_since({"cgroup": 0, "host": 4}) == ""  # the host's count rose, the cgroup's did not
+    monkeypatch.setattr(hostmemory, "oom_kills", lambda: {"host": 5})
+    assert hostmemory.oom_kills_since({"host": 4}) == "the host: 4 -> 5"  # no cgroup count: the host's says it
