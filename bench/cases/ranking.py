@@ -5,8 +5,9 @@
   noise by repeating cases, by more than that noise). Anything less is a tie.
 - **Disturbed**: a row whose figures cannot be ranked until it is measured again: its spread is
   wider than UNSTABLE of its median, a trial's mean fell outside the p10-p90 of all steps (the
-  trials disagree beyond the spread), or the wall-clock figure falls outside that range (the
-  process was stopped or starved between steps).
+  trials disagree beyond the spread), or the wall-clock figure falls outside that range and
+  further than bench/cases/caveats.py allows from the median (the process was stopped or starved
+  between steps).
 - **Simplicity**: ties go to the simplest configuration: fewer levers moved from what the run
   asked for, then the baseline strategy at one device (every wrapper only adds host work there),
   then the registry's order (`Strategy.order`: lower is simpler to run).
@@ -19,6 +20,7 @@ import math
 
 import strategies
 from bench.cases.case import Case
+from bench.cases.caveats import WALL_DISAGREEMENT
 
 # A p10-p90 spread wider than a quarter of the median is no measurement to rank by: on a
 # quiet GPU a case's spread is a few percent, host-bound cases' reach a third of the median
@@ -58,9 +60,10 @@ def disturbed(row) -> str:
         return (f"its trials disagree beyond the spread ({trials[0]:.0f}-{trials[1]:.0f} img/s against "
                 f"p10-p90 {row['img_per_s_p10']:.0f}-{row['img_per_s_p90']:.0f})")
     wall = _number(row, "wall_img_per_s")
-    if wall is not None and not lo <= wall <= hi:
-        return (f"its wall-clock figure ({wall:.0f} img/s) is outside its p10-p90 "
-                f"({row['img_per_s_p10']:.0f}-{row['img_per_s_p90']:.0f}): steps were stopped or starved")
+    if wall is not None and not lo <= wall <= hi and abs(wall / row["img_per_s"] - 1) > WALL_DISAGREEMENT:
+        return (f"its wall-clock figure ({wall:.0f} img/s) is {100 * abs(wall / row['img_per_s'] - 1):.0f}% off its "
+                f"median and outside its p10-p90 ({row['img_per_s_p10']:.0f}-{row['img_per_s_p90']:.0f}): steps were "
+                "stopped or starved")
     return ""
 
 

@@ -170,6 +170,7 @@ def _record(key, batch, at: pd.DataFrame, run: pd.DataFrame, legend: Legend) -> 
         "speedup_over": over, "efficiency_lo": top.get("efficiency_lo") if not over else None,
         "peak_alloc_mib": None if pd.isna(top.get("peak_alloc_mib")) else float(top["peak_alloc_mib"]),
         "regime": top.get("regime") or "", "notes": str(top.get("notes") or "") if pd.notna(top.get("notes")) else "",
+        "caveat": str(top.get("caveat") or "") if pd.notna(top.get("caveat")) else "",
         "mfu": share, "mfu_peak": peak, "noise_pct": round(100 * noise, 1),
         "fastest": None, "ties": [legend.short(pd.Series(r)) for r in tied],
         "left_out": [{"label": legend.short(pd.Series(r)), "img_per_s": float(r["img_per_s"]), "why": why}
@@ -240,7 +241,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
             f" ({efficiency_cell({'efficiency': r['efficiency'], 'efficiency_lo': r['efficiency_lo']})})"
             if r["devices"] > 1 else "") + ("*" if r["speedup_over"] else "")
         line.update({
-            "recommended": r["label"] + ("" if r["recommended"] else " (unstable)"),
+            "recommended": r["label"] + ("" if r["recommended"] else " (unstable)") + (" (caveat)" if r.get("caveat") else ""),
             "images/s (p10-p90)": f"{rate(r['img_per_s'])} ({rate(r['img_per_s_p10'])}-{rate(r['img_per_s_p90'])})",
             f"vs {BASELINE}": speed, "MFU": _mfu_cell(r),
             "MiB/GPU": "" if r["peak_alloc_mib"] is None else f"{r['peak_alloc_mib']:.0f}",
@@ -255,7 +256,8 @@ def _case(r: dict) -> str:
             + ("" if r["speedup"] is None else f", x{r['speedup']:.2f} over {BASELINE}")
             + ("" if r.get("mfu") is None else f", MFU {100 * r['mfu']:.1f}% of {r['mfu_peak']}")
             + ("" if r["peak_alloc_mib"] is None else f", {r['peak_alloc_mib']:.0f} MiB/GPU")
-            + (f", {r['regime']}" if r["regime"] else ""))
+            + (f", {r['regime']}" if r["regime"] else "")
+            + (f" (caveat: {r['caveat']})" if r.get("caveat") else ""))
 
 
 def _short_setting(setting: str) -> str:
