@@ -68,7 +68,7 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
             raise UsageError(f"--budget takes minutes, more than 0 and at most 1440, got {args.budget:g}")
     return Settings(
         warmup=count(args.warmup, 10 if on_gpu else 1, "--warmup", 0),
-        steps=count(args.steps, 20 if on_gpu else 3, "--steps", 1),
+        steps=count(args.steps, 20 if on_gpu else 6, "--steps", 1),  # 12 steps on the CPU: enough for a spread (caveats.py)
         trials=count(args.trials, 3 if on_gpu else 2, "--trials", 1),
         seed=count(args.seed, 0, "--seed", 0), knobs=tuple((k.name, getattr(args, k.name)) for k in KNOBS),
         options=tuple(sorted(_parse_options(args.option, strategy_names).items())),
@@ -300,7 +300,7 @@ def add_parser(sub) -> None:
     run.add_argument("--oversubscribe", action="store_true",
                      help="allow more --cpu-replicas than CPU cores (never more than the memory holds)")
     run.add_argument("--warmup", type=int, help="warm-up steps per case (default 10 on GPUs, 1 on the CPU)")
-    run.add_argument("--steps", type=int, help="timed steps per trial (default 20 on GPUs, 3 on the CPU)")
+    run.add_argument("--steps", type=int, help="timed steps per trial (default 20 on GPUs, 6 on the CPU)")
     run.add_argument("--trials", type=int, help="trials per case (default 3 on GPUs, 2 on the CPU)")
     run.add_argument("--seed", type=int, default=0, help="seed of the weights and the synthetic data (>= 0)")
     run.add_argument("--execution", default="eager",
