@@ -96,10 +96,10 @@ MXNET_FITS := $(shell $(MXNET_PYTHON) -c 'import sys; print("yes" if sys.version
 # `make test`: everything but the tests marked slow (minutes of CPU each: Callgrind, compiled
 # parity, fault, multi-node and regression sweeps), which `make test-slow` runs; CI runs both.
 test: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),setup-models $(if $(MXNET_FITS),setup-mxnet))
-	$(PY) -m pytest -q -m "not slow" tests $(ARGS)
+	$(PY) -m pytest -q -m "not slow" tests $(PYTEST_ARGS)
 
 test-slow: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),setup-models $(if $(MXNET_FITS),setup-mxnet))
-	$(PY) -m pytest -q -m slow tests $(ARGS)
+	$(PY) -m pytest -q -m slow tests $(PYTEST_ARGS)
 
 # A one-host Slurm cluster (slurm-wlm and munge, installed if missing; root) runs the batch
 # script with 2 tasks acting as 2 nodes.

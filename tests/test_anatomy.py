@@ -49,6 +49,7 @@ def check_row(row, results_file: Path, ranks: int):
     assert not Path(row["anatomy_traces"]).is_absolute()
 
 
+@pytest.mark.slow
 def test_anatomy_end_to_end_on_single_and_ddp(tmp_path):
     out = tmp_path / "run.json"
     proc = run_cli("run", "--strategies", "single,ddp", *CPU, "--out", str(out))
@@ -83,6 +84,7 @@ def sleepy(tmp_path, name, sleep_ms, where):
     return row
 
 
+@pytest.mark.slow
 def test_a_host_sleep_shows_as_idle_on_the_cpu(tmp_path):
     where = [*CPU, "--cpu-replicas", "1"]
     # 200 ms: well above what a busy machine adds to a ~100 ms step's time outside operators.
@@ -134,6 +136,7 @@ def test_the_wait_for_the_last_rank_is_split_from_the_transfer():
     assert "different numbers of collectives" in anatomy.split_exposed_comm(odd)
 
 
+@pytest.mark.slow
 def test_a_slow_rank_shows_as_its_peers_wait_not_as_transfer(tmp_path):
     # Rank 0 sleeps 300 ms in every step before its forward (gloo, 2 processes): rank 1
     # reaches the step's first collective 300 ms early and waits there. Bounds allow for a

@@ -123,6 +123,7 @@ def test_gpu_count_follows_cuda_visible_devices_without_torch(monkeypatch, visib
     assert envinfo.gpu_count() == count
 
 
+@pytest.mark.slow
 def test_worker_scope_case_gives_every_case_a_fresh_worker(tmp_path):
     out = tmp_path / "r.json"
     proc = run_cli("run", "--strategies", "single", "--precisions", "fp32,amp-bf16", *TINY, "--worker-scope", "case",

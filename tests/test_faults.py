@@ -56,6 +56,7 @@ def assert_others_measured(rows, bad):
     ("segfault", "error", "killed by SIGSEGV"),
     ("exit", "error", "exit code 3"),
 ])
+@pytest.mark.slow
 def test_a_crash_costs_only_its_case(tmp_path, fault, status, reason):
     rows = sweep(tmp_path, "--cpu-replicas", "1", "--option", f"fault={fault}", "--option", "at_batch=2")
     assert rows[2]["status"] == status and reason in rows[2]["reason"]

@@ -264,6 +264,7 @@ def build():
 '''
 
 
+@pytest.mark.slow
 def test_a_probe_that_dies_or_hangs_is_that_probes_outcome_and_the_rest_go_on(tmp_path):
     """A model that kills its process at 13 to 40 images and hangs past 40, searched from 2, 12
     and 50: the probe that hung (50) is a timeout row, a fresh worker goes on and bisects, the

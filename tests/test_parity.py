@@ -53,6 +53,7 @@ def test_fp16_compression_hook_is_close_but_not_exact(reference):
     assert diff > CPU_TOLERANCE["atol"] / 10, "the hook did not compress anything"
 
 
+@pytest.mark.slow
 def test_powersgd_compresses_after_its_exact_steps():
     # From the third step on, gradients are a rank-1 approximation: not comparable
     # element-wise with any exact step, so the check is that it moved away from exact DDP

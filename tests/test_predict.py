@@ -707,6 +707,7 @@ CPU_RUN = ["--gpus", "", "--strategies", "ddp,zero1,fsdp2", "--models", "tinynet
            "--warmup", "1", "--steps", "2", "--trials", "1"]
 
 
+@pytest.mark.slow
 def test_cpu_x2_predictions_carry_the_communication_the_measured_run_issued(tmp_path, monkeypatch):
     """DDP, ZeRO-1 and FSDP2 on 2 CPU processes (gloo), each predicted from its own 1-process run
     with its traces and a 2-process gloo probe, and validated against the measured 2-process run.

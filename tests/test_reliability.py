@@ -608,6 +608,7 @@ class FakeStore:
         return self.data[parts]
 
 
+@pytest.mark.slow
 def test_node_0_says_what_it_waits_for(capsys):
     from bench.run import nodes
 

@@ -194,6 +194,7 @@ def test_the_answer_says_when_a_run_did_not_search(tmp_path):
     assert recs[0]["strategy"] == "single" and "bench run --search" in text
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_cpu_search_records_its_plan_beside_its_rows(tmp_path):
     """The real sweep under --search: survey, levers within a small budget, the log in the file,

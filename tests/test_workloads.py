@@ -57,6 +57,7 @@ def env_with(folder) -> dict:
     return {"PYTHONPATH": os.pathsep.join([str(REPO), str(folder)]), "PARABENCH_MXNET_PYTHON": sys.executable}
 
 
+@pytest.mark.slow
 def test_a_factory_outside_the_repository_runs_under_every_kind_of_strategy(toy, tmp_path):
     out = tmp_path / "r.json"
     proc = run_cli("run", "--strategies", "single,ddp,fsdp2,zero1,mxnet-gluon",
