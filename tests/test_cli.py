@@ -130,7 +130,8 @@ def test_worker_scope_case_gives_every_case_a_fresh_worker(tmp_path):
                    "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     rows = rows_of(out)
-    assert len(rows) == 4 and all(r["status"] == "ok" and r["worker_scope"] == "case" for r in rows)
+    assert len(rows) == 4 and all(r["status"] == "ok" and r["worker_scope"] == "case" for r in rows), \
+        [(r["status"], r["reason"]) for r in rows]
     assert all(r["worker_start_s"] is not None for r in rows)  # each case was its worker's first
     proc = run_cli("run", "--strategies", "single", "--precisions", "fp32,amp-bf16", *TINY, "--worker-scope", "series",
                    "--out", str(tmp_path / "s.json"))
