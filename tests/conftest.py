@@ -1,10 +1,17 @@
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+# Tests that press Ctrl-C on a sweep need the terminal's disposition of SIGINT. A shell that
+# starts pytest as a background job (a CI script's `cmd &`, nohup) ignores SIGINT, and every
+# process started from here would inherit that and never see the Ctrl-C: take it back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parent.parent
 

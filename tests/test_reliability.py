@@ -200,8 +200,7 @@ def test_a_second_interrupt_during_clean_up_leaves_nothing_running(tmp_path, sec
     sweep.send_signal(signal.SIGINT)
     time.sleep(second_after_s)
     sweep.send_signal(signal.SIGINT)
-    # Bounded, but not by an idle machine's pace: at load 9 on 2 cores the first 60 s were not enough.
-    _, err = sweep.communicate(timeout=240)
+    _, err = sweep.communicate(timeout=60)
     assert sweep.returncode == 130 and "interrupted" in err
     assert wait_for(lambda: not processes_with(env["PARABENCH_TEST_TAG"]), 20)
 
@@ -235,8 +234,8 @@ CTRL_C_AT_START = """
 import os, signal, sys
 import bench.cli.run as run
 def interrupted(text):
-    signal.raise_signal(signal.SIGINT)  # delivered to this thread before the call returns (os.kill may
-    raise AssertionError("SIGINT was not delivered")  # reach another thread first, late on a busy machine)
+    signal.raise_signal(signal.SIGINT)  # handled in this thread before the call returns
+    raise AssertionError("SIGINT was not delivered (is it ignored? tests/conftest.py restores it)")
 run.resolve_gpus = interrupted
 from bench.cli import main
 sys.exit(main(sys.argv[1:]))
