@@ -80,3 +80,48 @@ def test_fsdp2_says_what_it_did_with_channels_last():
     assert strategies.get("ddp").notes(case) == ""
     plain = Case.make("fsdp2", "fp32", "resnet18-small", Placement((), 2), 2, "eager", settings())
     assert strategies.get("fsdp2").notes(plain) == ""
+
+
+class ReplicaLayouts:
+    """The layouts of (input, weight) each Conv2d replica sees, from every thread: DataParallel's
+    replicas run in threads of their own, which a dispatch mode (per thread) does not see."""
+
+    def __enter__(self):
+        import threading
+
+        self.seen, lock = [], threading.Lock()
+
+        def hook(module, args):
+            if isinstance(module, torch.nn.Conv2d):
+                with lock:
+                    self.seen.append((layout(args[0]), layout(module.weight), str(module.weight.device)))
+
+        self.handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
+
+
+THREADED = [n for n in strategies.names() if strategies.get(n).replicas_in_threads]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("gpus", [1, 2])
+@pytest.mark.parametrize("strategy", THREADED)
+def test_gpu_replicas_in_threads_keep_channels_last(strategy, gpus):
+    """DataParallel and its forms copy the weights to every GPU each step (broadcast_coalesced):
+    every replica's convolutions must still get channels_last weights and inputs."""
+    from tests.conftest import cuda_gpus
+
+    if cuda_gpus() < gpus:
+        pytest.skip(f"needs {gpus} CUDA GPU(s)")
+    case = Case.make(strategy, "amp-bf16", "resnet18-small", Placement(tuple(range(gpus)), gpus), 8, "eager",
+                     settings(warmup=0, steps=1, trials=1, channels_last=True)).spec()
+    configure_backends(case)
+    step, run = build_step(Job({"launcher": "local"}, 0, 1, 0), case)
+    with ReplicaLayouts() as replicas:
+        run()
+    assert {device for *_, device in replicas.seen} == {f"cuda:{g}" for g in range(gpus)}
+    wrong = [s for s in replicas.seen if not set(s[:2]) <= {"channels_last", "either"}]
+    assert not wrong, f"{strategy} x{gpus}: {len(wrong)} of {len(replicas.seen)} replica convolutions, e.g. {wrong[:3]}"
