@@ -314,3 +314,52 @@ def test_fit_refuses_what_it_cannot_measure_in_one_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert says in err and len(err.strip().splitlines()) == 1, (args, err)
     assert not list(tmp_path.iterdir())
+
+
+# --- held against real runs ---------------------------------------------------------------------
+REAL_X2 = REPO / "results" / "reference" / "h200x2" / "predict-validate" / "run-1" / "measured.json"
+
+
+def _fit_of(row: dict, largest: int, failed: int, peak_scale: float) -> dict:
+    """A fit file of the case of a real 2-GPU row: its search at 2 devices ended at `largest`
+    (fit) and `failed` (out of memory), with a probe at the row's batch whose peak is the row's
+    times `peak_scale`."""
+    from bench.predict import fit
+
+    case = {k: row[k] for k in ("model", "precision", "strategy", "channels_last", "execution", "sgd_impl", "options", "gpu_name")}
+    probes = [{**case, "devices": 2, "batch_per_gpu": row["batch_per_gpu"], "status": "ok",
+               "peak_alloc_mib": row["peak_alloc_mib"] * peak_scale},
+              {**case, "devices": 2, "batch_per_gpu": failed, "status": "oom", "peak_alloc_mib": None}]
+    outcome = {"model": row["model"], "precision": row["precision"], "strategy": row["strategy"], "devices": 2,
+               "largest_fit": largest, "smallest_failed": failed, "probes": 2, "finished": True, "said": ""}
+    return fit.document(probes, [outcome], {"gpus": [0], "channels_last": row["channels_last"]})
+
+
+def test_a_fit_is_held_against_a_real_2_gpu_run_and_a_wrong_one_fails(tmp_path):
+    """`bench fit-check` on a committed real 2-GPU FSDP2 row (resnet18, fp32, 256 per GPU, H200):
+    a fit that says 256 and 1024 fit, with the same peak at 256, holds; one that says they fail, or whose peak is
+    5% off, does not (exit 1); a fit of other options matches no row (one-line error, exit 2)."""
+    from bench.cases import results
+    from bench.predict import fit
+
+    row = next(r for r in results.load(REAL_X2) if r["strategy"] == "fsdp2" and r["n_replicas"] == 2
+               and r["status"] == "ok" and r["batch_per_gpu"] == 256)
+    good = _fit_of(row, 1100, 1122, 1.001)
+    checked = fit.against(good, [row])
+    assert [(c["fit_says"], c["run"], c["agrees"]) for c in checked] == [("fits", "fits", True)]
+    assert checked[0]["peak_error"] == pytest.approx(0.001) and fit.against_holds(checked)
+
+    for name, doc in (("good", good), ("too-small", _fit_of(row, 200, 240, 1.0)), ("peak-off", _fit_of(row, 1100, 1122, 1.05))):
+        fit.write(tmp_path / f"{name}.fit.json", doc)
+    held = run_cli("fit-check", str(tmp_path / "good.fit.json"), str(REAL_X2))  # its 256 and 1024 rows
+    assert held.returncode == 0 and "verdicts: 2 of 2 agree" in held.stdout, held.stdout
+    wrong = run_cli("fit-check", str(tmp_path / "too-small.fit.json"), str(REAL_X2))
+    assert wrong.returncode == 1 and "| NO " in wrong.stdout and "verdicts: 0 of 2 agree" in wrong.stdout, wrong.stdout
+    off = run_cli("fit-check", str(tmp_path / "peak-off.fit.json"), str(REAL_X2))
+    assert off.returncode == 1 and "+5.00%" in off.stdout and "0 of 1 within 2%" in off.stdout, off.stdout
+
+    other = _fit_of({**row, "options": row["options"].replace('"reshard_after_forward": true',
+                                                               '"reshard_after_forward": false')}, 1100, 1122, 1.0)
+    fit.write(tmp_path / "other.fit.json", other)
+    none = run_cli("fit-check", str(tmp_path / "other.fit.json"), str(REAL_X2))
+    assert none.returncode == 2 and "no row of" in none.stderr and len(none.stderr.strip().splitlines()) == 1, none.stderr

@@ -194,8 +194,45 @@ def _hardware(environment: dict) -> str:
     return hardware({**environment, "device": "cpu" if environment.get("gpu_name") in (None, "cpu") else "cuda"})
 
 
+def cmd_fit_check(args) -> int:
+    """Exit status: 0 when every decided verdict and every peak compared holds, 1 when one does
+    not, 2 bad input (or nothing to compare)."""
+    import pandas as pd
+
+    from bench.cases import results
+    from bench.predict import fit
+
+    try:
+        doc = fit.load(args.fit)
+        rows = results.load_many(args.runs)
+    except (fit.FitError, results.ResultsError) as exc:
+        raise UsageError(str(exc)) from None
+    checked = fit.against(doc, rows)
+    if not checked:
+        raise UsageError(f"no row of {', '.join(args.runs)} measures what {args.fit} covers (a real run of the same "
+                         "model, precision, strategy and options, eager, on the same GPU, at one of its device counts): "
+                         "run `bench run --gpus ... --batches ...` at the fit's batches first")
+    table = pd.DataFrame([{"model": c["model"], "precision": c["precision"], "strategy": c["strategy"],
+                           "devices": c["devices"], "batch/GPU": c["batch_per_gpu"], "fit says": c["fit_says"],
+                           "real run": c["run"], "agrees": {None: "-", True: "yes", False: "NO"}[c["agrees"]],
+                           "fake-world peak MiB": "" if c["fake_peak_mib"] is None else f"{c['fake_peak_mib']:,.0f}",
+                           "real peak MiB": "" if c["run_peak_mib"] is None else f"{c['run_peak_mib']:,.0f}",
+                           "difference": "" if c["peak_error"] is None else f"{100 * c['peak_error']:+.2f}%"}
+                          for c in checked])
+    print(table.to_markdown(index=False))
+    print(f"\n{fit.against_in_words(checked)}")
+    return 0 if fit.against_holds(checked) else 1
+
+
 def add_parser(sub) -> None:
-    from bench.predict.fit import DEFAULT_DEVICES
+    from bench.predict.fit import DEFAULT_DEVICES, PEAK_TOLERANCE
+
+    check = sub.add_parser("fit-check", help="a fit file's figures held against real runs of n devices: the fit's "
+                           "verdict at each measured batch beside the run's outcome, and the two peaks per device")
+    check.add_argument("fit", help="the fit file (bench fit --out)")
+    check.add_argument("runs", nargs="+", help="results files of real multi-device runs (bench run --out)")
+    check.set_defaults(func=cmd_fit_check)
+    check.epilog = f"Peaks agree within {100 * PEAK_TOLERANCE:g}% of the real run's."
 
     cmd = sub.add_parser("fit", help="peak memory per device and the largest batch per device that fits, at device "
                          "counts beyond this host's: each measured as rank 0 of a fake world of n on one device")

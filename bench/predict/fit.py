@@ -240,6 +240,70 @@ def beside(paths: list) -> list[Path]:
     return sorted({f for folder in folders for f in folder.glob(f"*{SUFFIX}")}, key=lambda f: (f.stat().st_mtime, f))
 
 
+# --- held against real runs -----------------------------------------------------------------------
+# A fake world's peak against a real run's at the same batch, as a fraction of the real one: the
+# search's own resolution (a batch 2% larger moves the peak by about as much).
+PEAK_TOLERANCE = 0.02
+
+
+def _same_case(fit_row: dict, run_row: dict) -> bool:
+    """A real run measures what the fit measured: one GPU kind, the fit's settings and the
+    strategy's options, eager (the fit's execution)."""
+    keys = ("model", "precision", "strategy", "channels_last", "execution", "sgd_impl", "options", "gpu_name")
+    return all(str(fit_row.get(k)) == str(run_row.get(k)) for k in keys)
+
+
+def against(doc: dict, rows: list[dict]) -> list[dict]:
+    """The fit's figures held against real runs of n devices (rows of `bench run`, not a fake
+    world). For each measured row of a case the fit covers at the row's device count: the fit's
+    verdict at its batch per device (fits: at or below the largest batch that fit; fails: at
+    or above the smallest that failed; between the two: not decided) beside the run's outcome,
+    and, where the fit probed that very batch and both ran, the two peaks per device."""
+    outcomes = {(o["model"], o["precision"], o["strategy"], o["devices"]): o for o in doc["outcomes"]}
+    probes = {(r["model"], r["precision"], r["strategy"], r["devices"], r["batch_per_gpu"]): r
+              for r in doc["rows"] if r.get("status") in ("ok", "oom")}
+    examples = {(r["model"], r["precision"], r["strategy"]): r for r in doc["rows"] if r.get("status") in PROBED}
+    out = []
+    for row in rows:
+        n, batch = row.get("n_replicas"), row.get("batch_per_gpu")
+        key = (row.get("model"), row.get("precision"), row.get("strategy"))
+        if row.get("fake_world") or row.get("status") not in ("ok", "oom") or key + (n,) not in outcomes \
+                or key not in examples or not _same_case(examples[key], row):
+            continue
+        found = outcomes[key + (n,)]
+        lo, hi = found["largest_fit"] or 0, found["smallest_failed"]
+        said = "fits" if lo and batch <= lo else "fails" if hi is not None and batch >= hi else "not decided"
+        ran = "fits" if row["status"] == "ok" else "fails"
+        entry = {"model": key[0], "precision": key[1], "strategy": key[2], "devices": n, "batch_per_gpu": batch,
+                 "fit_says": said, "run": ran, "agrees": None if said == "not decided" else said == ran,
+                 "fake_peak_mib": None, "run_peak_mib": None, "peak_error": None, "source": row.get("source")}
+        probe = probes.get(key + (n, batch))
+        if probe is not None and probe["status"] == "ok" and row["status"] == "ok" and row.get("peak_alloc_mib"):
+            entry.update(fake_peak_mib=probe["peak_alloc_mib"], run_peak_mib=row["peak_alloc_mib"],
+                         peak_error=probe["peak_alloc_mib"] / row["peak_alloc_mib"] - 1)
+        out.append(entry)
+    return out
+
+
+def against_in_words(checked: list[dict]) -> str:
+    """'verdicts: 6 of 6 agree; peaks: 3 of 3 within 2% (largest difference -0.4%)'."""
+    decided = [c for c in checked if c["agrees"] is not None]
+    peaks = [c["peak_error"] for c in checked if c["peak_error"] is not None]
+    text = f"verdicts: {sum(c['agrees'] for c in decided)} of {len(decided)} agree"
+    if len(decided) < len(checked):
+        text += f" ({len(checked) - len(decided)} batches between the largest that fit and the smallest that failed)"
+    if peaks:
+        worst = max(peaks, key=abs)
+        text += (f"; peaks: {sum(abs(e) <= PEAK_TOLERANCE for e in peaks)} of {len(peaks)} within "
+                 f"{100 * PEAK_TOLERANCE:g}% (largest difference {100 * worst:+.2f}%)")
+    return text
+
+
+def against_holds(checked: list[dict]) -> bool:
+    return all(c["agrees"] is not False for c in checked) and all(
+        abs(c["peak_error"]) <= PEAK_TOLERANCE for c in checked if c["peak_error"] is not None)
+
+
 # --- in words ------------------------------------------------------------------------------------
 def where(doc: dict) -> str:
     rows = doc["rows"]
