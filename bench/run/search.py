@@ -113,7 +113,12 @@ class Search:
             else:
                 entry["reason"] = row.get("reason")
             self.log["measurements"].append(entry)
-        self.log["phases"].append({"phase": phase, "cases": len(cases), "seconds": round(self.clock() - began, 1)})
+        phases = self.log["phases"]
+        if phases and phases[-1]["phase"] == phase:  # a phase measured a case at a time is one entry
+            phases[-1].update(cases=phases[-1]["cases"] + len(cases),
+                              seconds=round(phases[-1]["seconds"] + self.clock() - began, 1))
+        else:
+            phases.append({"phase": phase, "cases": len(cases), "seconds": round(self.clock() - began, 1)})
 
     def _ok_rows(self, cases: list[Case]) -> dict[tuple, list[dict]]:
         groups: dict[tuple, list[dict]] = {}
@@ -183,24 +188,25 @@ class Search:
                         ranked.append((rank, priority, order, (key, leader, lever)))
         # Every group's first leader before any second one; each lever at every batch before the next.
         plan = [item for *_, item in sorted(ranked, key=lambda r: r[:3])]
-        # A group's first leader may draw on the budget down to the finals' reserve; a second
-        # leader only on what is left once the finals are priced in full.
-        affordable = {0: self.left() - self.reserve_s, 1: self.left() - self._finals_reserve(leaders, capped=False)}
-        chosen, spent = [], 0.0
+        # One case at a time, each priced with what this run's cases of its execution cost so far
+        # (a first guess of a compiled case can be twice what it takes). A group's first leader may
+        # draw on the budget down to the finals' reserve; a second leader only on what is left
+        # once the finals are priced in full.
+        chosen, phase = [], f"levers: {dimension}"
         for item in plan:
-            cost = 0.0 if identity(self.sweep._row(item[2].case)) in known else self.cost(item[2].case)
-            rank = leaders[item[0]].index(item[1])
-            if spent + cost <= affordable[min(rank, 1)]:
+            case = item[2].case
+            measured = identity(self.sweep._row(case)) in known
+            floor = self.reserve_s if leaders[item[0]].index(item[1]) == 0 else self._finals_reserve(leaders, capped=False)
+            if measured or self.cost(case) <= self.left() - floor:
+                if not measured:
+                    self._measure(phase, [case])
+                    known.add(identity(self.sweep._row(case)))
                 chosen.append(item)
-                spent += cost
             else:
                 self.log["not_tried"].append({"group": group_dict(item[0]), "on": _label(item[1].row),
                                               "lever": item[2].label(),
                                               "why": f"the budget ({self.budget_s / 60:g} min) was spent"})
         unique = list({identity(self.sweep._row(l.case)): l.case for _, _, l in chosen}.values())
-        self._measure(f"levers: {dimension}", unique)
-        for key, leader, lever in chosen:
-            known.add(identity(self.sweep._row(lever.case)))
         self._again(f"levers: {dimension}, again", [c for c in unique if (r := self._row(c)) is not None
                                                     and r["status"] == "ok" and ranking.disturbed(r)])
         for key, group_leaders in leaders.items():
