@@ -22,10 +22,18 @@ class FromDeviceZero(Strategy):
     def make_forward(self, module, devices):
         raise NotImplementedError
 
+    def notes(self, case) -> str:
+        if case.channels_last:
+            return ("channels_last: replicas get their weights from broadcast_coalesced, contiguous on every GPU but "
+                    "the first; each convolution reads channels_last copies of its weight and input in every forward")
+        return ""
+
     def build(self, model, ctx):
         from bench.engine import training
 
         devices = ctx.all_devices()
+        if ctx.channels_last:
+            training.convolve_channels_last(model)  # replicas' weights arrive contiguous: see notes()
         model = training.model_to(model, devices[0], ctx)
         optimizer = training.make_optimizer(model.parameters(), ctx)
         runtime = ctx.precision.runtime("cuda")

@@ -83,24 +83,29 @@ def test_fsdp2_says_what_it_did_with_channels_last():
 
 
 class ReplicaLayouts:
-    """The layouts of (input, weight) each Conv2d replica sees, from every thread: DataParallel's
-    replicas run in threads of their own, which a dispatch mode (per thread) does not see."""
+    """The layouts of (input, weight) each convolution hands cuDNN, from every thread:
+    DataParallel's replicas run in threads of their own, which a dispatch mode (per thread)
+    does not see, so torch.nn.functional.conv2d (what Conv2d calls) is wrapped instead."""
 
     def __enter__(self):
         import threading
 
-        self.seen, lock = [], threading.Lock()
+        import torch.nn.functional as F
 
-        def hook(module, args):
-            if isinstance(module, torch.nn.Conv2d):
-                with lock:
-                    self.seen.append((layout(args[0]), layout(module.weight), str(module.weight.device)))
+        self.seen, lock, self.original = [], threading.Lock(), F.conv2d
 
-        self.handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
+        def conv2d(inputs, weight, *args, **kwargs):
+            with lock:
+                self.seen.append((layout(inputs), layout(weight), str(weight.device)))
+            return self.original(inputs, weight, *args, **kwargs)
+
+        F.conv2d = conv2d
         return self
 
     def __exit__(self, *exc):
-        self.handle.remove()
+        import torch.nn.functional as F
+
+        F.conv2d = self.original
 
 
 THREADED = [n for n in strategies.names() if strategies.get(n).replicas_in_threads]
@@ -125,3 +130,23 @@ def test_gpu_replicas_in_threads_keep_channels_last(strategy, gpus):
     assert {device for *_, device in replicas.seen} == {f"cuda:{g}" for g in range(gpus)}
     wrong = [s for s in replicas.seen if not set(s[:2]) <= {"channels_last", "either"}]
     assert not wrong, f"{strategy} x{gpus}: {len(wrong)} of {len(replicas.seen)} replica convolutions, e.g. {wrong[:3]}"
+
+
+@pytest.mark.parametrize("convolve", [True, False])
+def test_a_replica_of_a_convolution_hands_cudnn_channels_last_operands(convolve):
+    """What DataParallel's replicate() does to a Conv2d, on the CPU: a shallow copy of the module
+    (its class kept) whose weight is set to a contiguous tensor (broadcast_coalesced's). With
+    convolve_channels_last the copy still convolves channels_last weight and input; without, it
+    convolves what it was given (the check can fail)."""
+    from bench.engine import training
+
+    conv = torch.nn.Conv2d(8, 16, 3)
+    if convolve:
+        training.convolve_channels_last(conv)
+    replica = conv._replicate_for_data_parallel()
+    # Plain tensors, contiguous, as replicate() sets broadcast_coalesced's copies.
+    replica.weight, replica.bias = conv.weight.detach().clone(), conv.bias.detach().clone()
+    with ReplicaLayouts() as replicas:
+        replica(torch.randn(2, 8, 6, 6))
+    expected = "channels_last" if convolve else "contiguous"
+    assert replicas.seen == [(expected, expected, "cpu")]

@@ -49,21 +49,26 @@ def model_to(model: nn.Module, device: torch.device, ctx: WorkerContext) -> nn.M
 
 
 def convolve_channels_last(model: nn.Module) -> None:
-    """Every 2-D convolution of `model` reads a channels_last copy of its weight, whatever the
-    layout the parameter itself is kept in (for strategies that must keep parameters
-    contiguous, FSDP2's shards): cuDNN's fast channels_last kernels want both operands in it.
-    The copy is part of the autograd graph, so the gradient reaches the parameter as usual."""
+    """Every 2-D convolution of `model` hands cuDNN a channels_last copy of its weight and its
+    input, whatever the layout the tensors themselves are in: for strategies whose parameters
+    cannot stay channels_last (FSDP2's shards must be contiguous; DataParallel's replicas get
+    theirs from broadcast_coalesced, which rebuilds them contiguous on every device but the
+    first). cuDNN's fast channels_last kernels want both operands in it. The copy is part of
+    the autograd graph, so the gradient reaches the parameter as usual. The module's class is
+    changed, not its forward, so that copies made of it (replicate()) do the same."""
     for module in model.modules():
-        if isinstance(module, nn.Conv2d):
-            module.forward = _channels_last_forward(module)
+        if type(module) is nn.Conv2d:
+            module.__class__ = ChannelsLastConv2d
 
 
-def _channels_last_forward(conv: nn.Conv2d):
-    def forward(inputs):
+class ChannelsLastConv2d(nn.Conv2d):
+    """A Conv2d that convolves channels_last copies (convolve_channels_last)."""
+
+    def _conv_forward(self, inputs, weight, bias):
         # clone, not contiguous(): a one-channel or 1x1 weight is "contiguous" in both layouts, and
         # cuDNN takes the output layout from the strides it is given.
-        return conv._conv_forward(inputs, conv.weight.clone(memory_format=torch.channels_last), conv.bias)
-    return forward
+        return super()._conv_forward(inputs.contiguous(memory_format=torch.channels_last),
+                                     weight.clone(memory_format=torch.channels_last), bias)
 
 
 def inputs_to(inputs: torch.Tensor, device: torch.device, ctx: WorkerContext) -> torch.Tensor:
