@@ -258,6 +258,23 @@ def test_fit_on_the_cpu_finds_the_largest_batch_each_strategy_fits_in_a_small_bu
     assert f"What fits (w.fit.json): {said[0]}" in answer.stdout
 
 
+def test_memory_held_back_for_the_communicator_lowers_the_largest_batch_at_2_and_more(tmp_path):
+    """--reserve-mib holds memory back at n >= 2 only (a real world's communicator buffers): DDP,
+    which holds the same at any n, fits less at 2 than at 1 with 1 of 16 MiB held back; the
+    file and the sentence say what was held back."""
+    out = tmp_path / "r.fit.json"
+    proc = fit_cli("--memory-budget", "16", "--reserve-mib", "1", "--models", "tinynets:widenet", "--strategies", "ddp",
+                   "--devices", "1,2", "--first-batches", "2,8", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    found = {o["devices"]: o["largest_fit"] for o in doc["outcomes"]}
+    assert found[2] < found[1], found
+    assert all(r["peak_alloc_mib"] <= 15 for r in doc["rows"] if r["devices"] == 2 and r["status"] == "ok")
+    assert doc["settings"]["reserve_mib"] == 1 and "1 MiB held back at n >= 2" in proc.stdout
+    bad = fit_cli("--memory-budget", "16", "--reserve-mib", "16", "--out", str(tmp_path / "b.fit.json"))
+    assert bad.returncode == 2 and "--reserve-mib" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
 KILLER = '''
 import os, signal, time
 from torch import nn

@@ -9,7 +9,7 @@ folders the command still shows:
   folder, or a documented move of the whole folder (MOVED).
 - `--results-dir DIR` without `--out`: the file is `run-<start>-<host>[-<pid>].json` in DIR, the
   host that of its rows, the start within a day of its first row.
-- A GPU baseline is the union of the runs its rows name (UNIONS): its rows' names are those.
+- A file that unites runs (a GPU baseline, UNIONS): its rows' names are those runs'.
 
 A log (`*.log`) says where its commands wrote (`... written to PATH`): each such path must be
 one its commands name (`--out`, `--json`, `--results-dir`, with `dir=...` expanded), and the file
@@ -33,6 +33,11 @@ MOVED = [
 # Files that are the union of other runs' rows (a GPU baseline): file -> the runs its rows name.
 UNIONS = {
     "results/reference/baselines/nvidia-h200.json": {"h200x2-sweep-r18.json", "h200x2-sweep-small.json"},
+    # The real 2-GPU runs a fit was held against, one run per strategy (scripts/fit_check.sh) and one below.
+    "results/reference/h100/x2/real-vit-large-x2.json": {"real-vit-large-ddp-x2.json", "real-vit-large-zero1-x2.json",
+                                                         "real-vit-large-fsdp2-x2.json",
+                                                         "real-vit-large-ddp-x2-below.json"},
+    "results/reference/h100/x2/dp-layout-x2.json": {"dp-cl-x2.json", "dp-nchw-x2.json"},
 }
 
 

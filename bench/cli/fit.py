@@ -93,6 +93,9 @@ def cmd_fit(args) -> int:
     search = _search(args)
     if args.warmup < 1 or args.steps < 1:
         raise UsageError("--warmup and --steps must be at least 1 (the optimiser's state exists after the first step)")
+    if not (math.isfinite(args.reserve_mib) and 0 <= args.reserve_mib < (budget or float("inf"))):
+        raise UsageError(f"--reserve-mib is the MiB held back at n >= 2, at least 0 and less than the memory a probe "
+                         f"may use, got {args.reserve_mib:g}")
     for flag, value in (("--probe-timeout", args.probe_timeout), ("--startup-timeout", args.startup_timeout)):
         if not (math.isfinite(value) and value > 0):
             raise UsageError(f"{flag} must be a positive number of seconds, got {value:g}")
@@ -106,7 +109,7 @@ def cmd_fit(args) -> int:
         raise UsageError(str(exc)) from None
     knobs = make_settings(warmup=args.warmup, steps=args.steps, trials=1, channels_last=args.channels_last)
     settings = {"models": models, "strategies": chosen, "precisions": precisions, "devices": devices, "gpus": gpus,
-                "memory_budget_mib": budget, "channels_last": args.channels_last, "warmup": args.warmup,
+                "memory_budget_mib": budget, "reserve_mib": args.reserve_mib, "channels_last": args.channels_last, "warmup": args.warmup,
                 "steps": args.steps, **search, "first": list(search["first"]), "probe_timeout_s": args.probe_timeout,
                 "startup_timeout_s": args.startup_timeout}
     environment = fit.environment_of(gpus)
@@ -118,7 +121,7 @@ def cmd_fit(args) -> int:
         items, skipped = fit.cases(model, chosen, precisions, devices, gpus, knobs)
         rows += [{**r, **environment, "hardware": _hardware(environment), "fake_world": True, "devices": r["n_replicas"]}
                  for r in skipped]
-        job = fit.Fit(model, items, gpus, budget, search, probe_timeout_s=args.probe_timeout,
+        job = fit.Fit(model, items, gpus, budget, search, reserve_mib=args.reserve_mib, probe_timeout_s=args.probe_timeout,
                       startup_timeout_s=args.startup_timeout)
         by_item = {(i["precision"], i["strategy"]): i for i in items}
         for row in rows:  # what a resumed file measured already
@@ -165,8 +168,8 @@ def _resumed(out: Path, settings: dict, models: list[str]) -> tuple[list[dict], 
         doc = fit.load(out)
     except fit.FitError as exc:
         raise UsageError(f"--resume: {exc}") from None
-    for key in ("gpus", "memory_budget_mib", "channels_last", "warmup", "steps", "first", "resolution", "max_batch"):
-        if doc["settings"].get(key) != settings[key]:
+    for key in ("gpus", "memory_budget_mib", "reserve_mib", "channels_last", "warmup", "steps", "first", "resolution", "max_batch"):
+        if doc["settings"].get(key, 0.0 if key == "reserve_mib" else None) != settings[key]:  # older files: none held back
             raise UsageError(f"--resume: {out} was made with {key} {doc['settings'].get(key)!r}, not {settings[key]!r}: "
                              "give the same settings, or another --out")
     return doc["rows"], [o for o in doc["outcomes"] if o["model"] not in models]
@@ -245,6 +248,10 @@ def add_parser(sub) -> None:
                      "with --memory-budget)")
     cmd.add_argument("--memory-budget", type=float, metavar="MIB",
                      help="the memory a probe may use, MiB (on a GPU default: the whole device; on the CPU required)")
+    cmd.add_argument("--reserve-mib", type=float, default=0.0, metavar="MIB",
+                     help="memory held back from every probe at n >= 2 for what a real world holds outside "
+                     "PyTorch's allocator, the communicator's buffers (NCCL 2.28 on 2 H100s: 1000 MiB per GPU, "
+                     "scripts/comm_memory.py); default 0")
     cmd.add_argument("--channels-last", action="store_true", help="channels_last memory format (default off)")
     cmd.add_argument("--first-batches", default="8,64", help="the batches the search starts from, the line "
                      "through them predicting the limit (default 8,64)")

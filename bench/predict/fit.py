@@ -107,6 +107,7 @@ class Fit:
     budget_mib: float | None
     search: dict  # bench.predict.search.Search's fields other than the limit
     seed: int = 0
+    reserve_mib: float = 0.0  # held back at n >= 2 for what a real world holds outside the allocator
     probe_timeout_s: float = 600.0
     startup_timeout_s: float = 600.0
     limit_mib: float | None = None
@@ -140,7 +141,7 @@ def run_worker(fit: Fit, env: dict, on_probe, progress) -> bool:
     with tempfile.TemporaryDirectory(prefix="parabench-fit-") as folder:
         spec_path, events = Path(folder) / "spec.json", Path(folder) / "events.jsonl"
         spec_path.write_text(json.dumps({"model": fit.model, "gpus": [0] if fit.gpus else [], "budget_mib": fit.budget_mib,
-                                         "seed": fit.seed, "plan": left}))
+                                         "seed": fit.seed, "reserve_mib": fit.reserve_mib, "plan": left}))
         worker = procs.Worker([sys.executable, "-m", "bench.predict.fit_worker", str(spec_path)],
                               {**env, protocol.ENV: str(events)}, str(REPO))
         reader, inflight, progressed = protocol.EventReader(str(events)), None, False
@@ -308,9 +309,14 @@ def against_holds(checked: list[dict]) -> bool:
 def where(doc: dict) -> str:
     rows = doc["rows"]
     hardware = next((r.get("hardware") for r in rows if r.get("hardware")), "this host")
-    return f"measured in a fake world of n on one {hardware}" if not hardware.startswith("CPU") else (
+    reserve = doc["settings"].get("reserve_mib") or 0
+    held = (f", {reserve:g} MiB held back at n >= 2 for the communicator's buffers" if reserve else
+            "" if hardware.startswith("CPU") else
+            ", nothing held back for the communicator's buffers (a real world of 2 H100s held 1000 MiB per GPU "
+            "outside PyTorch's allocator; give --reserve-mib)")
+    return (f"measured in a fake world of n on one {hardware}" if not hardware.startswith("CPU") else (
         f"measured in a fake world of n on the {hardware}, tensors tracked against a budget of "
-        f"{doc['settings'].get('memory_budget_mib'):g} MiB")
+        f"{doc['settings'].get('memory_budget_mib'):g} MiB")) + held
 
 
 def _runs(fits: list[tuple[int, str]]) -> str:

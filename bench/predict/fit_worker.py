@@ -195,6 +195,22 @@ def left_behind_mib(before: int) -> float:
     return max(0, torch.cuda.memory_allocated() - before) / MIB if torch.cuda.is_available() else 0.0
 
 
+def held_back(memory: Memory, spec: dict, n: int, limit: float) -> None:
+    """A real world of n >= 2 holds memory outside PyTorch's allocator that a fake world does
+    not: the communicator's buffers (NCCL's: about 1000 MiB per GPU on 2 H100s, NCCL 2.28,
+    scripts/comm_memory.py). `reserve_mib` of the limit is held back from the probes there."""
+    import torch
+
+    reserve = (spec.get("reserve_mib") or 0.0) if n >= 2 else 0.0
+    if memory.cuda:
+        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory / MIB
+        fraction = (limit - reserve) / total
+        if spec["budget_mib"] is not None or reserve:
+            torch.cuda.set_per_process_memory_fraction(min(1.0, fraction))
+    else:
+        memory.budget_mib = limit - reserve
+
+
 def main(spec_path: str) -> None:
     import torch
     import torch.distributed as dist
@@ -230,6 +246,7 @@ def main(spec_path: str) -> None:
                 job.launcher.init(job.spec, 0, n, 0)
                 world = n
             configure_backends(case)
+            held_back(memory, spec, n, limit)
             while (batch := search.next_batch(probes, how)) is not None:
                 sized = {**case, "batch_per_gpu": batch, "global_batch": batch * n}
                 protocol.emit("start", precision=case["precision"], strategy=case["strategy"], devices=n, batch=batch)
