@@ -534,3 +534,14 @@ def test_an_oom_kill_outside_the_cgroup_is_not_the_workers(monkeypatch):
     assert hostmemory.oom_kills_since({"cgroup": 0, "host": 4}) == ""  # the host's count rose, the cgroup's did not
     monkeypatch.setattr(hostmemory, "oom_kills", lambda: {"host": 5})
     assert hostmemory.oom_kills_since({"host": 4}) == "the host: 4 -> 5"  # no cgroup count: the host's says it
+
+
+def test_what_counts_as_out_of_memory():
+    """The allocator's error, the host's, and cuBLAS failing to allocate its workspace (as it did
+    on an H100 at the edge of memory: results/reference/h100/fit/fit.log); not any error."""
+    from bench.run.worker import is_oom
+
+    assert is_oom(MemoryError("out of memory: 16.0 MiB of tensors"))
+    assert is_oom(RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"))
+    assert is_oom(OSError(12, "Cannot allocate memory"))
+    assert not is_oom(RuntimeError("CUDA error: CUBLAS_STATUS_EXECUTION_FAILED"))

@@ -52,10 +52,12 @@ def configure_backends(case: dict, parity: bool = False) -> None:
 
 
 def is_oom(exc: BaseException) -> bool:
-    """Device or host out of memory."""
+    """Device or host out of memory; cuBLAS's own failure to allocate its workspace too (on an
+    H100, FSDP2's fake world of 64 at the edge of memory failed in cublasCreate that way)."""
     text = str(exc).lower()
     return (isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "out of memory" in text
-            or "can't allocate memory" in text or "cannot allocate memory" in text)
+            or "can't allocate memory" in text or "cannot allocate memory" in text
+            or "cublas_status_alloc_failed" in text)
 
 
 def make_context(case: dict, rank: int = 0, world_size: int = 1, local_rank: int = 0) -> WorkerContext:
