@@ -399,3 +399,26 @@ def test_a_fit_is_held_against_a_real_2_gpu_run_and_a_wrong_one_fails(tmp_path):
     fit.write(tmp_path / "other.fit.json", other)
     none = run_cli("fit-check", str(tmp_path / "other.fit.json"), str(REAL_X2))
     assert none.returncode == 2 and "no row of" in none.stderr and len(none.stderr.strip().splitlines()) == 1, none.stderr
+
+
+def test_the_reserve_is_held_back_at_2_and_more_and_given_back_at_1(monkeypatch):
+    """On a GPU the reserve caps the allocator at n >= 2 and the cap goes when the next strategy
+    starts again at n = 1 (without a budget); with a budget, the budget stays the cap at 1."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from bench.predict import fit_worker
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(total_memory=1000 * 2**20))
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f: calls.append(round(f, 3)))
+    memory = fit_worker.Memory("cuda", None)
+    for n in (1, 2, 4, 1):
+        fit_worker.held_back(memory, {"budget_mib": None, "reserve_mib": 100}, n, 900)
+    assert calls == [1.0, 0.8, 0.8, 1.0]
+    calls.clear()
+    for n in (1, 2, 1):
+        fit_worker.held_back(memory, {"budget_mib": 500, "reserve_mib": 100}, n, 500)
+    assert calls == [0.5, 0.4, 0.5]

@@ -203,10 +203,10 @@ def held_back(memory: Memory, spec: dict, n: int, limit: float) -> None:
 
     reserve = (spec.get("reserve_mib") or 0.0) if n >= 2 else 0.0
     if memory.cuda:
+        # Set at every n (the next strategy starts again at n = 1): no cap without a budget or reserve.
         total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory / MIB
-        fraction = (limit - reserve) / total
-        if spec["budget_mib"] is not None or reserve:
-            torch.cuda.set_per_process_memory_fraction(min(1.0, fraction))
+        capped = spec["budget_mib"] is not None or reserve
+        torch.cuda.set_per_process_memory_fraction(min(1.0, (limit - reserve) / total) if capped else 1.0)
     else:
         memory.budget_mib = limit - reserve
 
