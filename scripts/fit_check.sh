@@ -31,4 +31,5 @@ PY
     --out "$out/real-$model-$strategy-x$n.json" 2>&1 | tail -4
   files+=("$out/real-$model-$strategy-x$n.json")
 done
+[ ${#files[@]} -gt 0 ] || { echo "fit_check.sh: $fitfile gave no batches to run for $model at $n devices" >&2; exit 2; }
 "$py" -m bench fit-check "$fitfile" "${files[@]}" | tee "$out/fit-check-$model-x$n.md"

@@ -67,8 +67,9 @@ class ChannelsLastConv2d(nn.Conv2d):
     def _conv_forward(self, inputs, weight, bias):
         # clone, not contiguous(): a one-channel or 1x1 weight is "contiguous" in both layouts, and
         # cuDNN takes the output layout from the strides it is given.
-        return super()._conv_forward(inputs.contiguous(memory_format=torch.channels_last),
-                                     weight.clone(memory_format=torch.channels_last), bias)
+        if inputs.dim() == 4:  # an unbatched (3-D) input has no channels_last layout
+            inputs = inputs.contiguous(memory_format=torch.channels_last)
+        return super()._conv_forward(inputs, weight.clone(memory_format=torch.channels_last), bias)
 
 
 def inputs_to(inputs: torch.Tensor, device: torch.device, ctx: WorkerContext) -> torch.Tensor:

@@ -312,8 +312,8 @@ def where(doc: dict) -> str:
     reserve = doc["settings"].get("reserve_mib") or 0
     held = (f", {reserve:g} MiB held back at n >= 2 for the communicator's buffers" if reserve else
             "" if hardware.startswith("CPU") else
-            ", nothing held back for the communicator's buffers (a real world of 2 H100s held 1000 MiB per GPU "
-            "outside PyTorch's allocator; give --reserve-mib)")
+            ", nothing held back for the communicator's buffers, which a real world holds outside PyTorch's "
+            "allocator (scripts/comm_memory.py measures them; --reserve-mib holds them back)")
     return (f"measured in a fake world of n on one {hardware}" if not hardware.startswith("CPU") else (
         f"measured in a fake world of n on the {hardware}, tensors tracked against a budget of "
         f"{doc['settings'].get('memory_budget_mib'):g} MiB")) + held

@@ -70,16 +70,15 @@ def measured_slope(probes: list[dict]) -> float | None:
     return slope if slope > 0 else None
 
 
-def predicted_limit(probes: list[dict], search: Search, allocated: bool = False) -> float | None:
+def predicted_limit(probes: list[dict], search: Search) -> float | None:
     """The batch at which the line reaches the limit, or None without a line; anchored at the
-    largest batch's reserved memory, or its allocated memory where `allocated`."""
+    largest batch's allocated memory (the module's docstring says why)."""
     ok = _ok(probes)
     slope = measured_slope(probes) or search.slope_mib
     if not ok or not slope:
         return None
     top = ok[-1]
-    used = top["peak_alloc_mib"] if allocated else (top.get("peak_reserved_mib") or top["peak_alloc_mib"])
-    return top["batch"] + (search.limit_mib - used) / slope
+    return top["batch"] + (search.limit_mib - top["peak_alloc_mib"]) / slope
 
 
 def _resolution(lo: int, search: Search) -> int:
@@ -108,10 +107,10 @@ def next_batch(probes: list[dict], search: Search) -> int | None:
     for start in search.first:
         if start not in tried and lo < start < reach:
             return start
-    # The line is anchored on allocated memory, an upper bound of the limit: a caching allocator
-    # near the limit holds reserved memory up to it, and a line anchored there predicts the
-    # limit just past every batch that fits (on one H100, resnet18's search crept up 1% a probe).
-    predicted = predicted_limit(probes, search, allocated=True)
+    # On allocated memory: against reserved memory, which a caching allocator near the limit
+    # holds up to it, the line put the limit just past every batch that fit (on one H100,
+    # resnet18's search crept up 1% a probe).
+    predicted = predicted_limit(probes, search)
     if predicted is not None:
         step = _resolution(lo, search)
         # Just under the predicted limit (a fit there leaves little to close), then just over it.
