@@ -80,6 +80,11 @@ class Strategy:
         every PyTorch strategy trains any workload. Asked in the sweep's parent: no torch."""
         return None
 
+    def knobs_unavailable_reason(self, knobs: dict) -> str | None:
+        """Why this strategy cannot run with these knobs (name -> value, bench/cases/knobs.py),
+        or None. Asked before a case is measured, in the parent: no torch."""
+        return None
+
     def notes(self, case) -> str:
         """What the strategy did with the case's knobs that the knobs alone do not say (a layout
         it could not keep, a setting it had to change), for the row's `notes`; "" for none."""
