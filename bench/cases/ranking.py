@@ -49,6 +49,13 @@ def beats(a, b, noise: float = 0.0) -> bool:
     return a["img_per_s_p10"] > b["img_per_s_p90"] and a["img_per_s"] > b["img_per_s"] * (1 + noise)
 
 
+def low_end(row) -> float:
+    """The slowest the row's own figures allow: its p10, or lower where a trial's mean or the
+    wall clock fell below it (a disturbed row's honest floor)."""
+    figures = [row["img_per_s_p10"], _number(row, "trial_img_per_s_min"), _number(row, "wall_img_per_s")]
+    return min(f for f in figures if f is not None)
+
+
 def disturbed(row) -> str:
     """Why the row must be measured again before it can be ranked, or ""."""
     if spread(row) > UNSTABLE:
@@ -107,8 +114,8 @@ def pick(rows: list, asked: dict | None = None, noise: float = 0.0) -> tuple[dic
     rows it ties with (fastest first), and the disturbed rows left out, each with why.
 
     Noise never picks the answer: a disturbed row that beats the stable pick beyond both spreads
-    (its p10 above the other's p90) is faster whatever disturbed it, and is named instead (the
-    caller says it was disturbed); where nothing is stable, a disturbed row is named only if it
+    (its honest floor, `low_end`, above the other's p90) is faster whatever disturbed it, and is
+    named instead (the caller says it was disturbed); where nothing is stable, a disturbed row is named only if it
     beats every other row so. A disturbed row that may be faster but is not clearly so stays
     left out, and `unjudged` names it: the comparison is said to be open, never settled."""
     usable = [r for r in rows if not disturbed(r)]
@@ -119,8 +126,11 @@ def pick(rows: list, asked: dict | None = None, noise: float = 0.0) -> tuple[dic
         tied = [r for r in usable if not beats(fastest, r, noise)]
         chosen = min(tied, key=lambda r: simplicity(r, asked))
         tied = sorted((r for r in tied if r is not chosen), key=lambda r: -r["img_per_s"])
-    ahead = [r for r in shaky if (beats(r, chosen, noise) if chosen is not None
-                                  else all(beats(r, o, noise) for o in rows if o is not r))]
+    def clear_of(r, other):  # beyond both spreads from r's honest floor
+        return low_end(r) > other["img_per_s_p90"] and r["img_per_s"] > other["img_per_s"] * (1 + noise)
+
+    ahead = [r for r in shaky if (clear_of(r, chosen) if chosen is not None
+                                  else all(clear_of(r, o) for o in rows if o is not r))]
     if ahead:
         chosen, tied = max(ahead, key=lambda r: r["img_per_s"]), []
     left_out = [(r, disturbed(r)) for r in shaky if r is not chosen]

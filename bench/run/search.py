@@ -3,8 +3,8 @@
 The question is asked at the GPUs the user has: the largest device count of the run comes first
 in every phase, one device next. Three phases, every case an ordinary row of the results file:
 1. **Survey**: the sweep the user asked for (every strategy at its defaults across the batch
-   ladder), the largest device count first and the reference strategy first within it, so that
-   the bar is set early: a case whose first trial runs below SCREEN of the best measured at its
+   ladder), the reference strategy at the largest device count first, so that the bar is set
+   early, one device's cases next, the rest after: a case whose first trial runs below SCREEN of the best measured at its
    batch is far behind and is measured once, not `--trials` times (its row says so). The survey
    may take SURVEY_SHARE of the budget; cases it cannot hold are `skipped` rows that say why.
 2. **Levers**: at each model, precision, device count and batch, on the leaders (the simplest
@@ -45,7 +45,7 @@ MAX_LEADERS = 2  # configurations per group that levers are tried on
 MAX_FINALISTS = 3  # configurations per group measured again side by side
 # The survey's share of the budget: the levers moved the answer 1.4-3x on H100 and H200
 # (compile reduce-overhead, CUDA graphs), the survey's slowest strategies never.
-SURVEY_SHARE = 0.45
+SURVEY_SHARE = 0.4
 # A survey case whose first trial runs below this share of the best measured at its batch is far
 # behind: one trial tells that; measuring it in full would not change the answer.
 SCREEN = 0.5
@@ -198,11 +198,14 @@ class Search:
         return (self.counts.index(key[2]) if key[2] in self.counts else len(self.counts), key[4])
 
     def _survey(self, cases: list[Case]) -> None:
-        """The sweep asked for, within SURVEY_SHARE of the budget: a worker's cases at a time,
-        the largest device count first and the reference strategy first within it."""
+        """The sweep asked for, within SURVEY_SHARE of the budget, a worker's cases at a time."""
         def place(case):
+            # The reference strategy at the largest count sets the bar; one device's cases (the
+            # baseline's) come next, the rest after: a survey cut short keeps the answer's cells.
             declared = strategies.info(case.strategy)
-            return (self.counts.index(case.n_replicas), not (declared and declared.reference),
+            reference = bool(declared and declared.reference)
+            first = 0 if reference and case.n_replicas == self.counts[0] else 1 if case.n_replicas == 1 else 2
+            return (first, self.counts.index(case.n_replicas), not reference,
                     declared.order if declared else 99, case.strategy)
 
         ordered = sorted(cases, key=place)
@@ -280,10 +283,14 @@ class Search:
                     if reason:
                         self._record_lever(key, leader, lever, None, f"declined: {reason}")
                         continue
-                    # The first execution levers everywhere before the rest; within that, the
-                    # largest device count, every group's first leader, one lever at every batch.
-                    late = dimension == "execution" and priority >= FIRST_EXECUTIONS
-                    items.append(_Item(key, leader, lever, (late, self._serve(key)[0], rank, priority, order)))
+                    # The first execution levers everywhere before the rest; within that, every
+                    # group's first leader, then each lever at every device count and batch: a
+                    # count's cells want both (on 4 H200s at 256/GPU a CUDA graph won, on one GPU
+                    # compile reduce-overhead). The first lever goes to the largest count first;
+                    # the others to the count where they cost least, which buys the most cells.
+                    late = dimension != "execution" or priority >= FIRST_EXECUTIONS
+                    where = self._serve(key)[0] if priority == 0 else round(self.cost(lever.case), 1)
+                    items.append(_Item(key, leader, lever, (late, rank, priority, where, order)))
         items.sort(key=lambda i: i.rank)
         chosen, phase = [], f"levers: {dimension}"
         # One lever at every batch of a device count in one call: its cases share a worker's start.
@@ -299,8 +306,10 @@ class Search:
             while todo:
                 fits = self._fitting(todo, leaders)
                 guessed = bool(fits) and not self._ok(execution_of(fits[0].lever.case), fits[0].lever.case.n_replicas)
-                if guessed and len(fits) < len(todo):
-                    fits = fits[:1]  # not all fit on a guess: measure one, and price the rest with what it cost
+                if guessed:
+                    # An execution not yet measured at this count is priced on a guess (a compiled
+                    # case can take twice the guess, or half): measure one, and price the rest with it.
+                    fits = fits[:1]
                 self._measure(phase, [i.lever.case for i in fits])
                 for item in fits:
                     known.add(identity(self.sweep._row(item.lever.case)))
@@ -329,7 +338,10 @@ class Search:
         fits, total = [], 0.0
         for item in todo:
             first = leaders[item.key].index(item.leader) == 0
-            floor = self.reserve_s if first else self._finals_reserve(leaders, capped=False)
+            # The first execution levers on a first leader move the answer most (1.4-3x): they
+            # may use the finals' reserve too; the finals settle ties of a few percent.
+            floor = (0.0 if first and not item.rank[0] else self.reserve_s if first
+                     else self._finals_reserve(leaders, capped=False))
             if total + self.cost(item.lever.case) <= self.left() - floor:
                 total += self.cost(item.lever.case)
                 fits.append(item)
