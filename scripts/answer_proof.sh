@@ -19,7 +19,12 @@ common=(--models resnet18-small --precisions amp-bf16 --channels-last --batch-si
 
 search() {  # GPUS NAME
   local start; start=$(date +%s)
-  make bench GPUS="$1" PY="$py" ARGS="--out $out/search-$2.json" > "$out/search-$2.log" 2>&1
+  if command -v make >/dev/null; then
+    make bench GPUS="$1" PY="$py" ARGS="--out $out/search-$2.json" > "$out/search-$2.log" 2>&1
+  else  # what `make bench GPUS=...` runs on a GPU host, for a machine without make
+    "$py" -m bench run --gpus "$1" --precisions amp-bf16 --models resnet18-small --batch-sizes 256,1024,2048 \
+      --channels-last --search --budget 5 --out "$out/search-$2.json" > "$out/search-$2.log" 2>&1
+  fi
   echo "make bench GPUS=$1 wall time: $(( $(date +%s) - start )) s" | tee -a "$out/search-$2.log"
   "$py" -m bench answer "$out/search-$2.json" > "$out/answer-$2.txt" 2>&1
 }
