@@ -144,6 +144,7 @@ class Sweep:
 
     def record_skipped(self, case: Case, reason: str) -> None:
         """The case's row says it was not measured, and why (a search's budget, say)."""
+        self.reporter.begin(1)
         self._record(case, status="skipped", reason=reason)
 
     def _screen_spec(self, cases: list[Case]) -> dict | None:
