@@ -1,4 +1,4 @@
-"""`bench fit` (bench/predict/fit.py, search.py, fit_worker.py): the fake world against a real
+"""`bench fit` (bench/fit/fit.py, search.py, fit_worker.py): the fake world against a real
 2-process run, the search for the largest batch against memory that grows as a line (and as
 memory does not), the whole command on the CPU with a small budget, a probe that dies or
 hangs, and its bounds. The networks are tests/fixtures/fit/tinynets.py: a CPU step of theirs
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from bench.predict import search
+from bench.fit import search
 from tests.conftest import REPO, run_cli
 
 FIT_MODELS = REPO / "tests" / "fixtures" / "fit"
@@ -125,7 +125,8 @@ import json, sys, tempfile
 import torch, torch.distributed as dist
 from bench.cases.case import Case, settings
 from bench.core.placement import Placement
-from bench.predict import fit_worker
+from bench.fit import worker as fit_worker
+from bench.fit.world import FAKE_WORLD
 from bench.run.worker import Job, configure_backends
 from bench.workloads import get_workload
 
@@ -156,7 +157,7 @@ if __name__ == "__main__":
         torch.multiprocessing.spawn(rank, args=(folder + "/store", folder + "/out.json"), nprocs=2)
         print(open(folder + "/out.json").read())
     else:
-        job = Job({"launcher": "fake-world", "gpus": [], "world": 2}, 0, 2, 0)
+        job = Job({"gpus": [], "world": 2}, 0, 2, 0, launcher=FAKE_WORLD)
         job.launcher.init(job.spec, 0, 2, 0)
         print(json.dumps({s: state(job, s) for s in STRATEGIES}))
 """
@@ -191,12 +192,12 @@ def test_the_fake_process_group_is_where_fit_expects_it(monkeypatch):
     it, and a torch without it gets one line that names the module."""
     import torch.distributed as dist
 
-    from bench.engine import launchers
+    from bench.fit import world
 
-    assert launchers.fake_store() is not None and hasattr(dist.Backend, "FAKE")
+    assert world.fake_store() is not None and hasattr(dist.Backend, "FAKE")
     monkeypatch.setitem(sys.modules, "torch.testing._internal.distributed.fake_pg", None)  # as if it had moved
     with pytest.raises(RuntimeError, match="no fake process group at torch.testing._internal.distributed.fake_pg"):
-        launchers.fake_store()
+        world.fake_store()
 
 
 # --- the command -----------------------------------------------------------------------------------
@@ -322,7 +323,7 @@ def test_a_probe_that_dies_or_hangs_is_that_probes_outcome_and_the_rest_go_on(tm
     assert len(statuses) == 4, statuses
     (outcome,) = doc["outcomes"]
     assert outcome["largest_fit"] == 12 and outcome["finished"]
-    left = [p.pid for p in psutil.process_iter(["cmdline"]) if "bench.predict.fit_worker" in (p.info["cmdline"] or [])]
+    left = [p.pid for p in psutil.process_iter(["cmdline"]) if "bench.fit.worker" in (p.info["cmdline"] or [])]
     assert not left, left
 
 
@@ -360,7 +361,7 @@ def _fit_of(row: dict, largest: int, failed: int, peak_scale: float) -> dict:
     """A fit file of the case of a real 2-GPU row: its search at 2 devices ended at `largest`
     (fit) and `failed` (out of memory), with a probe at the row's batch whose peak is the row's
     times `peak_scale`."""
-    from bench.predict import fit
+    from bench.fit import fit
 
     case = {k: row[k] for k in ("model", "precision", "strategy", "channels_last", "execution", "sgd_impl", "options", "gpu_name")}
     probes = [{**case, "devices": 2, "batch_per_gpu": row["batch_per_gpu"], "status": "ok",
@@ -376,7 +377,7 @@ def test_a_fit_is_held_against_a_real_2_gpu_run_and_a_wrong_one_fails(tmp_path):
     a fit that says 256 and 1024 fit, with the same peak at 256, holds; one that says they fail, or whose peak is
     5% off, does not (exit 1); a fit of other options matches no row (one-line error, exit 2)."""
     from bench.cases import results
-    from bench.predict import fit
+    from bench.fit import fit
 
     row = next(r for r in results.load(REAL_X2) if r["strategy"] == "fsdp2" and r["n_replicas"] == 2
                and r["status"] == "ok" and r["batch_per_gpu"] == 256)
@@ -408,7 +409,7 @@ def test_the_reserve_is_held_back_at_2_and_more_and_given_back_at_1(monkeypatch)
 
     import torch
 
-    from bench.predict import fit_worker
+    from bench.fit import worker as fit_worker
 
     calls = []
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)

@@ -1,6 +1,6 @@
 """`fit`: the peak memory per device and the largest batch per device that fits, at device
 counts beyond this host's, each measured as rank 0 of a fake world of n on one device
-(bench/predict/fit.py)."""
+(bench/fit/fit.py)."""
 from __future__ import annotations
 
 import datetime
@@ -39,8 +39,8 @@ def _budget(args, gpus: list[int], models: list[str]) -> float | None:
 
 
 def _devices(args) -> list[int]:
-    from bench.predict import MAX_DEVICES
-    from bench.predict.fit import DEFAULT_DEVICES
+    from bench.fit import MAX_DEVICES
+    from bench.fit.fit import DEFAULT_DEVICES
 
     devices = sorted(ints(args.devices, "--devices")) if args.devices else list(DEFAULT_DEVICES)
     if max(devices) > MAX_DEVICES:
@@ -67,7 +67,7 @@ def cmd_fit(args) -> int:
     from bench.cases import results
     from bench.cases.case import settings as make_settings
     from bench.core.precision import PRECISIONS
-    from bench.predict import fit
+    from bench.fit import fit
 
     chosen = listed(args.strategies, "--strategies") or fit.strategies_to_fit()
     check_names(chosen, strategies.names(), "strategy", "--strategies")
@@ -162,7 +162,7 @@ def cmd_fit(args) -> int:
 def _resumed(out: Path, settings: dict, models: list[str]) -> tuple[list[dict], list[dict]]:
     """--resume: the rows of a fit file made with the same search, and the outcomes of its
     models that this run does not measure again."""
-    from bench.predict import fit
+    from bench.fit import fit
 
     try:
         doc = fit.load(out)
@@ -203,7 +203,7 @@ def cmd_fit_check(args) -> int:
     import pandas as pd
 
     from bench.cases import results
-    from bench.predict import fit
+    from bench.fit import fit
 
     try:
         doc = fit.load(args.fit)
@@ -228,7 +228,7 @@ def cmd_fit_check(args) -> int:
 
 
 def add_parser(sub) -> None:
-    from bench.predict.fit import DEFAULT_DEVICES, PEAK_TOLERANCE
+    from bench.fit.fit import DEFAULT_DEVICES, PEAK_TOLERANCE
 
     check = sub.add_parser("fit-check", help="a fit file's figures held against real runs of n devices: the fit's "
                            "verdict at each measured batch beside the run's outcome, and the two peaks per device")

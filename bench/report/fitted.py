@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.predict import fit
+from bench.fit import fit
 
 
 def _readable(paths: list[Path]) -> list[tuple[Path, dict | None, str]]:

@@ -16,7 +16,7 @@ import pandas as pd
 import strategies
 from bench.report import answer as answers
 from bench.report import findings as answer
-from bench.report import fitted, predicted
+from bench.report import fitted
 from bench.report.anatomy import anatomy_section as _anatomy_details
 from bench.report.figures import (PRECISION_ORDER, figure_amp, figure_efficiency, figure_knobs, figure_memory,
                                   figure_scaling, figure_throughput, slug)
@@ -113,10 +113,6 @@ def scaling_section(rep: Report) -> list[str]:
     return _figures(rep, "Scaling", ("efficiency", "scaling"))
 
 
-def predicted_section(rep: Report) -> list[str]:
-    return predicted.section(rep.paths, rep.out)
-
-
 def fit_section(rep: Report) -> list[str]:
     return fitted.section(rep.paths)
 
@@ -155,7 +151,7 @@ def peak_section(rep: Report) -> list[str]:
     return achieved_vs_peak(rep.frame, peak_rates(rep.paths))
 
 
-SECTIONS = [answer_section, findings_section, throughput_section, scaling_section, predicted_section, fit_section,
+SECTIONS = [answer_section, findings_section, throughput_section, scaling_section, fit_section,
             memory_overview, anatomy_overview, cudnn_section, peak_section]
 
 

@@ -70,9 +70,9 @@ def make_context(case: dict, rank: int = 0, world_size: int = 1, local_rank: int
 class Job:
     """This process's place in the worker: its rank and the launcher that connects the ranks."""
 
-    def __init__(self, spec: dict, rank: int, world_size: int, local_rank: int):
+    def __init__(self, spec: dict, rank: int, world_size: int, local_rank: int, launcher=None):
         self.spec = spec
-        self.launcher = launchers.by_name(spec["launcher"])
+        self.launcher = launcher or launchers.by_name(spec["launcher"])
         self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
         self.cpus: list[int] = []
 

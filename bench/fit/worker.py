@@ -1,8 +1,8 @@
 """`bench fit`'s worker: one process that measures one model's memory per device as rank 0
-of fake worlds of n (bench.engine.launchers.FakeWorld), probe after probe.
+of fake worlds of n (bench.fit.world.FakeWorld), probe after probe.
 
 For each (precision, strategy) in the plan, device counts in increasing order, it searches the
-largest batch that fits (bench.predict.search), and reports every probe on the events channel
+largest batch that fits (bench.fit.search), and reports every probe on the events channel
 (bench.core.protocol: a `start` before the probe, a `probe` after it), so that the parent
 knows which probe a worker that died or hung was in. A probe builds the strategy's step
 afresh from a copy of the model (built once, on the CPU), runs `warmup` steps, then `steps`
@@ -19,7 +19,7 @@ After out of memory the probe's objects are dropped and the allocator's cache em
 the next probe starts clean; after any other failure the worker leaves (a CUDA error can
 poison the process), and the parent starts another for what is left.
 
-Usage (by `bench fit`, never by hand): python -m bench.predict.fit_worker SPEC.json
+Usage (by `bench fit`, never by hand): python -m bench.fit.worker SPEC.json
 """
 from __future__ import annotations
 
@@ -216,7 +216,8 @@ def main(spec_path: str) -> None:
     import torch.distributed as dist
 
     from bench.core import protocol
-    from bench.predict import search
+    from bench.fit import search
+    from bench.fit.world import FAKE_WORLD
     from bench.run.worker import Job, configure_backends
     from bench.workloads import get_workload
 
@@ -242,7 +243,7 @@ def main(spec_path: str) -> None:
             if search.next_batch(probes, how) is not None and world != n:
                 if dist.is_initialized():
                     dist.destroy_process_group()
-                job = Job({"launcher": "fake-world", "gpus": gpus, "world": n}, 0, n, 0)
+                job = Job({"gpus": gpus, "world": n}, 0, n, 0, launcher=FAKE_WORLD)
                 job.launcher.init(job.spec, 0, n, 0)
                 world = n
             configure_backends(case)

@@ -1,13 +1,13 @@
 """`bench fit`: memory per device and the largest batch per device that fits, at any device
 count, measured on one device.
 
-Each device count n is a fake world (bench.engine.launchers.FakeWorld): one process as rank
+Each device count n is a fake world (bench.fit.world.FakeWorld): one process as rank
 0 of n ranks whose collectives do nothing, so that its shards, DDP's buckets, FSDP2's
 gathered parameters and the optimiser's partition are what rank 0 of a real run of n holds,
 and its activations are those of its own batch. For every (precision, strategy, n) a search
-(bench.predict.search) finds the largest batch per device that fits; every probe is a row.
+(bench.fit.search) finds the largest batch per device that fits; every probe is a row.
 
-One worker process per model runs the probes (bench.predict.fit_worker); this side starts
+One worker process per model runs the probes (bench.fit.worker); this side starts
 it, follows its events, and writes the results file after every probe, so that nothing
 measured is lost. A worker that dies or passes the probe timeout ends its probe with that
 outcome (error, timeout) and a fresh worker goes on with the probes left.
@@ -86,7 +86,7 @@ def cases(model: str, strategies: list[str], precisions: list[str], devices: lis
 
 def _replay(item: dict, done: dict, search_args: dict, limit_mib: float) -> list[int]:
     """The device counts of an item whose search is not over, given the probes done."""
-    from bench.predict import search
+    from bench.fit import search
 
     how, left = search.Search(limit_mib=limit_mib, **search_args), []
     for n in item["devices"]:
@@ -105,7 +105,7 @@ class Fit:
     items: list[dict]
     gpus: list[int]
     budget_mib: float | None
-    search: dict  # bench.predict.search.Search's fields other than the limit
+    search: dict  # bench.fit.search.Search's fields other than the limit
     seed: int = 0
     reserve_mib: float = 0.0  # held back at n >= 2 for what a real world holds outside the allocator
     probe_timeout_s: float = 600.0
@@ -142,7 +142,7 @@ def run_worker(fit: Fit, env: dict, on_probe, progress) -> bool:
         spec_path, events = Path(folder) / "spec.json", Path(folder) / "events.jsonl"
         spec_path.write_text(json.dumps({"model": fit.model, "gpus": [0] if fit.gpus else [], "budget_mib": fit.budget_mib,
                                          "seed": fit.seed, "reserve_mib": fit.reserve_mib, "plan": left}))
-        worker = procs.Worker([sys.executable, "-m", "bench.predict.fit_worker", str(spec_path)],
+        worker = procs.Worker([sys.executable, "-m", "bench.fit.worker", str(spec_path)],
                               {**env, protocol.ENV: str(events)}, str(REPO))
         reader, inflight, progressed = protocol.EventReader(str(events)), None, False
         started = time.monotonic()
@@ -194,8 +194,8 @@ def measure(fit: Fit, env: dict, on_probe, progress=print) -> None:
 
 
 def outcomes(fit: Fit) -> list[dict]:
-    """Each (precision, strategy, n) search's outcome (bench.predict.search.outcome)."""
-    from bench.predict import search
+    """Each (precision, strategy, n) search's outcome (bench.fit.search.outcome)."""
+    from bench.fit import search
 
     out = []
     for item in fit.items:

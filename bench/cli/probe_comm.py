@@ -1,0 +1,94 @@
+"""`probe-comm`: the link between the devices at hand, measured as NCCL's tests measure it: per
+collective, device count and message size, the time, algorithm bandwidth and bus bandwidth
+(bench/link/)."""
+from __future__ import annotations
+
+import datetime
+import socket
+from pathlib import Path
+
+from bench.cli.common import UsageError, ints, listed, resolve_gpus
+
+
+def _guarded(func):
+    """`func(args)` with bad input (ValueError, a results file that cannot be used) as one line."""
+    def run(args):
+        from bench.cases.results import ResultsError
+
+        try:
+            return func(args)
+        except (ValueError, ResultsError) as exc:
+            raise UsageError(str(exc).strip().splitlines()[0]) from None
+    return run
+
+
+def _probe_counts(args, gpus: list[int]) -> list[int]:
+    if args.devices:
+        counts = ints(args.devices, "--devices")
+    elif gpus:
+        counts = sorted({k for k in (2, 4, 8, 16) if k <= len(gpus)} | {len(gpus)})
+    else:
+        counts = [2]
+    if any(k < 2 for k in counts):
+        raise ValueError("--devices: a collective needs 2 or more devices")
+    if gpus and max(counts) > len(gpus):
+        raise ValueError(f"--devices asks for {max(counts)} GPUs but --gpus gives {len(gpus)}")
+    return counts
+
+
+def cmd_probe(args) -> int:
+    from bench.link import probe
+
+    gpus = resolve_gpus(args.gpus)
+    if args.gpus is None and len(gpus) < 2:
+        gpus = []  # fewer than 2 GPUs: the CPU, with gloo
+    counts = _probe_counts(args, gpus)
+    sizes = [probe.parse_size(s) for s in args.sizes.split(",")] if args.sizes else probe.DEFAULT_SIZES
+    if not gpus:
+        from bench.run import limits
+
+        probe.check_cpu_ranks(max(counts), max(sizes), args.oversubscribe, limits.usable_cores(),
+                              limits.available_memory())
+    collectives = listed(args.collectives, "--collectives") if args.collectives else probe.declared()
+    unknown = [c for c in collectives if c not in probe.COLLECTIVES]
+    if unknown:
+        raise ValueError(f"unknown collective {unknown[0]!r}: choose from {', '.join(probe.COLLECTIVES)}")
+    on_gpu = bool(gpus)
+    settings = {"warmup": args.warmup if args.warmup is not None else (5 if on_gpu else 1),
+                "reps": args.reps if args.reps is not None else (20 if on_gpu else 5),
+                "inner": args.inner if args.inner is not None else (5 if on_gpu else 1)}
+    if settings["reps"] < 1 or settings["inner"] < 1 or settings["warmup"] < 0:
+        raise ValueError("--reps and --inner must be at least 1, --warmup at least 0")
+    out = Path(args.out) if args.out else Path(args.results_dir) / (
+        f"{datetime.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}{probe.SUFFIX}")
+    from bench.cases.results import check_writable
+
+    check_writable(out)
+    points = probe.measure(gpus, counts, sizes, collectives=collectives, **settings)
+    doc = probe.record(gpus, points, {**settings, "devices": counts, "sizes": sizes, "collectives": collectives})
+    probe.write(out, doc)
+    print("\n".join(probe.describe(doc)))
+    print(f"probe written to {out}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    """`probe-comm`; bad input is one line (UsageError)."""
+
+    pc = sub.add_parser("probe-comm", help="time the collectives the strategies send (all-reduce, reduce-scatter, "
+                        "all-gather, broadcast) over message sizes: algorithm and bus bandwidth, as NCCL's tests")
+    pc.add_argument("--gpus", help="CUDA ordinals (default: all visible; '' or cpu: gloo processes on the CPU)")
+    pc.add_argument("--devices", help="device counts to probe, e.g. 2,4,8 (default: 2, 4, 8... up to --gpus; "
+                    "on the CPU 2 processes)")
+    pc.add_argument("--sizes", help="message sizes, e.g. 4K,64K,1M,16M,45M (default 4 KiB to resnet18's 44.6 MiB "
+                    "of fp32 gradients)")
+    pc.add_argument("--collectives", help="default: every collective a registered multi-process strategy declares "
+                    "it sends (Strategy.sends)")
+    pc.add_argument("--warmup", type=int, help="untimed calls per size (default 5 on GPUs, 1 on the CPU)")
+    pc.add_argument("--reps", type=int, help="timed repetitions per size (default 20 on GPUs, 5 on the CPU)")
+    pc.add_argument("--inner", type=int, help="back-to-back calls per repetition (default 5 on GPUs, 1 on the CPU)")
+    pc.add_argument("--oversubscribe", action="store_true", help="on the CPU, allow more ranks than cores (they then "
+                    "slow each other down)")
+    pc.add_argument("--out", help="probe file (default <results-dir>/<time>-<host>.comm.json)")
+    pc.add_argument("--results-dir", default="results")
+    pc.set_defaults(func=_guarded(cmd_probe))
