@@ -12,7 +12,6 @@ nowhere else. No torch: reading results must not need it.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -197,9 +196,6 @@ class Case(_Knobs):
 
     def measurement(self) -> dict:
         return {k: getattr(self, k) for k in MEASUREMENT}
-
-    def with_batch(self, batch_per_gpu: int) -> "Case":
-        return dataclasses.replace(self, batch_per_gpu=batch_per_gpu)
 
     # --- outputs --------------------------------------------------------------------
     def row(self) -> dict:
