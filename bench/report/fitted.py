@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+import strategies
 from bench.fit import fit
 
 
@@ -32,13 +33,15 @@ def _peak_at(rows: list[dict], outcome: dict) -> str:
 
 
 def table(doc: dict, model: str, precision: str) -> pd.DataFrame:
-    """Strategies down, device counts across: the largest batch per device that fit (what failed
-    above it), and its peak allocated MiB."""
+    """Strategies down, with what each declares it shards; device counts across: the largest
+    batch per device that fit (what failed above it), and its peak allocated MiB."""
     found = [o for o in doc["outcomes"] if o["model"] == model and o["precision"] == precision]
     counts = sorted({o["devices"] for o in found})
     out = []
     for strategy in dict.fromkeys(o["strategy"] for o in found):
-        row = {"strategy": f"`{strategy}`"}
+        declared = strategies.info(strategy)  # None: a strategy this checkout does not know
+        shards = declared.describe_shards() if declared is not None else ""
+        row = {"strategy": f"`{strategy}`", "shards": shards or ("nothing" if declared is not None else "")}
         for n in counts:
             o = next((o for o in found if o["strategy"] == strategy and o["devices"] == n), None)
             if o is not None:

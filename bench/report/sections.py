@@ -307,7 +307,7 @@ def memory_section(group: pd.DataFrame) -> list[str]:
     tensor_mib = parameters * 4 / 2**20  # one fp32 copy of the parameters
     rows = []
     for r, base in pairs:
-        n = int(base["n_gpus"])
+        n = int(base["n_gpus"] or base["n_replicas"])  # a CPU run's ranks count as its devices
         rows.append({"precision": r["precision"], "GPUs": n, "batch/GPU": int(r["batch_per_gpu"]),
                      "case": label(r), "peak MiB": f"{r['peak_alloc_mib']:.0f}",
                      f"{REFERENCE} peak MiB": f"{base['peak_alloc_mib']:.0f}",
