@@ -123,6 +123,11 @@ class Strategy:
         parts = [p.replace("optimizer_state", "optimiser state") for p in self.shards]
         return "the " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]) if parts else ""
 
+    def knobs_unavailable_reason(self, knobs: dict) -> str | None:
+        """Why this strategy cannot run with these knobs (name -> value, bench/cases/knobs.py),
+        or None. Asked before a case is measured, in the parent: no torch."""
+        return None
+
     def notes(self, case) -> str:
         """What the strategy did with the case's knobs that the knobs alone do not say (a layout
         it could not keep, a setting it had to change), for the row's `notes`; "" for none."""

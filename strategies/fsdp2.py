@@ -46,6 +46,12 @@ class FSDP2(DDP):
     option_choices = {**{k: v for k, v in DDP.option_choices.items() if k in LAUNCHER_OPTIONS},
                       "mixed_precision": ("auto", "off")}
 
+    def knobs_unavailable_reason(self, knobs):
+        if knobs.get("sgd_impl") == "fused":
+            # torch 2.11 on an H200: "aten._fused_sgd_.default does not have a sharding strategy registered".
+            return "fused SGD cannot update FSDP2's DTensor shards (torch registers no sharding rule for _fused_sgd_)"
+        return None
+
     def notes(self, case) -> str:
         if case.channels_last:
             return ("channels_last: parameters stay contiguous (fully_shard refuses channels_last ones); each "

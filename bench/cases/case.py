@@ -188,6 +188,11 @@ class Case(_Knobs):
         """The case without its batch size: one line of a figure, one OOM ladder."""
         return tuple(self.row()[k] for k in AXES + KNOBS if k not in ("gpus", "batch_per_gpu"))
 
+    def group_key(self) -> tuple:
+        """What configurations compete within (a search's group, one cell of the answer):
+        model, precision, device count, hosts and per-GPU batch."""
+        return (self.model, self.precision, self.n_replicas, self.nnodes, self.batch_per_gpu)
+
     def baseline_key(self) -> tuple:
         """What a case shares with the baseline run it is divided by (speed-up, efficiency):
         model, precision, per-GPU batch and the knobs that change the step itself."""

@@ -49,6 +49,13 @@ def beats(a, b, noise: float = 0.0) -> bool:
     return a["img_per_s_p10"] > b["img_per_s_p90"] and a["img_per_s"] > b["img_per_s"] * (1 + noise)
 
 
+def low_end(row) -> float:
+    """The slowest the row's own figures allow: its p10, or lower where a trial's mean or the
+    wall clock fell below it (a disturbed row's honest floor)."""
+    figures = [row["img_per_s_p10"], _number(row, "trial_img_per_s_min"), _number(row, "wall_img_per_s")]
+    return min(f for f in figures if f is not None)
+
+
 def disturbed(row) -> str:
     """Why the row must be measured again before it can be ranked, or ""."""
     if spread(row) > UNSTABLE:
@@ -104,16 +111,54 @@ def simplicity(row, asked: dict | None = None) -> tuple:
 def pick(rows: list, asked: dict | None = None, noise: float = 0.0) -> tuple[dict | None, list, list]:
     """The configuration to recommend among `rows` (ok rows of one hardware, model, precision,
     device count and batch): the simplest of those the fastest does not beat. Returns it, the
-    rows it ties with (fastest first), and the disturbed rows left out, each with why."""
+    rows it ties with (fastest first), and the disturbed rows left out, each with why.
+
+    Noise never picks the answer: a disturbed row that beats the stable pick beyond both spreads
+    (its honest floor, `low_end`, above the other's p90) is faster whatever disturbed it, and is
+    named instead (the caller says it was disturbed); where nothing is stable, a disturbed row is named only if it
+    beats every other row so. A disturbed row that may be faster but is not clearly so stays
+    left out, and `unjudged` names it: the comparison is said to be open, never settled."""
     usable = [r for r in rows if not disturbed(r)]
-    left_out = [(r, disturbed(r)) for r in rows if disturbed(r)]
-    if not usable:
-        return None, [], left_out
-    fastest = max(usable, key=lambda r: (r["img_per_s"], -simplicity(r, asked)[2]))
-    tied = [r for r in usable if not beats(fastest, r, noise)]
-    chosen = min(tied, key=lambda r: simplicity(r, asked))
-    others = sorted((r for r in tied if r is not chosen), key=lambda r: -r["img_per_s"])
-    return chosen, others, left_out
+    shaky = [r for r in rows if disturbed(r)]
+    chosen, tied = None, []
+    if usable:
+        fastest = max(usable, key=lambda r: (r["img_per_s"], -simplicity(r, asked)[2]))
+        tied = [r for r in usable if not beats(fastest, r, noise)]
+        chosen = min(tied, key=lambda r: simplicity(r, asked))
+        tied = sorted((r for r in tied if r is not chosen), key=lambda r: -r["img_per_s"])
+    def clear_of(r, other):  # beyond both spreads from r's honest floor
+        return low_end(r) > other["img_per_s_p90"] and r["img_per_s"] > other["img_per_s"] * (1 + noise)
+
+    ahead = [r for r in shaky if (clear_of(r, chosen) if chosen is not None
+                                  else all(clear_of(r, o) for o in rows if o is not r))]
+    if ahead:
+        chosen, tied = max(ahead, key=lambda r: r["img_per_s"]), []
+    left_out = [(r, disturbed(r)) for r in shaky if r is not chosen]
+    return chosen, tied, left_out
+
+
+def unjudged(chosen: dict | None, left_out: list) -> list:
+    """The left-out (disturbed) rows that may be faster than `chosen`: their median above its
+    p90, but not beyond both spreads. Until they are measured again the order is open."""
+    if chosen is None:
+        return [r for r, _ in left_out]
+    return [r for r, _ in left_out if r["img_per_s"] > chosen["img_per_s_p90"]]
+
+
+# Host-bound or GPU-bound from a series' batch ladder (bench/report/regime.py states the rule).
+HOST, GPU, UNKNOWN = "host-bound", "GPU-bound", "unknown"
+IDLE_SHARE = 0.5  # host-bound above this share of the step idle (or bounded idle)
+GROWTH = 1.25  # the largest batch is GPU-bound when its step grew more than this from the batch below
+
+
+def ladder(batches: list[int], steps_ms: list[float]) -> list[str]:
+    """The regime of each batch of one series (ascending batches, their median step times)."""
+    if len(batches) < 2:
+        return [UNKNOWN] * len(batches)
+    if steps_ms[-1] <= GROWTH * steps_ms[-2]:
+        return [HOST] * len(batches)
+    top = steps_ms[-1] / batches[-1]
+    return [HOST if top / (t / b) < IDLE_SHARE else GPU for b, t in zip(batches, steps_ms)]
 
 
 def noise(measurements: list[dict], key: list[str]) -> float:

@@ -41,6 +41,7 @@ FIGURES = [
     "peak_alloc_mib_per_device", "peak_reserved_mib_per_device",
     "parameters", "workload_source", "flops_per_image", "tflops", *COUNTERS, *ANATOMY, "elapsed_s", *PHASES, "output_tail",
     "notes",  # what the strategy did with the knobs that they alone do not say (Strategy.notes)
+    "screened",  # a search's survey measured one trial only, and why ('' where all ran)
 ]
 ENVIRONMENT = [
     "gpu_name", "gpu_count_host", "gpu_memory_mib", "driver", "cuda", "cudnn", "nccl", "torch", "mxnet", "numpy",

@@ -84,6 +84,7 @@ def _speedup(top, run: pd.DataFrame) -> tuple[float | None, float | None, str]:
     base = run[(run["strategy"] == BASELINE) & (run["status"] == "ok") & (run["precision"] == top["precision"])
                & (run["batch_per_gpu"] == top["batch_per_gpu"]) & (run["model"] == top["model"])
                & (run["hardware"] == top["hardware"])]
+    base = base[[not ranking.disturbed(r) for _, r in base.iterrows()]] if len(base) else base  # never over noise
     if base.empty:
         return None, None, ""
     best = base.sort_values("img_per_s").iloc[-1]
@@ -159,12 +160,19 @@ def _record(key, batch, at: pd.DataFrame, run: pd.DataFrame, legend: Legend) -> 
     noise = _noise(log, rows)
     chosen, tied, left_out = ranking.pick(rows, log.get("asked") if log else None, noise)
     fastest = max(rows, key=lambda r: r["img_per_s"])
-    top = chosen if chosen is not None else fastest
+    open_ = ranking.unjudged(chosen, left_out)
+    # Unjudged: a disturbed row may be faster than every stable one. The answer recommends
+    # neither: it shows the stable one's figures, marked unjudged, beside the disturbed one's.
+    top = chosen if chosen is not None else max(open_, key=lambda r: r["img_per_s"])
+    shaky = ranking.disturbed(top)
     speedup, efficiency, over = _speedup(pd.Series(top), run)
     share, peak = mfu(top)
     record.update({
         "strategy": top["strategy"], "config": knobs(top), "label": legend.short(pd.Series(top)),
-        "variant": top.get("variant") or "", "recommended": chosen is not None, "searched": bool(log),
+        "variant": top.get("variant") or "", "recommended": chosen is not None and not open_, "searched": bool(log),
+        "disturbed": shaky,
+        "unjudged": [{"label": legend.short(pd.Series(r)), "img_per_s": float(r["img_per_s"]),
+                      "img_per_s_p10": float(r["img_per_s_p10"]), "why": ranking.disturbed(r)} for r in open_],
         "img_per_s": float(top["img_per_s"]), "img_per_s_p10": float(top["img_per_s_p10"]),
         "img_per_s_p90": float(top["img_per_s_p90"]), "speedup": speedup, "efficiency": efficiency,
         "speedup_over": over, "efficiency_lo": top.get("efficiency_lo") if not over else None,
@@ -174,18 +182,19 @@ def _record(key, batch, at: pd.DataFrame, run: pd.DataFrame, legend: Legend) -> 
         "mfu": share, "mfu_peak": peak, "noise_pct": round(100 * noise, 1),
         "fastest": None, "ties": [legend.short(pd.Series(r)) for r in tied],
         "left_out": [{"label": legend.short(pd.Series(r)), "img_per_s": float(r["img_per_s"]), "why": why}
-                     for r, why in left_out],
+                     for r, why in left_out if r is not top],
         "levers": _measured_levers(log, rows, top, group),
         "not_tried": [{"on": e.get("on"), "lever": e.get("lever"), "why": e.get("why")}
                       for e in log.get("not_tried", []) if _in_group(e.get("group", {}), *group)],
         "runner_up": None, "runner_up_config": None, "gap_pct": None, "tie": False,
-        # The order cannot be read where nothing is stable, or a faster case was disturbed.
-        "unstable": chosen is None or any(r["img_per_s"] > top["img_per_s"] for r, _ in left_out)})
+        # The order cannot be read where a case that may be faster was disturbed.
+        "unstable": chosen is None or bool(open_)})
     if fastest is not top and not ranking.disturbed(fastest):
         record["fastest"] = {"label": legend.short(pd.Series(fastest)), "img_per_s": float(fastest["img_per_s"]),
                              "gap_pct": round(100 * (fastest["img_per_s"] / top["img_per_s"] - 1), 1)}
     others = sorted((r for r in rows if r["strategy"] != top["strategy"] and not ranking.disturbed(r)),
                     key=lambda r: -r["img_per_s"])
+    record["others_left_out"] = sorted({str(r["strategy"]) for r, _ in left_out if r["strategy"] != top["strategy"]})
     if others:
         second = others[0]
         record.update({"runner_up": legend.short(pd.Series(second)), "runner_up_config": knobs(second),
@@ -216,6 +225,8 @@ def records(runs: pd.DataFrame, legend: Legend | None = None) -> list[dict]:
 
 
 def _verdict(r: dict) -> str:
+    if r.get("unjudged"):
+        return "unjudged, re-run"
     if r["unstable"]:
         return "unstable, re-run"
     if r["runner_up"] is None:
@@ -241,13 +252,23 @@ def table(recs: list[dict]) -> pd.DataFrame:
             f" ({efficiency_cell({'efficiency': r['efficiency'], 'efficiency_lo': r['efficiency_lo']})})"
             if r["devices"] > 1 else "") + ("*" if r["speedup_over"] else "")
         line.update({
-            "recommended": r["label"] + ("" if r["recommended"] else " (unstable)") + (" (caveat)" if r.get("caveat") else ""),
+            "recommended": r["label"] + ("" if r["recommended"] else " (unjudged)" if r.get("unjudged") else " (unstable)")
+            + (" (disturbed)" if r.get("disturbed") and r["recommended"] else "") + (" (caveat)" if r.get("caveat") else ""),
             "images/s (p10-p90)": f"{rate(r['img_per_s'])} ({rate(r['img_per_s_p10'])}-{rate(r['img_per_s_p90'])})",
             f"vs {BASELINE}": speed, "MFU": _mfu_cell(r),
             "MiB/GPU": "" if r["peak_alloc_mib"] is None else f"{r['peak_alloc_mib']:.0f}",
-            "regime": r["regime"], "runner-up": r["runner_up"] or "only one strategy", "gap": _verdict(r)})
+            "regime": r["regime"], "runner-up": _runner_up(r), "gap": _verdict(r)})
         lines.append(line)
     return pd.DataFrame(lines).fillna("")
+
+
+def _runner_up(r: dict) -> str:
+    """The next strategy; where none is stable, the ones left out; "only one strategy" where one ran."""
+    if r["runner_up"]:
+        return r["runner_up"]
+    if r.get("others_left_out"):
+        return "none stable: " + ", ".join(r["others_left_out"]) + " left out (disturbed)"
+    return "only one strategy"
 
 
 def _case(r: dict) -> str:
@@ -326,9 +347,12 @@ def _ties(r: dict) -> str:
         parts.append(f"`{f['label']}` measured {f['gap_pct']:+.1f}% (within the spread"
                      + (f" and the run's {r['noise_pct']:.1f}% noise" if r.get("noise_pct") else "")
                      + "): the simpler configuration is named")
-    faster = [x for x in r.get("left_out", []) if x["img_per_s"] > r["img_per_s"]]
-    for x in faster:
-        parts.append(f"`{x['label']}` measured {rate(x['img_per_s'])} img/s but is unstable ({x['why']}): re-run it")
+    if r.get("disturbed") and r["recommended"]:
+        parts.append(f"its own trials were disturbed ({r['disturbed']}), but even its p10 beats every other "
+                     "configuration's p90")
+    for x in r.get("unjudged", []):
+        if x["label"] != r["label"]:
+            parts.append(f"`{x['label']}` measured {rate(x['img_per_s'])} img/s but is unjudged ({x['why']}): re-run it")
     return "; ".join(parts)
 
 
@@ -376,12 +400,19 @@ def actions(run: pd.DataFrame, recs: list[dict]) -> str:
         parts.append(f"Recommended: {_case(best)}" + (f"; {_ties(best)}" if _ties(best) else "") + ".")
     else:
         best = max(done, key=lambda r: (r["img_per_s"], r["label"]))
-        parts.append(f"No configuration can be recommended: every candidate's trials were disturbed (fastest measured: "
-                     f"{_case(best)}, unstable); re-run.")
+        if best.get("unjudged") and best["label"] not in {x["label"] for x in best["unjudged"]}:
+            parts.append(f"Unjudged: the fastest stable configuration is {_case(best)}; "
+                         + "; ".join(f"`{x['label']}` measured {rate(x['img_per_s'])} img/s and may be faster, but its "
+                                     f"trials were disturbed ({x['why']})" for x in best["unjudged"])
+                         + ": re-run before choosing.")
+        else:
+            parts.append(f"No configuration can be recommended: every candidate's trials were disturbed (fastest "
+                         f"measured: {_case(best)}, unstable); re-run.")
     unsettled = [r for r in done if r is not best and r["unstable"]]
     if unsettled:
-        parts.append("Unstable at " + ", ".join(f"{r['batch_per_gpu']}/GPU" for r in unsettled)
-                     + ": a faster case's trials were disturbed, re-run before trusting the order there.")
+        cells = sorted({(r["batch_per_gpu"], r["where"]) for r in unsettled})
+        parts.append("Unjudged at " + ", ".join(f"{b}/GPU on {w}" for b, w in cells)
+                     + ": a case that may be faster there had disturbed trials; re-run before trusting the order.")
     largest = max(r["batch_per_gpu"] for r in done)
     at = max((r for r in done if r["batch_per_gpu"] == largest), key=lambda r: (r["recommended"], r["img_per_s"], r["label"]))
     oom = sorted({r["batch_per_gpu"] for r in recs if r["strategy"] is None and r["out_of_memory"]})

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 import strategies
-from bench.cases import results
+from bench.cases import ranking, results
 from bench.cases.case import Case, hardware
 from bench.cases.knobs import STEP_KNOBS
 from bench.report.regime import add_regimes
@@ -158,6 +158,8 @@ def add_speedups(frame: pd.DataFrame) -> pd.DataFrame:
              "efficiency_lo", "efficiency_hi"]
     frame = frame.drop(columns=added, errors="ignore")  # idempotent
     base = frame[(frame["strategy"] == BASELINE) & (frame["status"] == "ok")]
+    # A disturbed baseline divides nothing: a speed-up over it would be the disturbance's.
+    base = base[[not ranking.disturbed(r) for _, r in base.iterrows()]] if len(base) else base
     rates = ["img_per_s", "img_per_s_p10", "img_per_s_p90"]
     base = base.sort_values("date").drop_duplicates(match, keep="last")[match + rates]
     merged = frame.merge(base.rename(columns={r: f"single_{r}" for r in rates}), on=match, how="left")

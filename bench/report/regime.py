@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-HOST, GPU, UNKNOWN, CPU = "host-bound", "GPU-bound", "unknown", "CPU"
-IDLE_SHARE = 0.5  # host-bound above this share of the step idle (or bounded idle)
-GROWTH = 1.25  # the largest batch is GPU-bound when its step grew more than this from the batch below
+from bench.cases.ranking import GPU, GROWTH, HOST, IDLE_SHARE, UNKNOWN, ladder  # noqa: F401 - GROWTH: the rule's
+
+CPU = "CPU"
 
 SERIES = ("source", "hardware", "strategy", "model", "precision", "n_gpus", "n_replicas", "nnodes", "variant")
 
@@ -41,13 +41,7 @@ def _from_anatomy(row) -> str | None:
 def _ladder(series: pd.DataFrame) -> dict:
     """index -> regime for the ok rows of one series, from their step times."""
     s = series.sort_values("batch_per_gpu")
-    batches, steps = s["batch_per_gpu"].tolist(), s["step_ms_p50"].tolist()
-    if len(s) < 2:
-        return {i: UNKNOWN for i in s.index}
-    if steps[-1] <= GROWTH * steps[-2]:
-        return {i: HOST for i in s.index}
-    top = steps[-1] / batches[-1]
-    return {i: HOST if top / (t / b) < IDLE_SHARE else GPU for i, b, t in zip(s.index, batches, steps)}
+    return dict(zip(s.index, ladder(s["batch_per_gpu"].tolist(), s["step_ms_p50"].tolist())))
 
 
 def add_regimes(frame: pd.DataFrame) -> pd.DataFrame:

@@ -1,31 +1,41 @@
 """`bench run --search`: the best configuration within a time budget, every lever's gain measured.
 
-Three phases, every case an ordinary row of the results file:
-1. **Survey**: the sweep the user asked for (every strategy at its defaults across the batch ladder).
+The question is asked at the GPUs the user has: the largest device count of the run comes first
+in every phase, one device next. Three phases, every case an ordinary row of the results file:
+1. **Survey**: the sweep the user asked for (every strategy at its defaults across the batch
+   ladder), the reference strategy at the largest device count first, so that the bar is set
+   early, one device's cases next, the rest after: a case whose first trial runs below SCREEN of the best measured at its
+   batch is far behind and is measured once, not `--trials` times (its row says so). The survey
+   may take SURVEY_SHARE of the budget; cases it cannot hold are `skipped` rows that say why.
 2. **Levers**: at each model, precision, device count and batch, on the leaders (the simplest
-   configuration the fastest does not beat, and the fastest where it is another), one dimension
-   after another (bench/cases/levers.py: execution, SGD kernels, memory format, the strategy's own
-   options): every lever of the dimension is measured on the leader's current configuration, and
-   the best is kept only where it beats the current one beyond both spreads. The next dimension
-   starts from what was kept.
-3. **Finals**: where the fastest does not beat the others beyond their spreads, or a candidate's
-   trials were disturbed, the candidates are measured again side by side, interleaved (A, B, A),
-   which also measures the run's own noise: a difference within it is a tie.
+   configuration nothing measured beats, and the fastest where it is another), one dimension
+   after another (bench/cases/levers.py: execution, SGD kernels, memory format, the strategy's
+   own options). The executions come in the order the survey suggests: where the GPU idles
+   (host-bound), a CUDA graph and compile reduce-overhead first; where it is busy, compile
+   reduce-overhead first. One lever at every batch of a device count is measured in one call,
+   so its batches share a worker's start. The best lever of a dimension is kept only where it
+   beats the current configuration beyond both spreads; the next dimension starts from it.
+3. **Finals**: where the fastest does not beat the others beyond their spreads, or a faster
+   candidate's trials were disturbed, the candidates are measured again side by side,
+   interleaved (A, B, A), which also measures the run's own noise: a difference within it is a
+   tie. Noise never picks the answer (bench/cases/ranking.py `pick`).
 
-The budget bounds phases 2 and 3: each case's cost is estimated from the rows this run already
-measured (by execution; compiling costs the most), the finals are reserved their share first, and
-what the budget cannot hold is recorded as not tried, with why. The plan, every measurement, what
-was kept, dropped or not tried and why are the results file's "search" section (SCHEMA), written
-after every case with the rows; `bench answer` and `bench report` read it.
+The budget is the whole command's wall time. Each case's cost is estimated from the rows this
+run already measured (by execution and device count; compiling costs the most), the finals are
+reserved their share, and what the budget cannot hold is recorded as not tried, with why. The
+plan, every measurement, what was kept, dropped or not tried and why are the results file's
+"search" section (SCHEMA), written after every case with the rows; `bench answer` and `bench
+report` read it.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 
+import strategies
 from bench.cases import ranking
 from bench.cases.case import Case, identity
-from bench.cases.levers import DIMENSIONS, Lever, levers
+from bench.cases.levers import DIMENSIONS, Lever, execution_of, levers
 
 SCHEMA = "parabench-search/1"
 # A first guess of one case's seconds by execution, before this run has measured one (an H100:
@@ -33,17 +43,26 @@ SCHEMA = "parabench-search/1"
 PRIOR_COST_S = {"eager": 6.0, "cuda-graph": 8.0, "compile": 25.0}
 MAX_LEADERS = 2  # configurations per group that levers are tried on
 MAX_FINALISTS = 3  # configurations per group measured again side by side
+# The survey's share of the budget: the levers moved the answer 1.4-3x on H100 and H200
+# (compile reduce-overhead, CUDA graphs), the survey's slowest strategies never.
+SURVEY_SHARE = 0.4
+# A survey case whose first trial runs below this share of the best measured at its batch is far
+# behind: one trial tells that; measuring it in full would not change the answer.
+SCREEN = 0.5
 # The finals' share of what the budget has left after the survey: held back while levers are tried.
 FINALS_SHARE = 0.2
 # Configurations closer than this are not measured again: the simpler one is named either way.
 MIN_GAIN = 0.01
 # The share of the budget kept free: a case's cost is an estimate, and the command must end in time.
 SAFETY = 0.04
+# Execution levers that come before every other lever anywhere (the two that remove the host's
+# launches from the step); the rest of the dimension (compile's default mode) after them.
+FIRST_EXECUTIONS = 2
 
 
 def group_of(case: Case) -> tuple:
     """What configurations compete within: model, precision, devices and batch."""
-    return (case.model, case.precision, case.n_replicas, case.nnodes, case.batch_per_gpu)
+    return case.group_key()
 
 
 def group_dict(key: tuple) -> dict:
@@ -54,6 +73,15 @@ def group_dict(key: tuple) -> dict:
 class Leader:
     row: dict  # the configuration levers are tried on, as last measured
     lineage: list = field(default_factory=list)  # the settings kept so far
+
+
+@dataclass
+class _Item:
+    """One lever on one leader of one group: a case the plan may measure."""
+    key: tuple
+    leader: Leader
+    lever: Lever
+    rank: tuple  # the plan's order
 
 
 class Search:
@@ -67,29 +95,45 @@ class Search:
         self.reserve_s = 0.0  # held back for the finals while levers are planned
         self.budget_s = budget_s
         self.asked = asked
+        self.counts: list[int] = []  # device counts, in the order they are served
         self.log = {"schema": SCHEMA, "budget_s": budget_s, "asked": asked, "phases": [], "measurements": [],
                     "levers": [], "not_tried": [], "finals": []}
         sweep.document["search"] = self.log
 
     # --- time ----------------------------------------------------------------------
+    def spent(self) -> float:
+        return self.clock() - self.started
+
     def left(self) -> float:
         """Seconds the budget has left, less a margin for writing the file and leaving."""
-        return self.budget_s - SAFETY * self.budget_s - (self.clock() - self.started)
+        return self.budget_s - SAFETY * self.budget_s - self.spent()
+
+    def _ok(self, execution: str | None = None, devices: int | None = None) -> list[dict]:
+        return [r for r in self.sweep.rows.values() if r.get("status") == "ok" and r.get("elapsed_s")
+                and (execution is None or execution_of(Case.from_row(dict(r))) == execution)
+                and (devices is None or int(r.get("n_replicas") or 1) == devices)]
+
+    @staticmethod
+    def _mean_cost(rows: list[dict]) -> float | None:
+        spent = [float(r.get("elapsed_s") or 0) + float(r.get("worker_start_s") or 0) for r in rows]
+        return sum(spent) / len(spent) if spent else None
 
     def cost(self, case: Case) -> float:
-        """Seconds the case will take: the mean of this run's ok rows of the same execution, else
-        the prior scaled by how this run's eager cases compare with it."""
-        def mean(execution):
-            spent = [float(r.get("elapsed_s") or 0) + float(r.get("worker_start_s") or 0)
-                     for r in self.sweep.rows.values() if r.get("status") == "ok" and r.get("execution") == execution
-                     and r.get("elapsed_s")]
-            return sum(spent) / len(spent) if spent else None
-
-        measured = mean(case.execution)
-        if measured is not None:
-            return measured
-        eager = mean("eager")
-        scale = eager / PRIOR_COST_S["eager"] if eager else 1.0
+        """Seconds the case will take: the mean of this run's ok rows of its execution at its
+        device count; else of its execution at other counts, scaled by how eager cases at the two
+        compare; else the prior, scaled by how this run's eager cases compare with it."""
+        execution, devices = execution_of(case), case.n_replicas
+        here = self._mean_cost(self._ok(execution, devices))
+        if here is not None:
+            return here
+        eager_here = self._mean_cost(self._ok("eager", devices)) or self._mean_cost(self._ok("eager"))
+        elsewhere = self._ok(execution)
+        if elsewhere and eager_here:
+            counts = {int(r.get("n_replicas") or 1) for r in elsewhere}
+            eager_there = self._mean_cost([r for r in self._ok("eager") if int(r.get("n_replicas") or 1) in counts])
+            scale = eager_here / eager_there if eager_there else 1.0
+            return self._mean_cost(elsewhere) * max(scale, 1.0)
+        scale = eager_here / PRIOR_COST_S["eager"] if eager_here else 1.0
         return PRIOR_COST_S.get(case.execution, PRIOR_COST_S["compile"]) * max(scale, 1.0)
 
     # --- measuring -----------------------------------------------------------------
@@ -110,11 +154,13 @@ class Search:
                      "date": row.get("date")}
             if row["status"] == "ok":
                 entry.update({k: row[k] for k in ("img_per_s", "img_per_s_p10", "img_per_s_p90")})
+                if row.get("screened"):
+                    entry["screened"] = row["screened"]
             else:
                 entry["reason"] = row.get("reason")
             self.log["measurements"].append(entry)
         phases = self.log["phases"]
-        if phases and phases[-1]["phase"] == phase:  # a phase measured a case at a time is one entry
+        if phases and phases[-1]["phase"] == phase:  # a phase measured a call at a time is one entry
             phases[-1].update(cases=phases[-1]["cases"] + len(cases),
                               seconds=round(phases[-1]["seconds"] + self.clock() - began, 1))
         else:
@@ -133,36 +179,71 @@ class Search:
 
     # --- the phases ------------------------------------------------------------------
     def run(self, cases: list[Case]) -> list[dict]:
-        self._measure("survey", cases)
-        self._again("survey, again", self._contenders_disturbed(self._ok_rows(cases)))
+        self.counts = sorted({c.n_replicas for c in cases}, key=lambda n: (n == 1, -n))
+        self.log["device_order"] = self.counts
+        self._survey(cases)
         groups = self._ok_rows(cases)
-        leaders = {key: self._leaders(rows) for key, rows in groups.items()}
+        leaders = {key: self._leaders(rows) for key, rows in sorted(groups.items(), key=lambda kv: self._serve(kv[0]))}
         self.reserve_s = self._finals_reserve(leaders)
         known = {identity(r) for rows in groups.values() for r in rows}
         for dimension in DIMENSIONS:
-            self._levers(dimension, leaders, known)
+            self._levers(dimension, leaders, known, groups)
         self._finals(leaders)
-        self.log["spent_s"] = round(self.clock() - self.started, 1)
+        self.log["spent_s"] = round(self.spent(), 1)
         self.sweep.save()  # the file with the finished log
         return list(self.sweep.rows.values())
 
-    def _contenders_disturbed(self, groups: dict) -> list[Case]:
-        """The disturbed rows that would lead their group if their figures held."""
-        out = []
-        for rows in groups.values():
-            chosen, _, left_out = ranking.pick(rows, self.asked)
-            out += [Case.from_row(r) for r, _ in left_out if chosen is None or r["img_per_s"] > chosen["img_per_s"]]
-        return out
+    def _serve(self, key: tuple) -> tuple:
+        """A group's place in line: the largest device count first, one device next."""
+        return (self.counts.index(key[2]) if key[2] in self.counts else len(self.counts), key[4])
 
-    def _again(self, phase: str, cases: list[Case]) -> None:
-        """A disturbed measurement cannot be judged: measure it once more (the log keeps both)."""
-        if cases and sum(self.cost(c) for c in cases) <= self.left() - self.reserve_s:
-            self._measure(phase, cases, again=True)
+    def _survey(self, cases: list[Case]) -> None:
+        """The sweep asked for, within SURVEY_SHARE of the budget, a worker's cases at a time."""
+        def place(case):
+            # The reference strategy at the largest count sets the bar; one device's cases (the
+            # baseline's) come next, the rest after: a survey cut short keeps the answer's cells.
+            declared = strategies.info(case.strategy)
+            reference = bool(declared and declared.reference)
+            first = 0 if reference and case.n_replicas == self.counts[0] else 1 if case.n_replicas == 1 else 2
+            return (first, self.counts.index(case.n_replicas), not reference,
+                    declared.order if declared else 99, case.strategy)
+
+        ordered = sorted(cases, key=place)
+        chunks: list[list[Case]] = []
+        for case in ordered:
+            if chunks and (chunks[-1][0].n_replicas, _worker(chunks[-1][0])) == (case.n_replicas, _worker(case)):
+                chunks[-1].append(case)
+            else:
+                chunks.append([case])
+        share = SURVEY_SHARE * self.budget_s
+        self.sweep.screen = SCREEN
+        try:
+            for chunk in chunks:
+                todo = [c for c in chunk if not self.sweep.measured(c)]
+                held = todo
+                if self.log["phases"]:  # the first worker always runs: its rows price the rest
+                    held, total = [], 0.0
+                    for case in todo:
+                        total += self.cost(case)
+                        if self.spent() + total > share:
+                            break
+                        held.append(case)
+                for case in todo[len(held):]:
+                    self.sweep.record_skipped(case, f"not measured: the search's survey may take {SURVEY_SHARE:.0%} of "
+                                                    f"the budget ({self.budget_s / 60:g} min), and it was spent; a "
+                                                    "larger --budget (make bench BUDGET=) measures it")
+                    self.log["not_tried"].append({"group": group_dict(group_of(case)), "on": _named(case),
+                                                  "lever": "survey", "why": "the survey's share of the budget was spent"})
+                self._measure("survey", held)
+        finally:
+            self.sweep.screen = None
 
     def _leaders(self, rows: list[dict]) -> list[Leader]:
+        """The configuration the rules name first, then the fastest measured where it is another
+        (disturbed or not: levers measure it again in a new configuration)."""
         chosen, tied, left_out = ranking.pick(rows, self.asked)
         out = [chosen] if chosen is not None else []
-        faster = [r for r in tied + [r for r, _ in left_out] if chosen is None or r["img_per_s"] > chosen["img_per_s"]]
+        faster = [r for r in rows if r is not chosen and (chosen is None or r["img_per_s"] > chosen["img_per_s"])]
         if faster:
             out.append(max(faster, key=lambda r: r["img_per_s"]))
         return [Leader(row) for row in out[:MAX_LEADERS]]
@@ -176,43 +257,100 @@ class Search:
         per_group = [3 * max(dearest, self.cost(Case.from_row(dict(ls[0].row)))) for ls in leaders.values() if ls]
         return min(sum(per_group), FINALS_SHARE * max(self.left(), 0.0)) if capped else sum(per_group)
 
-    def _levers(self, dimension: str, leaders: dict, known: set) -> None:
-        ranked = []  # (leader rank, lever priority, group order, item): what the budget takes first
+    def _host_bound(self, key: tuple, leader: Leader, groups: dict) -> bool:
+        """Whether the survey found the leader's strategy host-bound at this batch (its batch
+        ladder at this device count, bench/cases/ranking.py `ladder`)."""
+        base = Case.from_row(dict(leader.row))
+        series = sorted((r for k, rows in groups.items() if k[:4] == key[:4] for r in rows
+                         if Case.from_row(dict(r)).series_key() == base.series_key() and r.get("step_ms_p50")),
+                        key=lambda r: r["batch_per_gpu"])
+        regimes = ranking.ladder([r["batch_per_gpu"] for r in series], [float(r["step_ms_p50"]) for r in series])
+        return dict(zip((r["batch_per_gpu"] for r in series), regimes)).get(key[4]) == ranking.HOST
+
+    def _ordered_levers(self, key, leader: Leader, dimension: str, groups: dict) -> list[Lever]:
+        found = levers(Case.from_row(dict(leader.row)), dimension)
+        if dimension == "execution" and self._host_bound(key, leader, groups):
+            # The GPU idles: a whole-step graph removes the launches with nothing to compile.
+            found.sort(key=lambda l: execution_of(l.case) != "cuda-graph")
+        return found
+
+    def _levers(self, dimension: str, leaders: dict, known: set, groups: dict) -> None:
+        items = []
         for order, (key, group_leaders) in enumerate(leaders.items()):
             for rank, leader in enumerate(group_leaders):
-                for priority, lever in enumerate(levers(Case.from_row(dict(leader.row)), dimension)):
+                for priority, lever in enumerate(self._ordered_levers(key, leader, dimension, groups)):
                     reason = _unavailable(lever.case)
                     if reason:
                         self._record_lever(key, leader, lever, None, f"declined: {reason}")
-                    else:
-                        ranked.append((rank, priority, order, (key, leader, lever)))
-        # Every group's first leader before any second one; each lever at every batch before the next.
-        plan = [item for *_, item in sorted(ranked, key=lambda r: r[:3])]
-        # One case at a time, each priced with what this run's cases of its execution cost so far
-        # (a first guess of a compiled case can be twice what it takes). A group's first leader may
-        # draw on the budget down to the finals' reserve; a second leader only on what is left
-        # once the finals are priced in full.
+                        continue
+                    # The first execution levers everywhere before the rest; within that, every
+                    # group's first leader, then each lever at every device count and batch: a
+                    # count's cells want both (on 4 H200s at 256/GPU a CUDA graph won, on one GPU
+                    # compile reduce-overhead). The first lever goes to the largest count first;
+                    # the others to the count where they cost least, which buys the most cells.
+                    late = dimension != "execution" or priority >= FIRST_EXECUTIONS
+                    where = self._serve(key)[0] if priority == 0 else round(self.cost(lever.case), 1)
+                    items.append(_Item(key, leader, lever, (late, rank, priority, where, order)))
+        items.sort(key=lambda i: i.rank)
         chosen, phase = [], f"levers: {dimension}"
-        for item in plan:
-            case = item[2].case
-            measured = identity(self.sweep._row(case)) in known
-            floor = self.reserve_s if leaders[item[0]].index(item[1]) == 0 else self._finals_reserve(leaders, capped=False)
-            if measured or self.cost(case) <= self.left() - floor:
-                if not measured:
-                    self._measure(phase, [case])
-                    known.add(identity(self.sweep._row(case)))
-                chosen.append(item)
+        # One lever at every batch of a device count in one call: its cases share a worker's start.
+        calls: list[list[_Item]] = []
+        for item in items:
+            if calls and calls[-1][0].rank[:4] == item.rank[:4]:
+                calls[-1].append(item)
             else:
-                self.log["not_tried"].append({"group": group_dict(item[0]), "on": _label(item[1].row),
-                                              "lever": item[2].label(),
-                                              "why": f"the budget ({self.budget_s / 60:g} min) was spent"})
-        unique = list({identity(self.sweep._row(l.case)): l.case for _, _, l in chosen}.values())
+                calls.append([item])
+        for call in calls:
+            todo = [i for i in call if identity(self.sweep._row(i.lever.case)) not in known]
+            chosen += [i for i in call if i not in todo]
+            while todo:
+                fits = self._fitting(todo, leaders)
+                guessed = bool(fits) and not self._ok(execution_of(fits[0].lever.case), fits[0].lever.case.n_replicas)
+                if guessed:
+                    # An execution not yet measured at this count is priced on a guess (a compiled
+                    # case can take twice the guess, or half): measure one, and price the rest with it.
+                    fits = fits[:1]
+                self._measure(phase, [i.lever.case for i in fits])
+                for item in fits:
+                    known.add(identity(self.sweep._row(item.lever.case)))
+                    chosen.append(item)
+                todo = [i for i in todo if i not in fits]
+                if not guessed or not fits:
+                    for item in todo:
+                        self.log["not_tried"].append({"group": group_dict(item.key), "on": _label(item.leader.row),
+                                                      "lever": item.lever.label(),
+                                                      "why": f"the budget ({self.budget_s / 60:g} min) was spent"})
+                    break
+        unique = list({identity(self.sweep._row(i.lever.case)): i.lever.case for i in chosen}.values())
         self._again(f"levers: {dimension}, again", [c for c in unique if (r := self._row(c)) is not None
                                                     and r["status"] == "ok" and ranking.disturbed(r)])
         for key, group_leaders in leaders.items():
             for leader in group_leaders:
-                tried = [(lever, self._row(lever.case)) for k, l, lever in chosen if l is leader]
+                tried = [(i.lever, self._row(i.lever.case)) for i in chosen if i.leader is leader]
                 self._settle(key, leader, tried)
+
+    def _fitting(self, todo: list[_Item], leaders: dict) -> list[_Item]:
+        """The items of one call the budget holds, in order. A group's first leader may draw on
+        the budget down to the finals' reserve; a second leader only on what is left once the
+        finals are priced in full. Cases measured together share one worker start, which the
+        estimate (the mean of rows that each paid a share of one) counts once per case: a bound
+        from above."""
+        fits, total = [], 0.0
+        for item in todo:
+            first = leaders[item.key].index(item.leader) == 0
+            # The first execution levers on a first leader move the answer most (1.4-3x): they
+            # may use the finals' reserve too; the finals settle ties of a few percent.
+            floor = (0.0 if first and not item.rank[0] else self.reserve_s if first
+                     else self._finals_reserve(leaders, capped=False))
+            if total + self.cost(item.lever.case) <= self.left() - floor:
+                total += self.cost(item.lever.case)
+                fits.append(item)
+        return fits
+
+    def _again(self, phase: str, cases: list[Case]) -> None:
+        """A disturbed measurement cannot be judged: measure it once more (the log keeps both)."""
+        if cases and sum(self.cost(c) for c in cases) <= self.left() - self.reserve_s:
+            self._measure(phase, cases, again=True)
 
     def _settle(self, key: tuple, leader: Leader, tried: list) -> None:
         """Keep the best lever of a dimension where it beats the leader beyond the spread."""
@@ -224,7 +362,7 @@ class Search:
                 self._record_lever(key, leader, lever, None, f"dropped: {why}")
                 continue
             gain = row["img_per_s"] / base["img_per_s"]
-            if ranking.disturbed(row):
+            if ranking.disturbed(row) and not ranking.beats(row, base):
                 verdict = f"dropped: {ranking.disturbed(row)}"
             elif ranking.beats(row, base):
                 verdict = "beats the spread"
@@ -243,7 +381,8 @@ class Search:
                     entry["kept"] = True
                 elif entry["verdict"] == "beats the spread":
                     entry["verdict"] = f"dropped: beats the spread, below {best[0].setting}"
-            self._say(f"{_label(base)}: {best[0].label()} kept (x{best[1]['img_per_s'] / base['img_per_s']:.2f})")
+            self._say(f"{_label(base)} at {key[4]}/GPU, {_where(key)}: {best[0].label()} kept "
+                      f"(x{best[1]['img_per_s'] / base['img_per_s']:.2f})")
 
     def _record_lever(self, key, leader: Leader, lever: Lever, row: dict | None, verdict: str) -> None:
         entry = {"group": group_dict(key), "on": _label(leader.row), "dimension": lever.dimension,
@@ -261,16 +400,19 @@ class Search:
                     and group_of(Case.from_row(r)) == key]
             chosen, tied, left_out = ranking.pick(rows, self.asked)
             fastest = max(rows, key=lambda r: r["img_per_s"]) if rows else None
-            faster_disturbed = [r for r, _ in left_out if chosen is None or r["img_per_s"] > chosen["img_per_s"]]
+            open_ = ranking.unjudged(chosen, left_out)
+            shaky = chosen is not None and bool(ranking.disturbed(chosen))
             close = chosen is not None and fastest["img_per_s"] <= chosen["img_per_s"] * (1 + MIN_GAIN)
-            candidates = _unique([fastest, chosen] + tied + faster_disturbed)
-            if not faster_disturbed and (len(candidates) < 2 or close):
+            candidates = _unique([chosen if shaky else fastest, chosen] + open_ + tied)
+            if not open_ and not shaky and (len(candidates) < 2 or close):
                 why = ("the fastest beats the rest beyond their spreads" if len(candidates) < 2 else
                        f"the fastest is within {100 * MIN_GAIN:g}% of the simplest, which is named")
                 self.log["finals"].append({"group": group_dict(key), "verdict": f"settled: {why}"})
                 continue
+            if len(candidates) < 2:  # a disturbed pick alone: measured again against the next
+                candidates = _unique(candidates + sorted(rows, key=lambda r: -r["img_per_s"]))
             plans.append((key, [Case.from_row(r) for r in candidates[:MAX_FINALISTS]]))
-        for key, cases in plans:
+        for key, cases in sorted(plans, key=lambda p: self._serve(p[0])):
             order = cases + cases[:1]  # A, B(, C), A
             cost = sum(self.cost(c) for c in order)
             if cost > self.left():
@@ -278,7 +420,7 @@ class Search:
                                            "verdict": f"not measured again: the budget ({self.budget_s / 60:g} min) "
                                                       "was spent"})
                 continue
-            self._measure("finals", cases, again=True)
+            self._measure("finals", cases, again=True)  # one call: cases of one launcher share a worker
             self._measure("finals", cases[:1], again=True)
             self.log["finals"].append({"group": group_dict(key), "candidates": [_label(self._row(c)) for c in cases],
                                        "verdict": "measured again, interleaved", "order": [_named(c) for c in order]})
@@ -288,6 +430,16 @@ def _unavailable(case: Case) -> str | None:
     from bench.run.sweep import unavailable_reason
 
     return unavailable_reason(case)
+
+
+def _worker(case: Case) -> tuple:
+    from bench.run.sweep import worker_key
+
+    return worker_key(case)
+
+
+def _where(key: tuple) -> str:
+    return f"{key[2]} device{'s' if key[2] > 1 else ''}"
 
 
 def _named(case: Case) -> str:

@@ -53,7 +53,8 @@ def worker_env(node_rank: int = 0) -> dict:
 def unavailable_reason(case: Case) -> str | None:
     strategy = strategies.get(case.strategy)
     return (strategy.unavailable_reason(case.placement, get_precision(case.precision), case.execution, case.options_dict)
-            or strategy.workload_unavailable_reason(case.model) or execution_unavailable_reason(case))
+            or strategy.workload_unavailable_reason(case.model) or strategy.knobs_unavailable_reason(dict(case.knobs))
+            or execution_unavailable_reason(case))
 
 
 def worker_key(case: Case) -> tuple:
@@ -117,6 +118,9 @@ class Sweep:
         self.scratch: Scratch | None = None  # the workers' folder, made with the first worker
         # Written beside the rows in the results file after every case (a search's plan and log).
         self.document: dict = {}
+        # A search's survey sets this share: a case whose first trial runs below it of the best
+        # measured at its group is measured once (its row's `screened` says so); None: never.
+        self.screen: float | None = None
         for row in results.latest(existing or []):
             self.rows[identity(row)] = row
 
@@ -137,6 +141,24 @@ class Sweep:
         """Already in the file as ok or oom (resume does not measure it again)."""
         row = self.rows.get(identity(self._row(case)))
         return row is not None and row["status"] in ("ok", "oom")
+
+    def record_skipped(self, case: Case, reason: str) -> None:
+        """The case's row says it was not measured, and why (a search's budget, say)."""
+        self._record(case, status="skipped", reason=reason)
+
+    def _screen_spec(self, cases: list[Case]) -> dict | None:
+        """For a screening worker: the share, and the best images/s this run measured in each of
+        the cases' groups so far (the worker also screens against what it measures itself)."""
+        if self.screen is None:
+            return None
+        best: dict[str, float] = {}
+        for case in cases:
+            group = case.group_key()
+            for row in self.rows.values():
+                if row.get("status") == "ok" and Case.from_row(dict(row)).group_key() == group:
+                    name = json.dumps(list(map(str, group)))
+                    best[name] = max(best.get(name, 0.0), float(row["img_per_s"]))
+        return {"share": self.screen, "best": best}
 
     def _record(self, case: Case, **figures) -> None:
         if figures.get("output_tail"):
@@ -264,6 +286,11 @@ class Sweep:
         if not pending:
             return False
         attempt.by_key = {json.dumps(c.spec()["key"]): c for c in pending}
+        screen = self._screen_spec(pending)
+        if screen is not None:
+            spec["screen"] = screen
+            for case_spec in spec["cases"]:
+                case_spec["group"] = json.dumps(list(map(str, attempt.by_key[json.dumps(case_spec["key"])].group_key())))
         if self.settings.anatomy_steps:
             for case_spec in spec["cases"]:
                 case_spec["anatomy"] = self._anatomy_spec(attempt.by_key[json.dumps(case_spec["key"])])

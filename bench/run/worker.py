@@ -75,6 +75,7 @@ class Job:
         self.launcher = launcher or launchers.by_name(spec["launcher"])
         self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
         self.cpus: list[int] = []
+        self.best_seen: dict = {}  # group -> the best images/s this worker measured there (screening)
 
     def bind_cpus(self, case: dict) -> None:
         """This process's CPUs for the case (the cpu_bind knob, bench/run/affinity.py)."""
@@ -175,11 +176,15 @@ def measure_case(job: Job, case: dict) -> dict | None:
     reset_peak_memory(step.devices)
     job.launcher.barrier()
 
-    step_ms, trial_wall = [], []
-    for _ in range(case["trials"]):
+    step_ms, trial_wall, screened = [], [], ""
+    for trial in range(case["trials"]):
         times, wall = clock.time_trial(run, case["steps"])
         step_ms.append(times)
         trial_wall.append(wall)
+        if trial == 0 and case["trials"] > 1:
+            screened = screen(job, case, times)
+            if screened:
+                break
     phase("timed_s")
     memory = peak_memory_mib(step.devices)
     work = counters.count_step(run, step.devices)  # after the timing: the profiler never touches it
@@ -191,13 +196,15 @@ def measure_case(job: Job, case: dict) -> dict | None:
     # Several processes: a step takes as long as its slowest rank.
     per_rank = job.launcher.gather({"step_ms": step_ms, "wall": trial_wall, "memory": memory, "work": work,
                                     "anatomy": breakdown, "where": job.whereabouts(), "phases": phases})
-    if not job.reporting:
-        return None
     step_ms = [max(col) for col in zip(*[sum(r["step_ms"], []) for r in per_rank])]
     trial_wall = [max(col) for col in zip(*[r["wall"] for r in per_rank])]
-    memory = {(r["where"]["node"], k): v for r in per_rank for k, v in r["memory"].items()}
-
     figures = summarize(step_ms, trial_wall, case["steps"], case["global_batch"])
+    figures["screened"] = screened
+    # Every rank keeps the best of its group, so that every rank screens the next case alike.
+    job.best_seen[case.get("group")] = max(job.best_seen.get(case.get("group"), 0.0), figures["img_per_s"])
+    if not job.reporting:
+        return None
+    memory = {(r["where"]["node"], k): v for r in per_rank for k, v in r["memory"].items()}
     figures["cpus_per_rank"] = ";".join(r["where"]["cpus"] for r in per_rank)
     figures.update({name: round(max(r["phases"][name] for r in per_rank), 3) for name in phases})
     if case.get("nnodes", 1) > 1:
@@ -221,6 +228,22 @@ def measure_case(job: Job, case: dict) -> dict | None:
             peak_reserved_mib_per_device=";".join(f"{memory[o][1]:.1f}" for o in ordinals),
         )
     return figures
+
+
+def screen(job: Job, case: dict, first_trial_ms: list[float]) -> str:
+    """Why the case needs no more trials, or "": under a search's survey, a first trial below
+    the screen's share of the best this run measured in the case's group is far behind. Every
+    rank decides on the same figures (the slowest rank's steps), so all stop together."""
+    rule = job.spec.get("screen")
+    if not rule:
+        return ""
+    steps = [max(col) for col in zip(*job.launcher.gather(first_trial_ms))]
+    first = case["global_batch"] / (sorted(steps)[len(steps) // 2] / 1000)
+    best = max(rule["best"].get(case.get("group"), 0.0), job.best_seen.get(case.get("group"), 0.0))
+    if best and first < rule["share"] * best:
+        return (f"first trial {first:.0f} img/s, under {rule['share']:.0%} of the best measured at this batch "
+                f"({best:.0f}): one trial of {case['trials']}")
+    return ""
 
 
 def profile_anatomy(job: Job, case: dict, run, devices) -> list[dict] | str:
