@@ -69,9 +69,9 @@ def test_more_cpu_ranks_than_the_host_holds_are_refused_before_anything_starts(t
     # The memory rule, on a host of 8 cores and 4 GiB available: 8 ranks of 480 MiB fit, 9 do not
     # (whatever the cores); larger messages make each rank larger.
     probe.check_cpu_ranks(8, probe.RESNET18_GRAD_BYTES, False, cores=8, available_bytes=4 << 30)
-    with pytest.raises(probe.ProbeError, match="use at most 8"):
+    with pytest.raises(limits.LimitError, match="use at most 8"):
         probe.check_cpu_ranks(9, probe.RESNET18_GRAD_BYTES, True, cores=64, available_bytes=4 << 30)
-    with pytest.raises(probe.ProbeError, match="use at most 4"):
+    with pytest.raises(limits.LimitError, match="use at most 4"):
         probe.check_cpu_ranks(8, probe.RESNET18_GRAD_BYTES + (200 << 20), False, cores=8, available_bytes=4 << 30)
 
 

@@ -45,10 +45,7 @@ def cmd_probe(args) -> int:
     counts = _probe_counts(args, gpus)
     sizes = [probe.parse_size(s) for s in args.sizes.split(",")] if args.sizes else probe.DEFAULT_SIZES
     if not gpus:
-        from bench.run import limits
-
-        probe.check_cpu_ranks(max(counts), max(sizes), args.oversubscribe, limits.usable_cores(),
-                              limits.available_memory())
+        probe.check_cpu_ranks(max(counts), max(sizes), args.oversubscribe)
     collectives = listed(args.collectives, "--collectives") if args.collectives else probe.declared()
     unknown = [c for c in collectives if c not in probe.COLLECTIVES]
     if unknown:

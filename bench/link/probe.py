@@ -44,20 +44,15 @@ class ProbeError(ValueError):
     """A probe that cannot be taken or read; one line naming the fix."""
 
 
-def check_cpu_ranks(count: int, largest_bytes: int, oversubscribe: bool, cores: int, available_bytes: int) -> None:
-    """Refuse, before anything starts, a count of CPU ranks this host cannot hold: by the rule
-    of `bench run --cpu-replicas` (bench/run/limits.py), memory at one rank's measured peak
-    always, cores unless `oversubscribe`."""
+def check_cpu_ranks(count: int, largest_bytes: int, oversubscribe: bool, cores: int | None = None,
+                    available_bytes: int | None = None) -> None:
+    """Refuse, before anything starts, a count of CPU ranks this host cannot hold, by the guard
+    of `bench run --cpu-replicas` (bench.run.limits.check_ranks) at one probe rank's peak."""
+    from bench.run import limits
+
     per_rank = RANK_MEMORY_MIB + 2 * max(0, largest_bytes - RESNET18_GRAD_BYTES) / 2**20
-    fits = int(available_bytes // (per_rank * 2**20))
-    if count > fits:
-        raise ProbeError(f"--devices {count} needs about {count * per_rank / 1024:,.1f} GiB of memory ({per_rank:,.0f} MiB "
-                         f"per rank, the measured peak of one probe-comm rank; bench/link/probe.py) and "
-                         f"{available_bytes / 2**30:.1f} GiB is available: use at most {fits}")
-    if count > cores and not oversubscribe:
-        raise ProbeError(f"--devices {count} is more than the {cores} CPU cores this process may use: the ranks would "
-                         f"share cores and slow each other down; use at most {cores}, or pass --oversubscribe to "
-                         "measure that on purpose")
+    limits.check_ranks("--devices", count, per_rank, "one probe-comm rank; bench/link/probe.py", oversubscribe,
+                       cores, available_bytes)
 
 
 def declared() -> list[str]:
