@@ -423,3 +423,30 @@ def test_the_reserve_is_held_back_at_2_and_more_and_given_back_at_1(monkeypatch)
     for n in (1, 2, 1):
         fit_worker.held_back(memory, {"budget_mib": 500, "reserve_mib": 100}, n, 500)
     assert calls == [0.5, 0.4, 0.5]
+
+
+def test_the_verdict_at_a_batch_does_not_depend_on_what_was_asked_or_on_a_resume(tmp_path):
+    """A probe's peak is its batch's: the first probe of a worker once counted the activations
+    that Job.data works out on the meta device (no memory at all: 106 MiB for resnet18-small, whose
+    ddp then fit 7 per rank with --devices 2 in 300 MiB and 29 with --devices 1,2,4; here
+    tinynets:widenet fit 7 and 8 in 16 MiB). The same largest batch whatever is asked, and after a
+    resume from a file cut after its first probe (a fresh worker's first probe is then another batch)."""
+    asked = {"alone": ["--devices", "2"], "among others": ["--devices", "1,2,4"],
+             "other starts": ["--devices", "2", "--first-batches", "16,64"]}
+    found = {}
+    for name, args in asked.items():
+        out = tmp_path / f"{name.replace(' ', '-')}.fit.json"
+        proc = run_cli("fit", "--gpus", "", "--models", "tinynets:widenet", "--precisions", "fp32", "--strategies", "ddp",
+                       "--memory-budget", "16", *args, "--out", str(out), env=ENV)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        found[name] = next(o["largest_fit"] for o in json.loads(out.read_text())["outcomes"] if o["devices"] == 2)
+    assert len(set(found.values())) == 1 and found["alone"] > 4, found
+    # Cut after the first probe, then resumed: the fresh worker starts at another batch.
+    whole = tmp_path / "alone.fit.json"
+    doc = json.loads(whole.read_text())
+    cut = tmp_path / "cut.fit.json"
+    cut.write_text(json.dumps({**doc, "rows": doc["rows"][:1], "outcomes": []}))
+    proc = run_cli("fit", "--gpus", "", "--models", "tinynets:widenet", "--precisions", "fp32", "--strategies", "ddp",
+                   "--memory-budget", "16", "--devices", "2", "--out", str(cut), "--resume", env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(cut.read_text())["outcomes"][0]["largest_fit"] == found["alone"]

@@ -83,6 +83,14 @@ def build(job, case: dict, template):
     return step, lambda: step.run(placed)
 
 
+def held_mib(snapshot: dict) -> float:
+    """MiB of the tensors a MemTracker snapshot holds in memory: every device's but the meta
+    device's, which holds none (bench.run.worker's Job.data counts the activations autograd
+    keeps there, once per process: counted, they made the first probe of a worker 106 MiB
+    larger than the same batch later, and the search's verdict depend on what ran first)."""
+    return sum(s.get("Total", 0) for device, s in snapshot.items() if str(device) != "meta") / MIB
+
+
 def budget_tracker(budget_mib: float | None):
     """PyTorch's MemTracker that raises MemoryError, as an allocator would, once the tensors it
     follows pass `budget_mib`: the step stops where it runs out, not after it."""
@@ -92,7 +100,7 @@ def budget_tracker(budget_mib: float | None):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = super().__torch_dispatch__(func, types, args, kwargs)
             if budget_mib is not None and out is not NotImplemented:
-                held = sum(s.get("Total", 0) for s in self.get_tracker_snapshot("current").values()) / MIB
+                held = held_mib(self.get_tracker_snapshot("current"))
                 if held > budget_mib:
                     raise MemoryError(f"out of memory: {held:.1f} MiB of tensors, over the budget of {budget_mib:g} MiB")
             return out
@@ -142,8 +150,7 @@ class Memory:
         if self.cuda:
             torch.cuda.synchronize()
             return torch.cuda.max_memory_allocated() / MIB, torch.cuda.max_memory_reserved() / MIB
-        snapshot = self._tracker.get_tracker_snapshot("peak")
-        total = sum(s.get("Total", 0) for s in snapshot.values()) / MIB
+        total = held_mib(self._tracker.get_tracker_snapshot("peak"))
         return total, total
 
     def stop(self) -> None:
