@@ -257,6 +257,14 @@ def test_fit_on_the_cpu_finds_the_largest_batch_each_strategy_fits_in_a_small_bu
     answer = run_cli("answer", str(run))
     assert answer.returncode == 0, answer.stderr
     assert f"What fits (w.fit.json): {said[0]}" in answer.stdout
+    # Beside a run of another model, the fit of tinynets answers nothing asked: not shown.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "w.fit.json").write_text(out.read_text())
+    results.write(other / "run.json", [{**results.load(run)[0], "model": "resnet18-small"}])
+    assert fitted.section([other / "run.json"], {"resnet18-small"}) == []
+    answer = run_cli("answer", str(other / "run.json"))
+    assert answer.returncode == 0 and "What fits" not in answer.stdout, answer.stdout + answer.stderr
 
 
 def test_memory_held_back_for_the_communicator_lowers_the_largest_batch_at_2_and_more(tmp_path):
@@ -450,3 +458,16 @@ def test_the_verdict_at_a_batch_does_not_depend_on_what_was_asked_or_on_a_resume
                    "--memory-budget", "16", "--devices", "2", "--out", str(cut), "--resume", env=ENV)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(cut.read_text())["outcomes"][0]["largest_fit"] == found["alone"]
+
+
+def test_a_fit_at_one_device_count_says_that_count_in_plain_words():
+    from bench.fit import fit
+
+    doc = {"settings": {"gpus": [], "resolution": 0.02, "memory_budget_mib": 300},
+           "rows": [{"hardware": "CPU x"}],
+           "outcomes": [{"model": "m", "precision": "fp32", "strategy": "ddp", "devices": 8, "largest_fit": 53,
+                         "said": "53 (oom at 54)"},
+                        {"model": "other", "precision": "fp32", "strategy": "ddp", "devices": 8, "largest_fit": 9,
+                         "said": "9 (oom at 10)"}]}
+    said = fit.sentences(doc, {"m"})
+    assert len(said) == 1 and said[0].startswith("m, fp32: ddp fits 53 per rank at n = 8 (")

@@ -51,28 +51,39 @@ def table(doc: dict, model: str, precision: str) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def section(paths: list[Path]) -> list[str]:
+def _models(doc: dict, models) -> list[str]:
+    """The models of a fit file that the results shown measured (all of them where `models` is None)."""
+    return [m for m in dict.fromkeys(o["model"] for o in doc["outcomes"]) if models is None or m in models]
+
+
+def section(paths: list[Path], models=None) -> list[str]:
+    """The fits beside `paths` of the `models` the results measured (every model where None):
+    a fit of another model answers another question."""
     lines = []
     for found, doc, why in _readable(paths):
         if doc is None:
             lines += [f"- `{found.name}` left out: {why}", ""]
             continue
+        if not _models(doc, models):
+            continue
         lines += [f"### `{found.parent.name}/{found.name}`", "", f"{fit.where(doc)[0].upper()}{fit.where(doc)[1:]}: "
                   "rank 0 of n ranks whose collectives do nothing, so that its shards, DDP's buckets and FSDP2's "
                   "gathered parameters are what a rank of a real run of n holds. Cells: the largest batch per device "
                   "that fit (what failed above it) and its peak allocated memory.", ""]
-        lines += [f"- {s}" for s in fit.sentences(doc)] + [""]
-        for model, precision in dict.fromkeys((o["model"], o["precision"]) for o in doc["outcomes"]):
+        lines += [f"- {s}" for s in fit.sentences(doc, models)] + [""]
+        for model, precision in dict.fromkeys((o["model"], o["precision"]) for o in doc["outcomes"]
+                                              if o["model"] in _models(doc, models)):
             lines += [f"**{model}, {precision}**", "", table(doc, model, precision).to_markdown(index=False), ""]
     return (["## What fits at n devices (measured in a fake world of n)", ""] + lines) if lines else []
 
 
-def said_in_answer(paths: list[Path]) -> list[str]:
-    """One line per fit result beside the results, apart from the measured answer."""
+def said_in_answer(paths: list[Path], models=None) -> list[str]:
+    """One line per fit result beside the results, of the models they measured, apart from the
+    measured answer."""
     lines = []
     for found, doc, why in _readable(paths):
         if doc is None:
             lines.append(f"Fit file {found.name} left out: {why}")
             continue
-        lines += [f"What fits ({found.name}): {s}" for s in fit.sentences(doc)]
+        lines += [f"What fits ({found.name}): {s}" for s in fit.sentences(doc, models)]
     return lines

@@ -114,7 +114,7 @@ def scaling_section(rep: Report) -> list[str]:
 
 
 def fit_section(rep: Report) -> list[str]:
-    return fitted.section(rep.paths)
+    return fitted.section(rep.paths, set(rep.frame["model"]) if len(rep.frame) else None)
 
 
 def memory_overview(rep: Report) -> list[str]:
