@@ -115,3 +115,23 @@ def test_a_strategy_that_shards_the_optimiser_is_fitted_and_reported_from_its_fi
             "broadcast of the parameters (3.8 MiB)") in text
     assert "| myzero (CPU x2) |" in text.replace("`", "")
     assert "myzero fits" in text and "w.fit.json" in text
+
+
+def test_every_declared_knob_is_a_field_read_one_way_in_the_parent_and_the_worker():
+    """docs/extending.md, a knob: its entry in bench/cases/knobs.py and its field in
+    bench/core/step.py's KnobFields. The same field reads the request on Settings, the resolved
+    value on Case, and what the worker runs on its context, for every knob."""
+    from bench.cases.case import Case, settings
+    from bench.cases.knobs import KNOBS
+    from bench.core.placement import Placement
+    from bench.core.step import CaseSpec, KnobFields, WorkerContext
+
+    fields = {n for n in dir(KnobFields) if isinstance(getattr(KnobFields, n), property)}
+    assert fields == {k.name for k in KNOBS}, "a knob declared without its field, or a field without its knob"
+    asked = settings(tf32="on", sgd_impl="foreach", cpu_bind="exclusive", data="host")
+    case = Case.make("ddp", "fp32", "resnet18-small", Placement((), 2), 4, "eager", asked)
+    ctx = WorkerContext(case.spec(), case.placement, None, {})
+    for knob in KNOBS:
+        assert getattr(case, knob.name) == getattr(CaseSpec(case.spec()), knob.name) == getattr(ctx, knob.name), knob.name
+    assert (asked.tf32, case.tf32, ctx.tf32) == ("on", "on", "on") and ctx.sgd_impl == "foreach" and ctx.data == "host"
+    assert asked.cudnn_benchmark == "auto" and case.cudnn_benchmark is None  # resolved: no cuDNN on the CPU
