@@ -471,3 +471,21 @@ def test_a_fit_at_one_device_count_says_that_count_in_plain_words():
                          "said": "9 (oom at 10)"}]}
     said = fit.sentences(doc, {"m"})
     assert len(said) == 1 and said[0].startswith("m, fp32: ddp fits 53 per rank at n = 8 (")
+
+
+def test_a_fit_file_that_cannot_be_used_is_one_line_naming_the_fix(tmp_path):
+    """The one schema-checked loader (bench.cases.results.load_document), as the fit reads it."""
+    from bench.fit import fit
+
+    cases = {"empty.fit.json": ("", "the file is empty"), "text.fit.json": ("{not json", "cannot read a fit file"),
+             "other.fit.json": (json.dumps({"schema": "parabench-probe/1"}), "is not a fit file (parabench-fit/1)"),
+             "half.fit.json": (json.dumps({"schema": fit.SCHEMA, "rows": []}), "a fit file without its outcomes")}
+    for name, (text, says) in cases.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(fit.FitError) as caught:
+            fit.load(tmp_path / name)
+        assert says in str(caught.value) and "\n" not in str(caught.value), str(caught.value)
+    with pytest.raises(fit.FitError, match="is a folder"):
+        fit.load(tmp_path)
+    check = run_cli("fit-check", str(tmp_path / "other.fit.json"), str(tmp_path / "other.fit.json"))
+    assert check.returncode == 2 and len(check.stderr.strip().splitlines()) == 1, check.stderr

@@ -223,14 +223,12 @@ def write(path: Path, doc: dict) -> None:
 
 def load(path) -> dict:
     """A fit file, checked: FitError names what is wrong."""
+    from bench.cases.results import ResultsError, load_document
+
     try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise FitError(f"{path}: cannot read a fit file ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise FitError(f"{path}: not a {SCHEMA} file (written by `bench fit`)")
-    if not isinstance(doc.get("rows"), list) or not isinstance(doc.get("outcomes"), list):
-        raise FitError(f"{path}: a fit file without its rows or outcomes")
+        doc = load_document(path, SCHEMA, "fit file", "write it with `bench fit --out`", lists=("rows", "outcomes"))
+    except ResultsError as exc:
+        raise FitError(str(exc)) from None
     doc["path"] = str(path)
     return doc
 
