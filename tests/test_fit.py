@@ -353,7 +353,7 @@ def test_fit_refuses_what_it_cannot_measure_in_one_line(tmp_path, capsys):
                        (["--memory-budget", "64", "--strategies", "single"] + out,
                         "single drives every device from one process"),
                        (["--memory-budget", "64", "--resolution", "1.5"] + out, "--resolution is a fraction"),
-                       (["--memory-budget", "64", "--warmup", "0"] + out, "--warmup and --steps must be at least 1"),
+                       (["--memory-budget", "64", "--warmup", "0"] + out, "--warmup must be at least 1, got 0"),
                        (["--memory-budget", "64", "--out", str(tmp_path / "x.json")], "ends in .fit.json")):
         assert main(base + args) == 2, args
         err = capsys.readouterr().err

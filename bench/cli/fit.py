@@ -8,7 +8,8 @@ import math
 import socket
 from pathlib import Path
 
-from bench.cli.common import RESULTS_DIR, UsageError, check_names, ints, listed, resolve_gpus
+from bench.cli import flags
+from bench.cli.common import UsageError, check_names, ints, listed, resolve_gpus
 
 
 def _budget(args, gpus: list[int], models: list[str]) -> float | None:
@@ -91,8 +92,8 @@ def cmd_fit(args) -> int:
     devices = _devices(args)
     budget = _budget(args, gpus, models)
     search = _search(args)
-    if args.warmup < 1 or args.steps < 1:
-        raise UsageError("--warmup and --steps must be at least 1 (the optimiser's state exists after the first step)")
+    measured = flags.measured(args, "fit", bool(gpus))
+    args.warmup, args.steps = measured["warmup"], measured["steps"]
     if not (math.isfinite(args.reserve_mib) and 0 <= args.reserve_mib < (budget or float("inf"))):
         raise UsageError(f"--reserve-mib is the MiB held back at n >= 2, at least 0 and less than the memory a probe "
                          f"may use, got {args.reserve_mib:g}")
@@ -239,13 +240,11 @@ def add_parser(sub) -> None:
 
     cmd = sub.add_parser("fit", help="peak memory per device and the largest batch per device that fits, at device "
                          "counts beyond this host's: each measured as rank 0 of a fake world of n on one device")
-    cmd.add_argument("--models", default="resnet18", help="workloads, e.g. resnet18,vit-large,timm:resnet50 "
-                     "(default resnet18)")
-    cmd.add_argument("--strategies", help="default: ddp and every strategy that shards (the registry's)")
-    cmd.add_argument("--precisions", default="amp-bf16", help="default amp-bf16")
+    flags.what(cmd, models="resnet18", precisions="amp-bf16",
+               strategies="default: ddp and every strategy that declares it shards (Strategy.shards)")
     cmd.add_argument("--devices", help=f"device counts, each a fake world (default {','.join(map(str, DEFAULT_DEVICES))})")
-    cmd.add_argument("--gpus", help="the one GPU to measure on (default: GPU 0 where there is one; '' or cpu: the CPU, "
-                     "with --memory-budget)")
+    flags.gpus(cmd, "the one GPU to measure on (default: GPU 0 where there is one; '' or cpu: the CPU, with "
+               "--memory-budget)")
     cmd.add_argument("--memory-budget", type=float, metavar="MIB",
                      help="the memory a probe may use, MiB (on a GPU default: the whole device; on the CPU required)")
     cmd.add_argument("--reserve-mib", type=float, default=0.0, metavar="MIB",
@@ -258,14 +257,12 @@ def add_parser(sub) -> None:
     cmd.add_argument("--resolution", type=float, default=0.02, help="stop when the smallest batch that failed is "
                      "within this fraction of the largest that fit (default 0.02)")
     cmd.add_argument("--max-batch", type=int, default=65536, help="the search's ceiling (default 65536)")
-    cmd.add_argument("--warmup", type=int, default=1, help="steps before the peak is read (default 1)")
-    cmd.add_argument("--steps", type=int, default=1, help="steps whose peak is the probe's (default 1)")
+    flags.measurement(cmd, "fit")
     cmd.add_argument("--probe-timeout", type=float, default=300.0,
                      help="seconds a probe may take before its worker is killed and a fresh one goes on (default 300)")
     cmd.add_argument("--startup-timeout", type=float, default=300.0,
                      help="seconds a worker may take to start and build the model (default 300)")
-    cmd.add_argument("--out", help=f"the fit file (default <results-dir>/<time>-<host>{'.fit.json'})")
-    cmd.add_argument("--resume", action="store_true", help="go on from the probes --out holds (made with the same "
-                     "search settings): a search already over is not measured again")
-    cmd.add_argument("--results-dir", default=str(RESULTS_DIR))
+    flags.output(cmd, "the fit file (default <results-dir>/<time>-<host>.fit.json)",
+                 resume="go on from the probes --out holds (made with the same search settings): a search already "
+                 "over is not measured again")
     cmd.set_defaults(func=cmd_fit)

@@ -7,6 +7,7 @@ import datetime
 import socket
 from pathlib import Path
 
+from bench.cli import flags
 from bench.cli.common import UsageError, ints, listed, resolve_gpus
 
 
@@ -51,11 +52,7 @@ def cmd_probe(args) -> int:
     if unknown:
         raise ValueError(f"unknown collective {unknown[0]!r}: choose from {', '.join(probe.COLLECTIVES)}")
     on_gpu = bool(gpus)
-    settings = {"warmup": args.warmup if args.warmup is not None else (5 if on_gpu else 1),
-                "reps": args.reps if args.reps is not None else (20 if on_gpu else 5),
-                "inner": args.inner if args.inner is not None else (5 if on_gpu else 1)}
-    if settings["reps"] < 1 or settings["inner"] < 1 or settings["warmup"] < 0:
-        raise ValueError("--reps and --inner must be at least 1, --warmup at least 0")
+    settings = flags.measured(args, "probe-comm", on_gpu)
     out = Path(args.out) if args.out else Path(args.results_dir) / (
         f"{datetime.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}{probe.SUFFIX}")
     from bench.cases.results import check_writable
@@ -74,18 +71,14 @@ def add_parser(sub) -> None:
 
     pc = sub.add_parser("probe-comm", help="time the collectives the strategies send (all-reduce, reduce-scatter, "
                         "all-gather, broadcast) over message sizes: algorithm and bus bandwidth, as NCCL's tests")
-    pc.add_argument("--gpus", help="CUDA ordinals (default: all visible; '' or cpu: gloo processes on the CPU)")
+    flags.gpus(pc, "CUDA ordinals (default: all visible; '' or cpu: gloo processes on the CPU)")
     pc.add_argument("--devices", help="device counts to probe, e.g. 2,4,8 (default: 2, 4, 8... up to --gpus; "
                     "on the CPU 2 processes)")
     pc.add_argument("--sizes", help="message sizes, e.g. 4K,64K,1M,16M,45M (default 4 KiB to resnet18's 44.6 MiB "
                     "of fp32 gradients)")
     pc.add_argument("--collectives", help="default: every collective a registered multi-process strategy declares "
                     "it sends (Strategy.sends)")
-    pc.add_argument("--warmup", type=int, help="untimed calls per size (default 5 on GPUs, 1 on the CPU)")
-    pc.add_argument("--reps", type=int, help="timed repetitions per size (default 20 on GPUs, 5 on the CPU)")
-    pc.add_argument("--inner", type=int, help="back-to-back calls per repetition (default 5 on GPUs, 1 on the CPU)")
-    pc.add_argument("--oversubscribe", action="store_true", help="on the CPU, allow more ranks than cores (they then "
-                    "slow each other down)")
-    pc.add_argument("--out", help="probe file (default <results-dir>/<time>-<host>.comm.json)")
-    pc.add_argument("--results-dir", default="results")
+    flags.measurement(pc, "probe-comm")
+    flags.oversubscribe(pc, "on the CPU, allow more ranks than cores (they then slow each other down)")
+    flags.output(pc, "probe file (default <results-dir>/<time>-<host>.comm.json)")
     pc.set_defaults(func=_guarded(cmd_probe))
