@@ -32,7 +32,7 @@ SEARCH ?= $(if $(ON_GPU),--search --budget $(BUDGET))
 # Setup only when PY is the project's own environment.
 NEEDS_SETUP := $(if $(filter $(VENV)/bin/python,$(PY)),setup)
 
-.PHONY: setup setup-models setup-mxnet bench list plot test test-slow slurm-test pytest-bench baseline-ci regress-ci regress clean
+.PHONY: setup setup-models setup-mxnet bench list plot test test-slow slurm-test pytest-bench baseline-ci regress-ci regress fit-check clean
 
 setup: $(VENV)/.installed
 
@@ -143,6 +143,22 @@ CURRENT ?= $(lastword $(sort $(wildcard $(RESULTS)/run-*.json)))
 regress: $(NEEDS_SETUP)
 	$(if $(CURRENT),,$(error no $(RESULTS)/run-*.json to compare: run `make bench` first, or pass CURRENT=FILE))
 	$(PY) -m bench compare auto $(CURRENT) $(ARGS)
+
+# The fit held against real runs, in one call (GPUs only: on the CPU a fit runs against a budget
+# that no real run has): the fit of MODEL on the first of GPUS at 1 and n = all of GPUS (FIT=file
+# takes a fit made before instead), then real runs on GPUS at the batches its search at n probed
+# that tell most, then `bench fit-check`'s agreement table, all in $(RESULTS)/fit-check-<time>/.
+#   make fit-check GPUS=0,1,2,3 MODEL=vit-large
+FIT ?=
+FIT_STRATEGIES ?= ddp,zero1,fsdp2
+FIT_DIR = $(RESULTS)/fit-check-$(shell date +%Y%m%d-%H%M%S)
+fit-check: $(NEEDS_SETUP)
+	$(if $(findstring $(,),$(GPUS)),,$(error fit-check needs two or more GPUs: GPUS=0,1[,...]))
+	set -e; dir=$(FIT_DIR); mkdir -p $$dir; n=$(words $(subst $(,), ,$(GPUS))); \
+	fit=$(or $(FIT),$$dir/fit.fit.json); \
+	$(if $(FIT),,$(PY) -m bench fit --gpus $(firstword $(subst $(,), ,$(GPUS))) --models $(MODEL) \
+		--strategies $(FIT_STRATEGIES) --precisions $(PRECISION) $(LAYOUT) --devices 1,$$n --out $$fit;) \
+	PY=$(PY) bash scripts/fit_check.sh $$fit $(MODEL) $(FIT_STRATEGIES) $(GPUS) $$dir
 
 clean:
 	rm -rf $(VENV) $(MXNET_VENV) .pytest_cache .benchmarks

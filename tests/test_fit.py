@@ -489,3 +489,26 @@ def test_a_fit_file_that_cannot_be_used_is_one_line_naming_the_fix(tmp_path):
         fit.load(tmp_path)
     check = run_cli("fit-check", str(tmp_path / "other.fit.json"), str(tmp_path / "other.fit.json"))
     assert check.returncode == 2 and len(check.stderr.strip().splitlines()) == 1, check.stderr
+
+
+def test_make_fit_check_runs_the_fit_then_the_real_runs_then_the_table():
+    """`make fit-check GPUS=...` (GPUs only) in one call: the fit on the first GPU at 1 and n, then
+    scripts/fit_check.sh (the real runs at the fit's telling batches and `bench fit-check`);
+    FIT=file skips the fit; one GPU is refused in one line. Dry runs: no GPU here."""
+    import shutil
+
+    if not shutil.which("make"):
+        pytest.skip("no make here")
+
+    def make(*args):
+        return subprocess.run(["make", "-n", "fit-check", "PY=python3", *args], cwd=REPO, capture_output=True, text=True)
+
+    planned = make("GPUS=2,3,5", "MODEL=vit-large")
+    assert planned.returncode == 0, planned.stderr
+    assert "n=3;" in planned.stdout and "-m bench fit --gpus 2 --models vit-large" in planned.stdout
+    assert "--devices 1,$n --out $fit" in planned.stdout
+    assert "bash scripts/fit_check.sh $fit vit-large ddp,zero1,fsdp2 2,3,5 $dir" in planned.stdout
+    given = make("GPUS=0,1", "FIT=mine.fit.json")
+    assert "fit=mine.fit.json" in given.stdout and "-m bench fit " not in given.stdout
+    one = make("GPUS=0")
+    assert one.returncode != 0 and "fit-check needs two or more GPUs" in one.stderr
