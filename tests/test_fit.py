@@ -512,3 +512,45 @@ def test_make_fit_check_runs_the_fit_then_the_real_runs_then_the_table():
     assert "fit=mine.fit.json" in given.stdout and "-m bench fit " not in given.stdout
     one = make("GPUS=0")
     assert one.returncode != 0 and "fit-check needs two or more GPUs" in one.stderr
+
+
+def test_what_a_real_world_holds_beside_the_allocator_is_held_back_by_default(tmp_path):
+    """bench/fit/reserve.py's order: --reserve-mib given; on a host of 2+ GPUs this host's own
+    measurement for its driver and NCCL version (measured once, then kept); on one GPU the committed
+    measurement for its NCCL version (2 H100s, NCCL 2.28.9: 1000 MiB per rank), named; else nothing,
+    said. The CPU holds nothing back. The fit's sentence names the source."""
+    from bench.fit import fit, reserve
+
+    def no_measuring(*args):
+        raise AssertionError("measured where a figure was at hand")
+
+    one = reserve.choose(None, [0], [0], "2.28.9", "h", "580", tmp_path, measure=no_measuring)
+    assert one.mib == 1000.1 and "committed measurement for NCCL 2.28.9" in one.source
+    assert "results/reference/h100/x2/comm-memory.jsonl" in one.source
+    unknown = reserve.choose(None, [0], [0], "2.99.1", "h", "580", tmp_path, measure=no_measuring)
+    assert unknown.mib == 0 and "no committed measurement for NCCL 2.99.1" in unknown.source
+    assert reserve.choose(750.0, [0], [0, 1], "2.28.9", "h", "580", tmp_path, measure=no_measuring) == \
+        reserve.Reserve(750.0, "given with --reserve-mib")
+    assert reserve.choose(None, [], [], None, "h", None, tmp_path, measure=no_measuring).mib == 0
+
+    # Two GPUs: measured once per host, driver and NCCL version, then kept.
+    measured = []
+
+    def fake_measure(gpus, folder, host, driver):
+        measured.append((tuple(gpus), host, driver))
+        with open(folder / reserve.KEPT, "a") as fh:
+            for rank, mib in ((0, 990.0), (1, 1010.5)):
+                fh.write(json.dumps({"rank": rank, "world": 2, "gpu": "G", "nccl": [2, 30, 1], "communicator_mib": mib,
+                                     "host": host, "driver": driver}) + "\n")
+
+    first = reserve.choose(None, [0], [0, 1], "2.30.1", "h", "580", tmp_path, measure=fake_measure)
+    again = reserve.choose(None, [0], [0, 1], "2.30.1", "h", "580", tmp_path, measure=fake_measure)
+    assert first == again and first.mib == 1010.5 and "measured on h (driver 580, NCCL 2.30.1" in first.source
+    reserve.choose(None, [0], [0, 1], "2.30.1", "h", "590", tmp_path, measure=fake_measure)  # another driver
+    assert measured == [((0, 1), "h", "580"), ((0, 1), "h", "590")]
+
+    doc = {"settings": {"gpus": [0], "resolution": 0.02, "reserve_mib": one.mib, "reserve_source": one.source},
+           "rows": [{"hardware": "NVIDIA H100 80GB HBM3"}], "outcomes": []}
+    assert f"1000.1 MiB held back at n >= 2 for the communicator's buffers ({one.source})" in fit.where(doc)
+    nothing = {**doc, "settings": {**doc["settings"], "reserve_mib": 0.0, "reserve_source": unknown.source}}
+    assert fit.where(nothing).endswith(unknown.source)

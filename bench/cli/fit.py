@@ -12,6 +12,24 @@ from bench.cli import flags
 from bench.cli.common import UsageError, check_names, ints, listed, resolve_gpus
 
 
+def _reserve(args, gpus: list[int]):
+    """What the fit holds back at n >= 2 and why (bench/fit/reserve.py); a failed measurement is one line."""
+    from bench.fit import reserve
+    from bench.measure import envinfo
+
+    nccl = driver = None
+    visible: list[int] = []
+    if gpus and args.reserve_mib is None:
+        on_host = envinfo.gpus_on_host()
+        visible = [g["index"] for g in on_host]
+        driver = on_host[0]["driver"] if on_host else None
+        nccl = envinfo.runtime_libraries().get("nccl")
+    try:
+        return reserve.choose(args.reserve_mib, gpus, visible, nccl, socket.gethostname(), driver, Path(args.results_dir))
+    except reserve.ReserveError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _budget(args, gpus: list[int], models: list[str]) -> float | None:
     """The memory a probe may use, checked against what this host has before anything starts."""
     from bench.measure import envinfo
@@ -94,9 +112,11 @@ def cmd_fit(args) -> int:
     search = _search(args)
     measured = flags.measured(args, "fit", bool(gpus))
     args.warmup, args.steps = measured["warmup"], measured["steps"]
-    if not (math.isfinite(args.reserve_mib) and 0 <= args.reserve_mib < (budget or float("inf"))):
+    if args.reserve_mib is not None and not (math.isfinite(args.reserve_mib)
+                                             and 0 <= args.reserve_mib < (budget or float("inf"))):
         raise UsageError(f"--reserve-mib is the MiB held back at n >= 2, at least 0 and less than the memory a probe "
                          f"may use, got {args.reserve_mib:g}")
+    held = _reserve(args, gpus)
     for flag, value in (("--probe-timeout", args.probe_timeout), ("--startup-timeout", args.startup_timeout)):
         if not (math.isfinite(value) and value > 0):
             raise UsageError(f"{flag} must be a positive number of seconds, got {value:g}")
@@ -110,7 +130,7 @@ def cmd_fit(args) -> int:
         raise UsageError(str(exc)) from None
     knobs = make_settings(warmup=args.warmup, steps=args.steps, trials=1, channels_last=args.channels_last)
     settings = {"models": models, "strategies": chosen, "precisions": precisions, "devices": devices, "gpus": gpus,
-                "memory_budget_mib": budget, "reserve_mib": args.reserve_mib, "channels_last": args.channels_last, "warmup": args.warmup,
+                "memory_budget_mib": budget, "reserve_mib": held.mib, "reserve_source": held.source, "channels_last": args.channels_last, "warmup": args.warmup,
                 "steps": args.steps, **search, "first": list(search["first"]), "probe_timeout_s": args.probe_timeout,
                 "startup_timeout_s": args.startup_timeout}
     environment = fit.environment_of(gpus)
@@ -122,7 +142,7 @@ def cmd_fit(args) -> int:
         items, skipped = fit.cases(model, chosen, precisions, devices, gpus, knobs)
         rows += [{**r, **environment, "hardware": _hardware(environment), "fake_world": True, "devices": r["n_replicas"]}
                  for r in skipped]
-        job = fit.Fit(model, items, gpus, budget, search, reserve_mib=args.reserve_mib, probe_timeout_s=args.probe_timeout,
+        job = fit.Fit(model, items, gpus, budget, search, reserve_mib=held.mib, probe_timeout_s=args.probe_timeout,
                       startup_timeout_s=args.startup_timeout)
         by_item = {(i["precision"], i["strategy"]): i for i in items}
         for row in rows:  # what a resumed file measured already
@@ -247,10 +267,11 @@ def add_parser(sub) -> None:
                "--memory-budget)")
     cmd.add_argument("--memory-budget", type=float, metavar="MIB",
                      help="the memory a probe may use, MiB (on a GPU default: the whole device; on the CPU required)")
-    cmd.add_argument("--reserve-mib", type=float, default=0.0, metavar="MIB",
+    cmd.add_argument("--reserve-mib", type=float, metavar="MIB",
                      help="memory held back from every probe at n >= 2 for what a real world holds outside "
-                     "PyTorch's allocator, the communicator's buffers (NCCL 2.28 on 2 H100s: 1000 MiB per GPU, "
-                     "scripts/comm_memory.py); default 0")
+                     "PyTorch's allocator, the communicator's buffers (default: measured on a host of 2 or more "
+                     "GPUs and kept per host, driver and NCCL version; on one GPU the committed measurement for "
+                     "its NCCL version; bench/fit/reserve.py)")
     cmd.add_argument("--channels-last", action="store_true", help="channels_last memory format (default off)")
     cmd.add_argument("--first-batches", default="8,64", help="the batches the search starts from, the line "
                      "through them predicting the limit (default 8,64)")

@@ -308,8 +308,10 @@ def where(doc: dict) -> str:
     rows = doc["rows"]
     hardware = next((r.get("hardware") for r in rows if r.get("hardware")), "this host")
     reserve = doc["settings"].get("reserve_mib") or 0
-    held = (f", {reserve:g} MiB held back at n >= 2 for the communicator's buffers" if reserve else
-            "" if hardware.startswith("CPU") else
+    source = doc["settings"].get("reserve_source")  # bench/fit/reserve.py; older files have none
+    held = (f", {reserve:g} MiB held back at n >= 2 for the communicator's buffers" + (f" ({source})" if source else "")
+            if reserve else "" if hardware.startswith("CPU") else
+            f", {source}" if source else
             ", nothing held back for the communicator's buffers, which a real world holds outside PyTorch's "
             "allocator (scripts/comm_memory.py measures them; --reserve-mib holds them back)")
     return (f"measured in a fake world of n on one {hardware}" if not hardware.startswith("CPU") else (
