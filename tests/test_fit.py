@@ -554,3 +554,18 @@ def test_what_a_real_world_holds_beside_the_allocator_is_held_back_by_default(tm
     assert f"1000.1 MiB held back at n >= 2 for the communicator's buffers ({one.source})" in fit.where(doc)
     nothing = {**doc, "settings": {**doc["settings"], "reserve_mib": 0.0, "reserve_source": unknown.source}}
     assert fit.where(nothing).endswith(unknown.source)
+
+
+def test_a_worker_goes_on_after_an_out_of_memory_where_the_allocator_recovers(monkeypatch):
+    """After a probe, memory left behind is released (cycles, cuBLAS workspaces, the cache) and
+    looked at again: the worker goes on where it is gone, and leaves only where it stays (the
+    device's own figures, simulated here: no GPU)."""
+    from bench.fit import worker as fit_worker
+
+    released = []
+    for held, stays, goes_on in (([0.0], False, True), ([300.0, 0.5], False, True), ([300.0, 300.0], True, False)):
+        figures = iter(held)
+        monkeypatch.setattr(fit_worker, "left_behind_mib", lambda before: next(figures))
+        monkeypatch.setattr(fit_worker, "release", lambda: released.append(stays))
+        assert fit_worker.recovered(0) is goes_on
+    assert released == [False, True]  # released only where something was left behind
