@@ -2,6 +2,7 @@
 
 - `check isolation FOLDER`: a case measured alone against the same case after others.
 - `check bareloop ...`: the suite's `single` step against a hand-written training loop (GPU).
+- `check proof SEARCH... --against FILES`: a search's answer over the fastest row the call measured.
 - `peak`: the chip's dense matrix rates, to set achieved TFLOP/s against (GPU).
 """
 from __future__ import annotations
@@ -39,6 +40,16 @@ def cmd_bareloop(args) -> int:
     return 0
 
 
+def cmd_proof(args) -> int:
+    from bench.cases.results import ResultsError
+    from bench.checks import proof
+
+    try:
+        return proof.main(args)
+    except ResultsError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def cmd_peak(args) -> int:
     _needs_a_gpu("peak")
     from bench.measure import peak
@@ -68,6 +79,14 @@ def add_parser(sub) -> None:
     bare.add_argument("--batches", help="with --variants: per-GPU batch sizes, e.g. 256,1024,2048 (default --batch)")
     bare.add_argument("--out")
     bare.set_defaults(func=cmd_bareloop)
+    prf = checks.add_parser("proof", help="each search's answer (largest device count and one device) over the fastest "
+                            "row the same call measured; exit 1 below --min-ratio (scripts/answer_proof.sh)")
+    prf.add_argument("searches", nargs="+", help="results files of `bench run --search`")
+    prf.add_argument("--against", nargs="*", help="results files of the same call to search for the fastest row")
+    prf.add_argument("--handloop", help="`check bareloop --variants ... --out` of the same call (one GPU)")
+    prf.add_argument("--min-ratio", type=float, default=0.95, help="the share of the best an answer must reach")
+    prf.add_argument("--out", help="write the table as JSON here")
+    prf.set_defaults(func=cmd_proof)
     peak = sub.add_parser("peak", help="dense matrix TFLOP/s of GPU 0 (bf16, fp16, tf32, fp32)",
                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     peak.add_argument("--out", help="write the rates here (a *.probe.json beside results is read by the report)")

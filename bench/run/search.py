@@ -11,8 +11,8 @@ in every phase, one device next. Three phases, every case an ordinary row of the
    configuration nothing measured beats, and the fastest where it is another), one dimension
    after another (bench/cases/levers.py: execution, SGD kernels, memory format, the strategy's
    own options). The executions come in the order the survey suggests: where the GPU idles
-   (host-bound), a CUDA graph and compile reduce-overhead first; where it is busy, compile
-   reduce-overhead first. One lever at every batch of a device count is measured in one call,
+   (host-bound), a CUDA graph and compile reduce-overhead before any other lever anywhere; where
+   it is busy, compile reduce-overhead, the rest later. One lever at every batch of a device count is measured in one call,
    so its batches share a worker's start. The best lever of a dimension is kept only where it
    beats the current configuration beyond both spreads; the next dimension starts from it.
 3. **Finals**: where the fastest does not beat the others beyond their spreads, or a faster
@@ -54,9 +54,10 @@ FINALS_SHARE = 0.2
 # Configurations closer than this are not measured again: the simpler one is named either way.
 MIN_GAIN = 0.01
 # The share of the budget kept free: a case's cost is an estimate, and the command must end in time.
-SAFETY = 0.04
-# Execution levers that come before every other lever anywhere (the two that remove the host's
-# launches from the step); the rest of the dimension (compile's default mode) after them.
+SAFETY = 0.06
+# Execution levers that come before every other lever anywhere where the GPU idles (a CUDA graph
+# and compile reduce-overhead, the two that remove the host's launches); where it is busy, only
+# compile reduce-overhead comes first.
 FIRST_EXECUTIONS = 2
 
 
@@ -267,18 +268,29 @@ class Search:
         regimes = ranking.ladder([r["batch_per_gpu"] for r in series], [float(r["step_ms_p50"]) for r in series])
         return dict(zip((r["batch_per_gpu"] for r in series), regimes)).get(key[4]) == ranking.HOST
 
-    def _ordered_levers(self, key, leader: Leader, dimension: str, groups: dict) -> list[Lever]:
+    def _ordered_levers(self, key, leader: Leader, dimension: str, groups: dict) -> tuple[list[Lever], int]:
+        """The dimension's levers in the order the survey suggests, and how many of them come
+        before every later lever anywhere (the first tier)."""
         found = levers(Case.from_row(dict(leader.row)), dimension)
-        if dimension == "execution" and self._host_bound(key, leader, groups):
-            # The GPU idles: a whole-step graph removes the launches with nothing to compile.
+        if dimension != "execution":
+            return found, 0
+        if self._host_bound(key, leader, groups):
+            # The GPU idles: a whole-step graph removes the launches with nothing to compile, and
+            # compile reduce-overhead also fuses (on 4 H200s at 256/GPU the graph won, on one GPU
+            # compile reduce-overhead): both come first.
             found.sort(key=lambda l: execution_of(l.case) != "cuda-graph")
-        return found
+            return found, FIRST_EXECUTIONS
+        # The GPU is busy: fusing pays, replaying launches barely does (a graph ran 0.74 of compile
+        # reduce-overhead at 1024/GPU on 4 H200s): compile reduce-overhead first, the rest later.
+        found.sort(key=lambda l: execution_of(l.case) == "cuda-graph")
+        return found, 1
 
     def _levers(self, dimension: str, leaders: dict, known: set, groups: dict) -> None:
         items = []
         for order, (key, group_leaders) in enumerate(leaders.items()):
             for rank, leader in enumerate(group_leaders):
-                for priority, lever in enumerate(self._ordered_levers(key, leader, dimension, groups)):
+                ordered, first_tier = self._ordered_levers(key, leader, dimension, groups)
+                for priority, lever in enumerate(ordered):
                     reason = _unavailable(lever.case)
                     if reason:
                         self._record_lever(key, leader, lever, None, f"declined: {reason}")
@@ -288,7 +300,7 @@ class Search:
                     # count's cells want both (on 4 H200s at 256/GPU a CUDA graph won, on one GPU
                     # compile reduce-overhead). The first lever goes to the largest count first;
                     # the others to the count where they cost least, which buys the most cells.
-                    late = dimension != "execution" or priority >= FIRST_EXECUTIONS
+                    late = priority >= first_tier
                     where = self._serve(key)[0] if priority == 0 else round(self.cost(lever.case), 1)
                     items.append(_Item(key, leader, lever, (late, rank, priority, where, order)))
         items.sort(key=lambda i: i.rank)
