@@ -250,6 +250,7 @@ def cmd_fit_check(args) -> int:
 
 def add_parser(sub) -> None:
     from bench.fit.fit import DEFAULT_DEVICES, PEAK_TOLERANCE
+    from bench.fit.search import Search
 
     check = sub.add_parser("fit-check", help="a fit file's figures held against real runs of n devices: the fit's "
                            "verdict at each measured batch beside the run's outcome, and the two peaks per device")
@@ -273,11 +274,14 @@ def add_parser(sub) -> None:
                      "GPUs and kept per host, driver and NCCL version; on one GPU the committed measurement for "
                      "its NCCL version; bench/fit/reserve.py)")
     cmd.add_argument("--channels-last", action="store_true", help="channels_last memory format (default off)")
-    cmd.add_argument("--first-batches", default="8,64", help="the batches the search starts from, the line "
-                     "through them predicting the limit (default 8,64)")
-    cmd.add_argument("--resolution", type=float, default=0.02, help="stop when the smallest batch that failed is "
-                     "within this fraction of the largest that fit (default 0.02)")
-    cmd.add_argument("--max-batch", type=int, default=65536, help="the search's ceiling (default 65536)")
+    how = Search(limit_mib=0)  # the search's defaults, declared once there
+    first = ",".join(map(str, how.first))
+    cmd.add_argument("--first-batches", default=first, help="the batches the search starts from, the line "
+                     f"through them predicting the limit (default {first})")
+    cmd.add_argument("--resolution", type=float, default=how.resolution, help="stop when the smallest batch that "
+                     f"failed is within this fraction of the largest that fit (default {how.resolution:g})")
+    cmd.add_argument("--max-batch", type=int, default=how.max_batch,
+                     help=f"the search's ceiling (default {how.max_batch})")
     flags.measurement(cmd, "fit")
     cmd.add_argument("--probe-timeout", type=float, default=300.0,
                      help="seconds a probe may take before its worker is killed and a fresh one goes on (default 300)")
