@@ -569,3 +569,30 @@ def test_a_worker_goes_on_after_an_out_of_memory_where_the_allocator_recovers(mo
         monkeypatch.setattr(fit_worker, "release", lambda: released.append(stays))
         assert fit_worker.recovered(0) is goes_on
     assert released == [False, True]  # released only where something was left behind
+
+
+def test_the_communicator_is_measured_by_torchrun_and_kept_per_host_and_driver(tmp_path, monkeypatch):
+    """reserve.measure: two ranks of bench.fit.comm_memory under torchrun on the first two GPUs;
+    each rank's line kept with the host and driver, torchrun's own lines skipped; a failed run is
+    one line naming --reserve-mib. (The run itself is simulated: no GPU here.)"""
+    import bench.fit.comm_memory  # noqa: F401 - it imports without a GPU
+    from bench.fit import reserve
+
+    ran = []
+    printed = "\n".join(["W1126 torchrun says something"] + [json.dumps(
+        {"rank": r, "world": 2, "gpu": "G", "nccl": [2, 28, 9], "communicator_mib": 1000.0 + r}) for r in (0, 1)])
+
+    def fake_run(command, env, **kwargs):
+        ran.append((command, env["CUDA_VISIBLE_DEVICES"]))
+        return subprocess.CompletedProcess(command, 0, printed, "")
+
+    monkeypatch.setattr(reserve.subprocess, "run", fake_run)
+    entries = reserve.measure([3, 5, 7], tmp_path, "h", "580")
+    assert ran == [([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m",
+                     "bench.fit.comm_memory"], "3,5")]
+    assert [e["communicator_mib"] for e in entries] == [1000.0, 1001.0] and all(e["host"] == "h" for e in entries)
+    assert reserve.kept(tmp_path, "h", "580", "2.28.9").mib == 1001.0 and reserve.kept(tmp_path, "h", "590", "2.28.9") is None
+    monkeypatch.setattr(reserve.subprocess, "run",
+                        lambda command, env, **kw: subprocess.CompletedProcess(command, 1, "", "NCCL error: unhandled"))
+    with pytest.raises(reserve.ReserveError, match="NCCL error: unhandled.*give --reserve-mib"):
+        reserve.measure([0, 1], tmp_path, "h", "580")

@@ -313,7 +313,7 @@ def where(doc: dict) -> str:
             if reserve else "" if hardware.startswith("CPU") else
             f", {source}" if source else
             ", nothing held back for the communicator's buffers, which a real world holds outside PyTorch's "
-            "allocator (scripts/comm_memory.py measures them; --reserve-mib holds them back)")
+            "allocator (bench/fit/comm_memory.py measures them; --reserve-mib holds them back)")
     return (f"measured in a fake world of n on one {hardware}" if not hardware.startswith("CPU") else (
         f"measured in a fake world of n on the {hardware}, tensors tracked against a budget of "
         f"{doc['settings'].get('memory_budget_mib'):g} MiB")) + held

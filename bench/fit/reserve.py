@@ -4,7 +4,7 @@ results/reference/h100/x2/comm-memory.jsonl). `bench fit` holds it back from its
 n >= 2 without being asked, from the first of these that exists:
 
 - `--reserve-mib`, given;
-- on a host of 2 or more GPUs, measured there (scripts/comm_memory.py under torchrun: a 2-rank
+- on a host of 2 or more GPUs, measured there (bench/fit/comm_memory.py under torchrun: a 2-rank
   communicator and a DDP step), once per host, driver and NCCL version, and kept in
   <results-dir>/comm-memory.jsonl;
 - on one GPU, the committed measurement for this NCCL version (results/reference/**/comm-memory.jsonl);
@@ -79,12 +79,13 @@ def kept(folder: Path, host: str, driver: str, nccl: str) -> Reserve | None:
 
 
 def measure(gpus: list[int], folder: Path, host: str, driver: str) -> list[dict]:
-    """scripts/comm_memory.py on the first two of `gpus` (one process each, under torchrun): each
+    """bench.fit.comm_memory on the first two of `gpus` (one process each, under torchrun): each
     rank's communicator, MiB, with the host and driver added; appended to <folder>/comm-memory.jsonl."""
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus[:2])), "NCCL_NVLS_ENABLE": "0"}
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus[:2])), "NCCL_NVLS_ENABLE": "0",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     try:
         proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                               str(REPO / "scripts" / "comm_memory.py")], env=env, capture_output=True, text=True,
+                               "-m", "bench.fit.comm_memory"], env=env, capture_output=True, text=True,
                               timeout=600)
     except subprocess.TimeoutExpired:
         raise ReserveError("measuring the communicator's memory took over 600 s: give --reserve-mib instead") from None
@@ -119,4 +120,4 @@ def choose(given: float | None, gpus: list[int], visible: list[int], nccl: str |
     if found is not None:
         return found
     return Reserve(0.0, f"nothing held back: no committed measurement for NCCL {nccl}; measure it on a host of 2 "
-                        "GPUs (scripts/comm_memory.py) or give --reserve-mib")
+                        "GPUs (bench fit does it there) or give --reserve-mib")

@@ -231,7 +231,7 @@ def recovered(before: int) -> bool:
 def held_back(memory: Memory, spec: dict, n: int, limit: float) -> None:
     """A real world of n >= 2 holds memory outside PyTorch's allocator that a fake world does
     not: the communicator's buffers (NCCL's: about 1000 MiB per GPU on 2 H100s, NCCL 2.28,
-    scripts/comm_memory.py). `reserve_mib` of the limit is held back from the probes there."""
+    bench/fit/comm_memory.py). `reserve_mib` of the limit is held back from the probes there."""
     import torch
 
     reserve = (spec.get("reserve_mib") or 0.0) if n >= 2 else 0.0
