@@ -115,6 +115,9 @@ def test_a_strategy_that_shards_the_optimiser_is_fitted_and_reported_from_its_fi
             "broadcast of the parameters (3.8 MiB)") in text
     assert "| myzero (CPU x2) |" in text.replace("`", "")
     assert "myzero fits" in text and "w.fit.json" in text
+    listing = run_cli("list", "--gpus", "", env=env)
+    assert "shards the optimiser state; sends per step: all-reduce of the gradients, broadcast of the parameters" \
+        in listing.stdout, listing.stdout[-2000:]
 
 
 def test_every_declared_knob_is_a_field_read_one_way_in_the_parent_and_the_worker():
