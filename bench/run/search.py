@@ -44,8 +44,9 @@ PRIOR_COST_S = {"eager": 6.0, "cuda-graph": 8.0, "compile": 25.0}
 MAX_LEADERS = 2  # configurations per group that levers are tried on
 MAX_FINALISTS = 3  # configurations per group measured again side by side
 # The survey's share of the budget: the levers moved the answer 1.4-3x on H100 and H200
-# (compile reduce-overhead, CUDA graphs), the survey's slowest strategies never.
-SURVEY_SHARE = 0.4
+# (compile reduce-overhead, CUDA graphs), the survey's slowest strategies never. On 4 H200s the
+# first four strategies' survey took 85 s and the levers the answer needed about 180 s.
+SURVEY_SHARE = 0.3
 # A survey case whose first trial runs below this share of the best measured at its batch is far
 # behind: one trial tells that; measuring it in full would not change the answer.
 SCREEN = 0.5
@@ -133,7 +134,7 @@ class Search:
             counts = {int(r.get("n_replicas") or 1) for r in elsewhere}
             eager_there = self._mean_cost([r for r in self._ok("eager") if int(r.get("n_replicas") or 1) in counts])
             scale = eager_here / eager_there if eager_there else 1.0
-            return self._mean_cost(elsewhere) * max(scale, 1.0)
+            return self._mean_cost(elsewhere) * max(scale, 0.5)
         scale = eager_here / PRIOR_COST_S["eager"] if eager_here else 1.0
         return PRIOR_COST_S.get(case.execution, PRIOR_COST_S["compile"]) * max(scale, 1.0)
 
@@ -200,13 +201,18 @@ class Search:
 
     def _survey(self, cases: list[Case]) -> None:
         """The sweep asked for, within SURVEY_SHARE of the budget, a worker's cases at a time."""
+        reference = [c for c in cases if c.n_replicas == self.counts[0]
+                     and (d := strategies.info(c.strategy)) is not None and d.reference]
+        bar = {_worker(c) for c in reference}
+        always = set(reference) | {c for c in cases if (d := strategies.info(c.strategy)) is not None and d.baseline}
+
         def place(case):
-            # The reference strategy at the largest count sets the bar; one device's cases (the
-            # baseline's) come next, the rest after: a survey cut short keeps the answer's cells.
+            # The reference strategy's worker at the largest count sets the bar (the strategies that
+            # share it come along: one start); one device's cases (the baseline's) come next, the
+            # rest after: a survey cut short keeps the answer's cells.
             declared = strategies.info(case.strategy)
-            reference = bool(declared and declared.reference)
-            first = 0 if reference and case.n_replicas == self.counts[0] else 1 if case.n_replicas == 1 else 2
-            return (first, self.counts.index(case.n_replicas), not reference,
+            first = 0 if case.n_replicas == self.counts[0] and _worker(case) in bar else 1 if case.n_replicas == 1 else 2
+            return (first, self.counts.index(case.n_replicas), not (declared and declared.reference),
                     declared.order if declared else 99, case.strategy)
 
         ordered = sorted(cases, key=place)
@@ -221,15 +227,24 @@ class Search:
         try:
             for chunk in chunks:
                 todo = [c for c in chunk if not self.sweep.measured(c)]
-                held = todo
-                if self.log["phases"]:  # the first worker always runs: its rows price the rest
-                    held, total = [], 0.0
-                    for case in todo:
-                        total += self.cost(case)
-                        if self.spent() + total > share:
-                            break
-                        held.append(case)
-                for case in todo[len(held):]:
+                # The bar (the reference strategy at the largest count) and the divisor of every
+                # speed-up (the baseline at one device) are always measured; the rest within the share.
+                held = [c for c in todo if c in always]
+                # A kind of worker not yet measured at this count is priced at twice the run's
+                # mean: on 4 H200s one-process strategies took 10-16 s a case, torchrun's 2-13 s.
+                kind = (_worker(chunk[0]), chunk[0].n_replicas)
+                known_kind = any((_worker(c := Case.from_row(dict(r))), c.n_replicas) == kind for r in self._ok())
+                total = sum(self.cost(c) for c in held)
+                for case in todo:
+                    if case in held:
+                        continue
+                    total += self.cost(case) * (1 if known_kind else 2)
+                    if self.spent() + total > share:
+                        break
+                    held.append(case)
+                held = [c for c in todo if c in held]  # in the chunk's order
+                skipped = [c for c in todo if c not in held]
+                for case in skipped:
                     self.sweep.record_skipped(case, f"not measured: the search's survey may take {SURVEY_SHARE:.0%} of "
                                                     f"the budget ({self.budget_s / 60:g} min), and it was spent; a "
                                                     "larger --budget (make bench BUDGET=) measures it")
@@ -318,14 +333,16 @@ class Search:
             while todo:
                 fits = self._fitting(todo, leaders)
                 guessed = bool(fits) and not self._ok(execution_of(fits[0].lever.case), fits[0].lever.case.n_replicas)
-                if guessed:
+                if guessed and 2 * sum(self.cost(i.lever.case) for i in fits) > self.left():
                     # An execution not yet measured at this count is priced on a guess (a compiled
-                    # case can take twice the guess, or half): measure one, and price the rest with it.
+                    # case took 0.6-1.6x the guess on H100 and H200): where twice the guess would not
+                    # fit, measure one, and price the rest with what it cost.
                     fits = fits[:1]
                 self._measure(phase, [i.lever.case for i in fits])
                 for item in fits:
                     known.add(identity(self.sweep._row(item.lever.case)))
                     chosen.append(item)
+                self._again_winners(phase, fits)
                 todo = [i for i in todo if i not in fits]
                 if not guessed or not fits:
                     for item in todo:
@@ -358,6 +375,15 @@ class Search:
                 total += self.cost(item.lever.case)
                 fits.append(item)
         return fits
+
+    def _again_winners(self, phase: str, measured: list[_Item]) -> None:
+        """A lever row that would lead its group but whose trials were disturbed (a compiled step
+        re-recording its graphs in a timed trial, say) is measured again at once, before the
+        budget goes elsewhere: the answer cannot name it, nor rule it out, until then."""
+        shaky = [i.lever.case for i in measured if (r := self._row(i.lever.case)) is not None and r["status"] == "ok"
+                 and ranking.disturbed(r) and r["img_per_s"] > i.leader.row["img_per_s_p90"]]
+        if shaky and sum(self.cost(c) for c in shaky) <= self.left():
+            self._measure(f"{phase}, again", shaky, again=True)
 
     def _again(self, phase: str, cases: list[Case]) -> None:
         """A disturbed measurement cannot be judged: measure it once more (the log keeps both)."""
