@@ -32,7 +32,7 @@ SEARCH ?= $(if $(ON_GPU),--search --budget $(BUDGET))
 # Setup only when PY is the project's own environment.
 NEEDS_SETUP := $(if $(filter $(VENV)/bin/python,$(PY)),setup)
 
-.PHONY: setup setup-models setup-mxnet bench list plot test test-slow slurm-test pytest-bench baseline-ci regress-ci regress predict-validate clean
+.PHONY: setup setup-models setup-mxnet bench list plot test test-slow slurm-test pytest-bench baseline-ci regress-ci regress fit-check clean
 
 setup: $(VENV)/.installed
 
@@ -144,22 +144,21 @@ regress: $(NEEDS_SETUP)
 	$(if $(CURRENT),,$(error no $(RESULTS)/run-*.json to compare: run `make bench` first, or pass CURRENT=FILE))
 	$(PY) -m bench compare auto $(CURRENT) $(ARGS)
 
-# Predictions judged on one host: the collectives probed on GPUS, one-GPU bases with traces, the
-# same cases measured at COUNTS GPUs, then `predict --validate` (all in $(RESULTS)/predict-<time>/;
-# `make plot RESULTS=...` draws it). The bases and the measurements share the host, so the
-# errors are the model's; each is printed beside linear scaling's and serial communication's.
-# E.g. make predict-validate GPUS=0,1,2,3 COUNTS=2,4 MODEL=resnet18
-COUNTS ?= 2
-PREDICT_RUN = $(PY) -m bench run --gpus $(GPUS) --strategies ddp,zero1,fsdp2 --models $(MODEL) \
-	--precisions $(PRECISION) $(if $(BATCH_SIZES),--batch-sizes $(BATCH_SIZES)) $(LAYOUT) $(ARGS)
-predict-validate: $(NEEDS_SETUP)
-	$(if $(findstring $(,),$(GPUS)),,$(error predict-validate needs two or more GPUs: GPUS=0,1[,...]))
-	set -e; dir=$(RESULTS)/predict-$$(date +%Y%m%d-%H%M%S); mkdir -p $$dir; \
-	$(PY) -m bench probe-comm --gpus $(GPUS) --devices $(COUNTS) --out $$dir/link.comm.json; \
-	$(PREDICT_RUN) --gpu-counts 1 --anatomy --out $$dir/bases.json; \
-	$(PREDICT_RUN) --gpu-counts $(COUNTS) --out $$dir/measured.json; \
-	$(PY) -m bench predict $$dir/bases.json $$dir/measured.json --probe $$dir/link.comm.json --devices 1,$(COUNTS) \
-		--validate --json $$dir/validation.predictions.json
+# The fit held against real runs, in one call (GPUs only: on the CPU a fit runs against a budget
+# that no real run has): the fit of MODEL on the first of GPUS at 1 and n = all of GPUS (FIT=file
+# takes a fit made before instead), then real runs on GPUS at the batches its search at n probed
+# that tell most, then `bench fit-check`'s agreement table, all in $(RESULTS)/fit-check-<time>/.
+#   make fit-check GPUS=0,1,2,3 MODEL=vit-large
+FIT ?=
+FIT_STRATEGIES ?= ddp,zero1,fsdp2
+FIT_DIR = $(RESULTS)/fit-check-$(shell date +%Y%m%d-%H%M%S)
+fit-check: $(NEEDS_SETUP)
+	$(if $(findstring $(,),$(GPUS)),,$(error fit-check needs two or more GPUs: GPUS=0,1[,...]))
+	set -e; dir=$(FIT_DIR); mkdir -p $$dir; n=$(words $(subst $(,), ,$(GPUS))); \
+	fit=$(or $(FIT),$$dir/fit.fit.json); \
+	$(if $(FIT),,$(PY) -m bench fit --gpus $(firstword $(subst $(,), ,$(GPUS))) --models $(MODEL) \
+		--strategies $(FIT_STRATEGIES) --precisions $(PRECISION) $(LAYOUT) --devices 1,$$n --out $$fit;) \
+	PY=$(PY) bash scripts/fit_check.sh $$fit $(MODEL) $(FIT_STRATEGIES) $(GPUS) $$dir
 
 clean:
 	rm -rf $(VENV) $(MXNET_VENV) .pytest_cache .benchmarks

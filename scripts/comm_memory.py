@@ -1,45 +1,12 @@
-"""Device memory a real world of n holds outside PyTorch's allocator (the NCCL communicator's
-buffers), which a fake world of n (bench fit) does not have. Run one process per GPU:
+"""The measurement behind results/reference/h100/x2/comm-memory.jsonl, kept runnable as it was run:
     torchrun --standalone --nproc-per-node N scripts/comm_memory.py
-Each rank prints, as one JSON line: device memory in use (nvml's view: total - free) less what
-PyTorch's allocator holds, after CUDA starts, after the first all-reduce, and after a DDP step
-of resnet18 with its buckets (the all-reduces DDP runs)."""
-import json
-import os
+It lives in bench/fit/comm_memory.py, which bench fit runs itself (bench/fit/reserve.py)."""
+import sys
+from pathlib import Path
 
-import torch
-import torch.distributed as dist
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-MIB = 2 ** 20
-
-
-def outside_allocator() -> float:
-    free, total = torch.cuda.mem_get_info()
-    return (total - free - torch.cuda.memory_reserved()) / MIB
-
-
-def main() -> None:
-    rank = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(rank)
-    torch.zeros(1, device="cuda")
-    started = outside_allocator()
-    dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
-    dist.all_reduce(torch.ones(1, device="cuda"))
-    torch.cuda.synchronize()
-    communicator = outside_allocator()
-    import torchvision
-
-    model = torch.nn.parallel.DistributedDataParallel(torchvision.models.resnet18().cuda(), device_ids=[rank])
-    model(torch.randn(32, 3, 224, 224, device="cuda")).sum().backward()
-    torch.cuda.synchronize()
-    stepped = outside_allocator()
-    print(json.dumps({"rank": rank, "world": dist.get_world_size(), "gpu": torch.cuda.get_device_name(),
-                      "nccl": torch.cuda.nccl.version(), "outside_allocator_mib": {
-                          "cuda_started": round(started, 1), "after_all_reduce": round(communicator, 1),
-                          "after_ddp_step": round(stepped, 1)},
-                      "communicator_mib": round(stepped - started, 1)}), flush=True)
-    dist.destroy_process_group()
-
+from bench.fit.comm_memory import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

@@ -27,6 +27,9 @@ class PluginError(ImportError):
 def register(cls: type[Strategy]) -> type[Strategy]:
     """Add a strategy; a second strategy of the same name (a plug-in naming itself `ddp`) is
     refused, naming both files: one of them would silently measure in the other's place."""
+    wrong = cls().declaration_error()
+    if wrong:
+        raise PluginError(f"strategy {cls.name!r} of {_file_of(cls)}: {wrong}")
     taken = _REGISTRY.get(cls.name)
     if taken is not None and _file_of(type(taken)) != _file_of(cls):
         raise PluginError(f"strategy {cls.name!r} of {_file_of(cls)} has the name of the strategy in "

@@ -6,7 +6,7 @@ replicas are driven from one thread in turn; CUDA's asynchronous launches let th
 devices work at the same time.
 """
 from strategies import register
-from strategies.base import Strategy, TrainStep
+from strategies.base import Collective, Strategy, TrainStep
 
 
 def grads_of(replicas) -> list[list]:
@@ -30,6 +30,8 @@ class AllreduceScratch(Strategy):
     name = "allreduce-scratch"
     summary = "hand-written all-reduce: per-device replicas, sum grads, broadcast"
     order, colour = 30, "tab:purple"
+    sends = (Collective("reduce", "gradients", when="onto the first device"),
+             Collective("broadcast", "gradients", when="the sum, back to every replica"))
     apex_unavailable = ("one optimiser per replica, each with its own amp.scale_loss: Apex O2 unscales "
                         "into fp32 masters that the hand-written all-reduce does not see, and its overflow "
                         "skip is per optimiser, so replicas could part")

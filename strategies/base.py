@@ -11,12 +11,39 @@ inside the hooks that run in a worker), so reading and reporting results stays l
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from bench.core.placement import Placement
 from bench.core.step import TrainStep, WorkerContext
 
-__all__ = ["Placement", "Strategy", "TrainStep", "WorkerContext"]
+__all__ = ["COLLECTIVES", "STATE", "Collective", "Placement", "Strategy", "TrainStep", "WorkerContext"]
+
+# The training state a strategy may split across its ranks. Each part is one fp32 copy of the
+# parameters' size: every strategy here keeps fp32 parameters under autocast, and the
+# optimiser state is SGD's momentum.
+STATE = ("parameters", "gradients", "optimizer_state")
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce")
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective a strategy runs in every step: which, over what (one part of STATE: the
+    messages of the step add up to that part's whole fp32 size, as NCCL's tests count a
+    reduce-scatter or an all-gather by its full buffer), and how many times per step."""
+
+    op: str
+    of: str
+    times: int = 1
+    when: str = ""  # a few words on when or why, for the reader
+
+    def bytes_per_step(self, parameters: int) -> int:
+        return self.times * parameters * 4
+
+    def describe(self, parameters: int | None = None) -> str:
+        size = f" ({self.bytes_per_step(parameters) / 2**20:,.1f} MiB)" if parameters else ""
+        times = f" x{self.times}" if self.times > 1 else ""
+        return f"{self.op.replace('_', '-')} of the {self.of.replace('_', ' ')}{times}{size}"
 
 
 class Strategy:
@@ -33,14 +60,12 @@ class Strategy:
     # cache is thread-local, so cudnn.benchmark re-autotunes every convolution on every
     # step. The harness's `auto` policy turns benchmark off for them.
     replicas_in_threads: bool = False
-    # What a sharded strategy splits across its ranks (the report's memory section bounds
-    # its saving by it): "" (nothing), "optimizer" (optimiser state) or "all" (parameters,
-    # gradients and optimiser state).
-    shards: str = ""
-    # What the strategy leaves out when it runs on one device and does at n (so that its
-    # one-device step lacks that work), or "": predictions from its one-device step say it
-    # is missing.
-    world_of_one_skips: str = ""
+    # What the strategy splits across its ranks, parts of STATE: each rank holds 1/n of each.
+    # `bench fit` measures every strategy that shards; the report bounds its saving by it.
+    shards: tuple[str, ...] = ()
+    # What it sends between devices in every step (Collective: which, over which state, how
+    # often); `bench probe-comm` measures the collectives the strategies declare.
+    sends: tuple[Collective, ...] = ()
 
     min_replicas: int = 1
     max_replicas: int | None = None  # 1 for strategies that use one device
@@ -53,9 +78,6 @@ class Strategy:
     # Option values a search tries as levers (bench/cases/levers.py), e.g. DDP's bucket view.
     search_options: dict[str, Any] = {}
     option_choices: dict[str, tuple] = {}  # options that take one of a fixed set of values
-    # Options that belong to the launcher (process group, torchrun arguments): cases that
-    # differ in them cannot share a worker.
-    launcher_options: tuple[str, ...] = ()
 
     # --- what it needs -------------------------------------------------------------
     def unavailable_reason(self, placement: Placement, precision, execution: str = "eager",
@@ -79,6 +101,27 @@ class Strategy:
         """Why this strategy cannot train the model named `model` (bench.workloads), or None:
         every PyTorch strategy trains any workload. Asked in the sweep's parent: no torch."""
         return None
+
+    def declaration_error(self) -> str | None:
+        """What is wrong with the strategy's declarations of shards and sends, or None."""
+        for part in self.shards:
+            if part not in STATE:
+                return f"shards {part!r}: choose from {', '.join(STATE)}"
+        for c in self.sends:
+            if not isinstance(c, Collective) or c.op not in COLLECTIVES or c.of not in STATE or c.times < 1:
+                return (f"sends {c!r}: each is a strategies.base.Collective(op, of, times >= 1), op one of "
+                        f"{', '.join(COLLECTIVES)}, of one of {', '.join(STATE)}")
+        return None
+
+    def sharded_bytes(self, parameters: int) -> int:
+        """Bytes of the training state the strategy splits across its ranks (of which a rank of
+        n holds 1/n), for a model of `parameters` elements."""
+        return len(self.shards) * parameters * 4
+
+    def describe_shards(self) -> str:
+        """'the optimiser state', 'the parameters, gradients and optimiser state', or ''."""
+        parts = [p.replace("optimizer_state", "optimiser state") for p in self.shards]
+        return "the " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]) if parts else ""
 
     def knobs_unavailable_reason(self, knobs: dict) -> str | None:
         """Why this strategy cannot run with these knobs (name -> value, bench/cases/knobs.py),

@@ -9,7 +9,7 @@ rank-1 PowerSGD approximation after two exact steps; all three change the number
 from __future__ import annotations
 
 from strategies import register
-from strategies.base import Strategy, TrainStep
+from strategies.base import Collective, Strategy, TrainStep
 
 
 def comm_hook(ddp, name: str) -> None:
@@ -54,6 +54,9 @@ class DDP(Strategy):
     name = "ddp"
     summary = "DistributedDataParallel, one process per device (torchrun; NCCL or gloo)"
     order, colour, reference = 20, "tab:red", True
+    # Gradients all-reduced in buckets during backward (BatchNorm's buffers, broadcast from rank 0
+    # before each forward, are a few KiB and left out).
+    sends = (Collective("all_reduce", "gradients", when="in buckets, during backward"),)
     apex_levels = ("O1", "O2", "O3")  # amp.initialize runs before the DDP wrapping (build)
     executions = ("eager", "compile", "cuda-graph")
     options = {

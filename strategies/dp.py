@@ -5,12 +5,15 @@ parameters and the whole batch on the first GPU, replicas made from them every s
 run in threads. A subclass only says how its forward spreads the batch (`make_forward`).
 """
 from strategies import register
-from strategies.base import Strategy, TrainStep
+from strategies.base import Collective, Strategy, TrainStep
 
 
 class FromDeviceZero(Strategy):
     needs_cuda = True
     replicas_in_threads = True
+    # Every step: replicas made from device 0's parameters, their gradients summed back onto it.
+    sends = (Collective("broadcast", "parameters", when="replicate(), before forward"),
+             Collective("reduce", "gradients", when="onto device 0, in backward"))
     executions = ("eager",)  # replicas are rebuilt in new threads every step: nothing to compile or capture
     # Apex O1 patches torch functions process-wide, which the replicas' threads use too.
     # O2/O3 patch forward on the model object: replicate() copies that bound method into

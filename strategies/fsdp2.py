@@ -19,6 +19,7 @@ one H100, bf16 at 2048 per GPU, a hand loop doing this ran FSDP2 2.17x faster th
 contiguous weights under channels_last activations (docs/findings.md). The row says so.
 """
 from strategies import register
+from strategies.base import Collective
 from strategies.ddp import DDP
 
 
@@ -30,14 +31,16 @@ LAUNCHER_OPTIONS = ("launcher", "torchrun_args", "backend", "timeout_s")
 class FSDP2(DDP):
     name = "fsdp2"
     summary = "FSDP2 fully_shard per block (ResNet stage, transformer layer) and at the root (all state sharded)"
-    shards = "all"
+    shards = ("parameters", "gradients", "optimizer_state")
+    # Each block's parameters gathered before its forward and again before its backward (with
+    # reshard_after_forward, the default), its gradients reduce-scattered after its backward.
+    sends = (Collective("all_gather", "parameters", times=2, when="per block, before forward and backward"),
+             Collective("reduce_scatter", "gradients", when="per block, after its backward"))
     order, colour, reference = 24, "tab:olive", False
     apex_levels = ()
     apex_unavailable = ("fully_shard turns parameters into DTensor shards; Apex casts and copies plain "
                         "CUDA tensors (FSDP2's MixedPrecisionPolicy is its mixed precision)")
     executions = ("eager", "compile")
-    world_of_one_skips = ("FSDP2 at one device skips its all-gathers and reduce-scatters and the copies around them "
-                          "(_fsdp_param_group.py: world_size == 1)")
     options = {**{k: DDP.options[k] for k in LAUNCHER_OPTIONS}, "reshard_after_forward": True, "mixed_precision": "off"}
     search_options = {"reshard_after_forward": False}
     option_choices = {**{k: v for k, v in DDP.option_choices.items() if k in LAUNCHER_OPTIONS},

@@ -5,6 +5,7 @@ sharded, each rank updates the parameters it owns and broadcasts them. For resne
 momentum is 45 MB in fp32, so the saving per GPU is small: the report shows it.
 """
 from strategies import register
+from strategies.base import Collective
 from strategies.ddp import DDP
 
 
@@ -12,7 +13,9 @@ from strategies.ddp import DDP
 class Zero1(DDP):
     name = "zero1"
     summary = "DDP + ZeroRedundancyOptimizer (optimiser state sharded across ranks)"
-    shards = "optimizer"
+    shards = ("optimizer_state",)
+    sends = (Collective("all_reduce", "gradients", when="in buckets, during backward"),
+             Collective("broadcast", "parameters", when="after the step, each rank its own partition"))
     order, colour, reference = 22, "tab:brown", False
     apex_levels = ()
     apex_unavailable = ("ZeroRedundancyOptimizer partitions the parameters when it is built; Apex swaps "

@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tests.conftest import run_cli
+
 REPO = Path(__file__).resolve().parent.parent
 
 TOY_STRATEGY = textwrap.dedent('''
@@ -57,3 +59,82 @@ def test_a_strategy_added_in_its_own_file_runs_in_a_sweep(tmp_path):
     by_strategy = {r["strategy"]: r for r in rows}
     assert by_strategy["toy"]["status"] == "ok" and by_strategy["toy"]["img_per_s"] > 0
     assert by_strategy["single"]["status"] == "ok"
+
+
+def _recipe(heading_word: str) -> str:
+    """The Python block of docs/extending.md whose class is named `heading_word`: the test runs
+    the recipe as the document prints it."""
+    text = (REPO / "docs" / "extending.md").read_text()
+    blocks = text.split("```python\n")[1:]
+    return next(b.split("```")[0] for b in blocks if f"class {heading_word}(" in b)
+
+
+def test_a_strategy_that_shards_the_optimiser_is_fitted_and_reported_from_its_file_alone(tmp_path):
+    """The recipe's MyZero, in a folder of its own and nowhere else: `bench fit` (which fits
+    every strategy that declares it shards) measures it, its optimiser state at n = 2 is rank 0's
+    share, and the report's memory section and fit section say what it shards and sends."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "myzero.py").write_text(_recipe("MyZero"))
+    fixtures = REPO / "tests" / "fixtures" / "fit"
+    env = {"PARABENCH_STRATEGY_PATH": str(folder), "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), str(fixtures)])}
+    out = tmp_path / "results" / "w.fit.json"
+    fit = run_cli("fit", "--gpus", "", "--models", "tinynets:widenet", "--memory-budget", "16", "--devices", "1,2",
+                  "--first-batches", "2,8", "--precisions", "fp32", "--out", str(out), env=env)
+    assert fit.returncode == 0, fit.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    found = {(o["strategy"], o["devices"]): o for o in doc["outcomes"]}
+    assert {("myzero", 1), ("myzero", 2), ("ddp", 2)} <= set(found)
+    assert found[("myzero", 2)]["largest_fit"] and "myzero fits" in fit.stdout
+
+    def optimiser_state(strategy):
+        return next(r["optimizer_state_bytes"] for r in doc["rows"]
+                    if (r["strategy"], r["devices"], r["status"]) == (strategy, 2, "ok"))
+
+    # Rank 0's share of ZeroRedundancyOptimizer's partition (greedy by tensor: the wide head's weight
+    # makes it uneven), as the built-in zero1 holds it, and less than DDP's whole momentum.
+    assert 0 < optimiser_state("myzero") == optimiser_state("zero1") < optimiser_state("ddp")
+
+    # A run's rows beside the fit file, as `bench run` writes them: DDP and MyZero on 2 ranks.
+    from bench.cases import results
+
+    common = {"precision": "fp32", "model": "tinynets:widenet", "device": "cpu", "gpus": "", "gpu_name": "cpu",
+              "cpu": "x", "n_gpus": 0, "n_replicas": 2, "batch_per_gpu": 8, "global_batch": 16, "status": "ok",
+              "parameters": 1_000_000, "channels_last": False, "execution": "eager", "options": "{}",
+              "date": "2026-11-26T00:00:00+00:00", "tflops": 0.1}
+    rows = [{**common, "strategy": s, "img_per_s": ips, "img_per_s_p10": ips * 0.95, "img_per_s_p90": ips * 1.05,
+             "step_ms_p50": 16e3 / ips, "step_ms_p10": 16e3 / ips * 0.95, "step_ms_p90": 16e3 / ips * 1.05,
+             "peak_alloc_mib": peak} for s, ips, peak in (("ddp", 100.0, 40.0), ("myzero", 90.0, 38.2))]
+    results.write(tmp_path / "results" / "run.json", rows)
+    report = run_cli("report", str(tmp_path / "results" / "run.json"), "--out", str(tmp_path / "plots"), env=env)
+    assert report.returncode == 0, report.stderr[-3000:]
+    text = (tmp_path / "plots" / "REPORT.md").read_text()
+    # 1 M parameters: 3.8 MiB of fp32 momentum, sharded; the all-reduce and broadcast of 3.8 MiB each.
+    assert ("myzero shards the optimiser state (3.8 MiB) and sends per step: all-reduce of the gradients (3.8 MiB), "
+            "broadcast of the parameters (3.8 MiB)") in text
+    assert "| myzero (CPU x2) |" in text.replace("`", "")
+    assert "myzero fits" in text and "w.fit.json" in text
+    listing = run_cli("list", "--gpus", "", env=env)
+    assert "shards the optimiser state; sends per step: all-reduce of the gradients, broadcast of the parameters" \
+        in listing.stdout, listing.stdout[-2000:]
+
+
+def test_every_declared_knob_is_a_field_read_one_way_in_the_parent_and_the_worker():
+    """docs/extending.md, a knob: its entry in bench/cases/knobs.py and its field in
+    bench/core/step.py's KnobFields. The same field reads the request on Settings, the resolved
+    value on Case, and what the worker runs on its context, for every knob."""
+    from bench.cases.case import Case, settings
+    from bench.cases.knobs import KNOBS
+    from bench.core.placement import Placement
+    from bench.core.step import CaseSpec, KnobFields, WorkerContext
+
+    fields = {n for n in dir(KnobFields) if isinstance(getattr(KnobFields, n), property)}
+    assert fields == {k.name for k in KNOBS}, "a knob declared without its field, or a field without its knob"
+    asked = settings(tf32="on", sgd_impl="foreach", cpu_bind="exclusive", data="host")
+    case = Case.make("ddp", "fp32", "resnet18-small", Placement((), 2), 4, "eager", asked)
+    ctx = WorkerContext(case.spec(), case.placement, None, {})
+    for knob in KNOBS:
+        assert getattr(case, knob.name) == getattr(CaseSpec(case.spec()), knob.name) == getattr(ctx, knob.name), knob.name
+    assert (asked.tf32, case.tf32, ctx.tf32) == ("on", "on", "on") and ctx.sgd_impl == "foreach" and ctx.data == "host"
+    assert asked.cudnn_benchmark == "auto" and case.cudnn_benchmark is None  # resolved: no cuDNN on the CPU

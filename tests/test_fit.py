@@ -1,4 +1,4 @@
-"""`bench fit` (bench/predict/fit.py, search.py, fit_worker.py): the fake world against a real
+"""`bench fit` (bench/fit/fit.py, search.py, fit_worker.py): the fake world against a real
 2-process run, the search for the largest batch against memory that grows as a line (and as
 memory does not), the whole command on the CPU with a small budget, a probe that dies or
 hangs, and its bounds. The networks are tests/fixtures/fit/tinynets.py: a CPU step of theirs
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from bench.predict import search
+from bench.fit import search
 from tests.conftest import REPO, run_cli
 
 FIT_MODELS = REPO / "tests" / "fixtures" / "fit"
@@ -125,7 +125,8 @@ import json, sys, tempfile
 import torch, torch.distributed as dist
 from bench.cases.case import Case, settings
 from bench.core.placement import Placement
-from bench.predict import fit_worker
+from bench.fit import worker as fit_worker
+from bench.fit.world import FAKE_WORLD
 from bench.run.worker import Job, configure_backends
 from bench.workloads import get_workload
 
@@ -156,7 +157,7 @@ if __name__ == "__main__":
         torch.multiprocessing.spawn(rank, args=(folder + "/store", folder + "/out.json"), nprocs=2)
         print(open(folder + "/out.json").read())
     else:
-        job = Job({"launcher": "fake-world", "gpus": [], "world": 2}, 0, 2, 0)
+        job = Job({"gpus": [], "world": 2}, 0, 2, 0, launcher=FAKE_WORLD)
         job.launcher.init(job.spec, 0, 2, 0)
         print(json.dumps({s: state(job, s) for s in STRATEGIES}))
 """
@@ -191,12 +192,12 @@ def test_the_fake_process_group_is_where_fit_expects_it(monkeypatch):
     it, and a torch without it gets one line that names the module."""
     import torch.distributed as dist
 
-    from bench.engine import launchers
+    from bench.fit import world
 
-    assert launchers.fake_store() is not None and hasattr(dist.Backend, "FAKE")
+    assert world.fake_store() is not None and hasattr(dist.Backend, "FAKE")
     monkeypatch.setitem(sys.modules, "torch.testing._internal.distributed.fake_pg", None)  # as if it had moved
     with pytest.raises(RuntimeError, match="no fake process group at torch.testing._internal.distributed.fake_pg"):
-        launchers.fake_store()
+        world.fake_store()
 
 
 # --- the command -----------------------------------------------------------------------------------
@@ -256,6 +257,14 @@ def test_fit_on_the_cpu_finds_the_largest_batch_each_strategy_fits_in_a_small_bu
     answer = run_cli("answer", str(run))
     assert answer.returncode == 0, answer.stderr
     assert f"What fits (w.fit.json): {said[0]}" in answer.stdout
+    # Beside a run of another model, the fit of tinynets answers nothing asked: not shown.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "w.fit.json").write_text(out.read_text())
+    results.write(other / "run.json", [{**results.load(run)[0], "model": "resnet18-small"}])
+    assert fitted.section([other / "run.json"], {"resnet18-small"}) == []
+    answer = run_cli("answer", str(other / "run.json"))
+    assert answer.returncode == 0 and "What fits" not in answer.stdout, answer.stdout + answer.stderr
 
 
 def test_memory_held_back_for_the_communicator_lowers_the_largest_batch_at_2_and_more(tmp_path):
@@ -322,7 +331,7 @@ def test_a_probe_that_dies_or_hangs_is_that_probes_outcome_and_the_rest_go_on(tm
     assert len(statuses) == 4, statuses
     (outcome,) = doc["outcomes"]
     assert outcome["largest_fit"] == 12 and outcome["finished"]
-    left = [p.pid for p in psutil.process_iter(["cmdline"]) if "bench.predict.fit_worker" in (p.info["cmdline"] or [])]
+    left = [p.pid for p in psutil.process_iter(["cmdline"]) if "bench.fit.worker" in (p.info["cmdline"] or [])]
     assert not left, left
 
 
@@ -344,7 +353,7 @@ def test_fit_refuses_what_it_cannot_measure_in_one_line(tmp_path, capsys):
                        (["--memory-budget", "64", "--strategies", "single"] + out,
                         "single drives every device from one process"),
                        (["--memory-budget", "64", "--resolution", "1.5"] + out, "--resolution is a fraction"),
-                       (["--memory-budget", "64", "--warmup", "0"] + out, "--warmup and --steps must be at least 1"),
+                       (["--memory-budget", "64", "--warmup", "0"] + out, "--warmup must be at least 1, got 0"),
                        (["--memory-budget", "64", "--out", str(tmp_path / "x.json")], "ends in .fit.json")):
         assert main(base + args) == 2, args
         err = capsys.readouterr().err
@@ -360,7 +369,7 @@ def _fit_of(row: dict, largest: int, failed: int, peak_scale: float) -> dict:
     """A fit file of the case of a real 2-GPU row: its search at 2 devices ended at `largest`
     (fit) and `failed` (out of memory), with a probe at the row's batch whose peak is the row's
     times `peak_scale`."""
-    from bench.predict import fit
+    from bench.fit import fit
 
     case = {k: row[k] for k in ("model", "precision", "strategy", "channels_last", "execution", "sgd_impl", "options", "gpu_name")}
     probes = [{**case, "devices": 2, "batch_per_gpu": row["batch_per_gpu"], "status": "ok",
@@ -376,7 +385,7 @@ def test_a_fit_is_held_against_a_real_2_gpu_run_and_a_wrong_one_fails(tmp_path):
     a fit that says 256 and 1024 fit, with the same peak at 256, holds; one that says they fail, or whose peak is
     5% off, does not (exit 1); a fit of other options matches no row (one-line error, exit 2)."""
     from bench.cases import results
-    from bench.predict import fit
+    from bench.fit import fit
 
     row = next(r for r in results.load(REAL_X2) if r["strategy"] == "fsdp2" and r["n_replicas"] == 2
                and r["status"] == "ok" and r["batch_per_gpu"] == 256)
@@ -408,7 +417,7 @@ def test_the_reserve_is_held_back_at_2_and_more_and_given_back_at_1(monkeypatch)
 
     import torch
 
-    from bench.predict import fit_worker
+    from bench.fit import worker as fit_worker
 
     calls = []
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
@@ -422,3 +431,168 @@ def test_the_reserve_is_held_back_at_2_and_more_and_given_back_at_1(monkeypatch)
     for n in (1, 2, 1):
         fit_worker.held_back(memory, {"budget_mib": 500, "reserve_mib": 100}, n, 500)
     assert calls == [0.5, 0.4, 0.5]
+
+
+def test_the_verdict_at_a_batch_does_not_depend_on_what_was_asked_or_on_a_resume(tmp_path):
+    """A probe's peak is its batch's: the first probe of a worker once counted the activations
+    that Job.data works out on the meta device (no memory at all: 106 MiB for resnet18-small, whose
+    ddp then fit 7 per rank with --devices 2 in 300 MiB and 29 with --devices 1,2,4; here
+    tinynets:widenet fit 7 and 8 in 16 MiB). The same largest batch whatever is asked, and after a
+    resume from a file cut after its first probe (a fresh worker's first probe is then another batch)."""
+    asked = {"alone": ["--devices", "2"], "among others": ["--devices", "1,2,4"],
+             "other starts": ["--devices", "2", "--first-batches", "16,64"]}
+    found = {}
+    for name, args in asked.items():
+        out = tmp_path / f"{name.replace(' ', '-')}.fit.json"
+        proc = run_cli("fit", "--gpus", "", "--models", "tinynets:widenet", "--precisions", "fp32", "--strategies", "ddp",
+                       "--memory-budget", "16", *args, "--out", str(out), env=ENV)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        found[name] = next(o["largest_fit"] for o in json.loads(out.read_text())["outcomes"] if o["devices"] == 2)
+    assert len(set(found.values())) == 1 and found["alone"] > 4, found
+    # Cut after the first probe, then resumed: the fresh worker starts at another batch.
+    whole = tmp_path / "alone.fit.json"
+    doc = json.loads(whole.read_text())
+    cut = tmp_path / "cut.fit.json"
+    cut.write_text(json.dumps({**doc, "rows": doc["rows"][:1], "outcomes": []}))
+    proc = run_cli("fit", "--gpus", "", "--models", "tinynets:widenet", "--precisions", "fp32", "--strategies", "ddp",
+                   "--memory-budget", "16", "--devices", "2", "--out", str(cut), "--resume", env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(cut.read_text())["outcomes"][0]["largest_fit"] == found["alone"]
+
+
+def test_a_fit_at_one_device_count_says_that_count_in_plain_words():
+    from bench.fit import fit
+
+    doc = {"settings": {"gpus": [], "resolution": 0.02, "memory_budget_mib": 300},
+           "rows": [{"hardware": "CPU x"}],
+           "outcomes": [{"model": "m", "precision": "fp32", "strategy": "ddp", "devices": 8, "largest_fit": 53,
+                         "said": "53 (oom at 54)"},
+                        {"model": "other", "precision": "fp32", "strategy": "ddp", "devices": 8, "largest_fit": 9,
+                         "said": "9 (oom at 10)"}]}
+    said = fit.sentences(doc, {"m"})
+    assert len(said) == 1 and said[0].startswith("m, fp32: ddp fits 53 per rank at n = 8 (")
+
+
+def test_a_fit_file_that_cannot_be_used_is_one_line_naming_the_fix(tmp_path):
+    """The one schema-checked loader (bench.cases.results.load_document), as the fit reads it."""
+    from bench.fit import fit
+
+    cases = {"empty.fit.json": ("", "the file is empty"), "text.fit.json": ("{not json", "cannot read a fit file"),
+             "other.fit.json": (json.dumps({"schema": "parabench-probe/1"}), "is not a fit file (parabench-fit/1)"),
+             "half.fit.json": (json.dumps({"schema": fit.SCHEMA, "rows": []}), "a fit file without its outcomes")}
+    for name, (text, says) in cases.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(fit.FitError) as caught:
+            fit.load(tmp_path / name)
+        assert says in str(caught.value) and "\n" not in str(caught.value), str(caught.value)
+    with pytest.raises(fit.FitError, match="is a folder"):
+        fit.load(tmp_path)
+    check = run_cli("fit-check", str(tmp_path / "other.fit.json"), str(tmp_path / "other.fit.json"))
+    assert check.returncode == 2 and len(check.stderr.strip().splitlines()) == 1, check.stderr
+
+
+def test_make_fit_check_runs_the_fit_then_the_real_runs_then_the_table():
+    """`make fit-check GPUS=...` (GPUs only) in one call: the fit on the first GPU at 1 and n, then
+    scripts/fit_check.sh (the real runs at the fit's telling batches and `bench fit-check`);
+    FIT=file skips the fit; one GPU is refused in one line. Dry runs: no GPU here."""
+    import shutil
+
+    if not shutil.which("make"):
+        pytest.skip("no make here")
+
+    def make(*args):
+        return subprocess.run(["make", "-n", "fit-check", "PY=python3", *args], cwd=REPO, capture_output=True, text=True)
+
+    planned = make("GPUS=2,3,5", "MODEL=vit-large")
+    assert planned.returncode == 0, planned.stderr
+    assert "n=3;" in planned.stdout and "-m bench fit --gpus 2 --models vit-large" in planned.stdout
+    assert "--devices 1,$n --out $fit" in planned.stdout
+    assert "bash scripts/fit_check.sh $fit vit-large ddp,zero1,fsdp2 2,3,5 $dir" in planned.stdout
+    given = make("GPUS=0,1", "FIT=mine.fit.json")
+    assert "fit=mine.fit.json" in given.stdout and "-m bench fit " not in given.stdout
+    one = make("GPUS=0")
+    assert one.returncode != 0 and "fit-check needs two or more GPUs" in one.stderr
+
+
+def test_what_a_real_world_holds_beside_the_allocator_is_held_back_by_default(tmp_path):
+    """bench/fit/reserve.py's order: --reserve-mib given; on a host of 2+ GPUs this host's own
+    measurement for its driver and NCCL version (measured once, then kept); on one GPU the committed
+    measurement for its NCCL version (2 H100s, NCCL 2.28.9: 1000 MiB per rank), named; else nothing,
+    said. The CPU holds nothing back. The fit's sentence names the source."""
+    from bench.fit import fit, reserve
+
+    def no_measuring(*args):
+        raise AssertionError("measured where a figure was at hand")
+
+    one = reserve.choose(None, [0], [0], "2.28.9", "h", "580", tmp_path, measure=no_measuring)
+    assert one.mib == 1000.1 and "committed measurement for NCCL 2.28.9" in one.source
+    assert "results/reference/h100/x2/comm-memory.jsonl" in one.source
+    unknown = reserve.choose(None, [0], [0], "2.99.1", "h", "580", tmp_path, measure=no_measuring)
+    assert unknown.mib == 0 and "no committed measurement for NCCL 2.99.1" in unknown.source
+    assert reserve.choose(750.0, [0], [0, 1], "2.28.9", "h", "580", tmp_path, measure=no_measuring) == \
+        reserve.Reserve(750.0, "given with --reserve-mib")
+    assert reserve.choose(None, [], [], None, "h", None, tmp_path, measure=no_measuring).mib == 0
+
+    # Two GPUs: measured once per host, driver and NCCL version, then kept.
+    measured = []
+
+    def fake_measure(gpus, folder, host, driver):
+        measured.append((tuple(gpus), host, driver))
+        with open(folder / reserve.KEPT, "a") as fh:
+            for rank, mib in ((0, 990.0), (1, 1010.5)):
+                fh.write(json.dumps({"rank": rank, "world": 2, "gpu": "G", "nccl": [2, 30, 1], "communicator_mib": mib,
+                                     "host": host, "driver": driver}) + "\n")
+
+    first = reserve.choose(None, [0], [0, 1], "2.30.1", "h", "580", tmp_path, measure=fake_measure)
+    again = reserve.choose(None, [0], [0, 1], "2.30.1", "h", "580", tmp_path, measure=fake_measure)
+    assert first == again and first.mib == 1010.5 and "measured on h (driver 580, NCCL 2.30.1" in first.source
+    reserve.choose(None, [0], [0, 1], "2.30.1", "h", "590", tmp_path, measure=fake_measure)  # another driver
+    assert measured == [((0, 1), "h", "580"), ((0, 1), "h", "590")]
+
+    doc = {"settings": {"gpus": [0], "resolution": 0.02, "reserve_mib": one.mib, "reserve_source": one.source},
+           "rows": [{"hardware": "NVIDIA H100 80GB HBM3"}], "outcomes": []}
+    assert f"1000.1 MiB held back at n >= 2 for the communicator's buffers ({one.source})" in fit.where(doc)
+    nothing = {**doc, "settings": {**doc["settings"], "reserve_mib": 0.0, "reserve_source": unknown.source}}
+    assert fit.where(nothing).endswith(unknown.source)
+
+
+def test_a_worker_goes_on_after_an_out_of_memory_where_the_allocator_recovers(monkeypatch):
+    """After a probe, memory left behind is released (cycles, cuBLAS workspaces, the cache) and
+    looked at again: the worker goes on where it is gone, and leaves only where it stays (the
+    device's own figures, simulated here: no GPU)."""
+    from bench.fit import worker as fit_worker
+
+    released = []
+    for held, stays, goes_on in (([0.0], False, True), ([300.0, 0.5], False, True), ([300.0, 300.0], True, False)):
+        figures = iter(held)
+        monkeypatch.setattr(fit_worker, "left_behind_mib", lambda before: next(figures))
+        monkeypatch.setattr(fit_worker, "release", lambda: released.append(stays))
+        assert fit_worker.recovered(0) is goes_on
+    assert released == [False, True]  # released only where something was left behind
+
+
+def test_the_communicator_is_measured_by_torchrun_and_kept_per_host_and_driver(tmp_path, monkeypatch):
+    """reserve.measure: two ranks of bench.fit.comm_memory under torchrun on the first two GPUs;
+    each rank's line kept with the host and driver, torchrun's own lines skipped; a failed run is
+    one line naming --reserve-mib. (The run itself is simulated: no GPU here.)"""
+    import bench.fit.comm_memory  # noqa: F401 - it imports without a GPU
+    from bench.fit import reserve
+
+    ran = []
+    printed = "\n".join(["W1126 torchrun says something"] + [json.dumps(
+        {"rank": r, "world": 2, "gpu": "G", "nccl": [2, 28, 9], "communicator_mib": 1000.0 + r}) for r in (0, 1)])
+
+    def fake_run(command, env, **kwargs):
+        ran.append((command, env["CUDA_VISIBLE_DEVICES"]))
+        return subprocess.CompletedProcess(command, 0, printed, "")
+
+    monkeypatch.setattr(reserve.subprocess, "run", fake_run)
+    entries = reserve.measure([3, 5, 7], tmp_path, "h", "580")
+    assert ran == [([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m",
+                     "bench.fit.comm_memory"], "3,5")]
+    assert [e["communicator_mib"] for e in entries] == [1000.0, 1001.0] and all(e["host"] == "h" for e in entries)
+    assert reserve.kept(tmp_path, "h", "580", "2.28.9").mib == 1001.0 and reserve.kept(tmp_path, "h", "590", "2.28.9") is None
+    monkeypatch.setattr(reserve.subprocess, "run",
+                        lambda command, env, **kw: subprocess.CompletedProcess(command, 1, "", "NCCL error: unhandled"))
+    with pytest.raises(reserve.ReserveError, match="NCCL error: unhandled.*give --reserve-mib"):
+        reserve.measure([0, 1], tmp_path, "h", "580")

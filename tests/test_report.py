@@ -440,6 +440,11 @@ def test_the_memory_section_bounds_what_sharding_can_save():
     # ZeRO-1 shards the momentum (44.6 MiB): on 2 GPUs at most 22 MiB; FSDP2 all of it: 67 MiB.
     assert cells_["zero1 (2 GPU)"][4:9] == ["6378", "6400", "22", "22", "79% (71-87)"]
     assert cells_["fsdp2 (2 GPU)"][4:9] == ["6300", "6400", "100", "67", "63% (57-70)"]
+    # What each strategy keeps and sends comes from its declaration (strategies/*.py), not its name.
+    assert "zero1 shards the optimiser state (44.6 MiB) and sends per step: all-reduce of the gradients (44.6 MiB), " \
+           "broadcast of the parameters (44.6 MiB)" in text
+    assert "fsdp2 shards the parameters, gradients and optimiser state (133.8 MiB)" in text
+    assert "ddp shards nothing and sends per step: all-reduce of the gradients (44.6 MiB)" in text
 
 
 def test_sentences_divide_cases_of_one_run_only():

@@ -12,7 +12,6 @@ nowhere else. No torch: reading results must not need it.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Any
 import strategies
 from bench.cases.knobs import BY_NAME as KNOB, COMPILE_MODES, KNOBS as DECLARED, NAMES as KNOB_NAMES  # noqa: F401
 from bench.core.placement import Placement
+from bench.core.step import KnobFields
 
 EXECUTIONS = ("eager", "compile", "cuda-graph")
 
@@ -33,13 +33,11 @@ COLUMNS = AXES + ("gpus_per_node", "world_size") + KNOBS + MEASUREMENT + ("globa
 LEGACY = {"execution": "eager", **{k.name: k.legacy for k in DECLARED if k.legacy is not None}}
 
 
-class _Knobs:
-    """Attribute access to a frozen dataclass's `knobs` pairs: `case.tf32`, `settings.data`."""
+class _Knobs(KnobFields):
+    """A frozen dataclass whose `knobs` pairs are its knob fields: `case.tf32`, `settings.data`."""
 
-    def __getattr__(self, name):
-        if name in KNOB:
-            return dict(self.__dict__.get("knobs", ())).get(name, self._missing(name))
-        raise AttributeError(name)
+    def _knob(self, name: str):
+        return dict(self.knobs).get(name, self._missing(name))
 
 
 @dataclass(frozen=True)
@@ -202,9 +200,6 @@ class Case(_Knobs):
 
     def measurement(self) -> dict:
         return {k: getattr(self, k) for k in MEASUREMENT}
-
-    def with_batch(self, batch_per_gpu: int) -> "Case":
-        return dataclasses.replace(self, batch_per_gpu=batch_per_gpu)
 
     # --- outputs --------------------------------------------------------------------
     def row(self) -> dict:

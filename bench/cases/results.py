@@ -263,6 +263,24 @@ def read_text(path: Path, fix: str = "", kind: str = "results file") -> str:
         raise ResultsError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
+def load_document(path: str | os.PathLike, schema: str, kind: str, fix: str, lists: tuple[str, ...] = ()) -> dict:
+    """A JSON file of parabench's own (a fit, an instruction count), checked: read as
+    `read_text` reads, a JSON object whose `schema` is `schema`, each key of `lists` a list.
+    ResultsError names what is wrong and `fix`."""
+    text = read_text(Path(path), fix, kind=kind)
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ResultsError(f"{path}: cannot read {'an' if kind[0] in 'aeiou' else 'a'} {kind} ({exc}); {fix}") from None
+    if not isinstance(doc, dict) or doc.get("schema") != schema:
+        raise ResultsError(f"{path} is not {'an' if kind[0] in 'aeiou' else 'a'} {kind} ({schema}); {fix}")
+    missing = [k for k in lists if not isinstance(doc.get(k), list)]
+    if missing:
+        raise ResultsError(f"{path}: {'an' if kind[0] in 'aeiou' else 'a'} {kind} without its {' or '.join(missing)}; "
+                           f"{fix}")
+    return doc
+
+
 def load(path: str | os.PathLike) -> list[dict]:
     """Rows of a results file (.json or .csv), validated; ResultsError names what is wrong."""
     path = Path(path)

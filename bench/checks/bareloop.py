@@ -14,6 +14,7 @@ import time
 
 import torch
 
+import strategies
 from bench.cases.case import Case, settings as make_settings
 from bench.workloads import get_workload
 from bench.core.precision import get_precision
@@ -57,7 +58,8 @@ def suite_single(model_name: str, batch: int, precision: str, channels_last: boo
                  sgd: str) -> dict:
     settings = make_settings(warmup=warmup, steps=steps, trials=3, channels_last=channels_last, cudnn_benchmark="on",
                              **{"sgd_impl": sgd})
-    case = Case.make("single", precision, model_name, Placement((0,), 1), batch, "eager", settings).spec()
+    # The registry's one-device baseline (strategies/single.py), set against the bare loop.
+    case = Case.make(strategies.baseline(), precision, model_name, Placement((0,), 1), batch, "eager", settings).spec()
     configure_backends(case)
     return measure_case(Job({"launcher": "local"}, 0, 1, 0), case)
 

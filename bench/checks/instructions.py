@@ -147,18 +147,13 @@ def write(path: str, record: dict) -> None:
 
 
 def load(path: str) -> dict:
-    from bench.cases.results import ResultsError, read_text
+    from bench.cases.results import ResultsError, load_document
 
-    fix = f"record it with `python -m bench instructions --out {path}`"
     try:
-        record = json.loads(read_text(Path(path), fix, kind="instruction-count file"))
+        return load_document(path, SCHEMA, "instruction-count file",
+                             f"record it with `python -m bench instructions --out {path}`", lists=())
     except ResultsError as exc:
         raise InstructionsError(str(exc)) from None
-    except (ValueError, RecursionError) as exc:
-        raise InstructionsError(f"cannot read {path} ({exc}): {fix}") from None
-    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
-        raise InstructionsError(f"{path} is not an instruction-count file ({SCHEMA})")
-    return record
 
 
 def check_environment(baseline: dict, here: dict) -> None:

@@ -10,10 +10,10 @@ import os
 import signal
 import sys
 
-from bench.cli import anatomy, answer, check, compare, fit, instructions, listing, predict, report, run
+from bench.cli import anatomy, answer, check, compare, fit, instructions, listing, probe_comm, report, run
 from bench.cli.common import UsageError
 
-COMMANDS = (run, listing, anatomy, answer, report, predict, fit, compare, instructions, check)
+COMMANDS = (run, listing, anatomy, answer, report, probe_comm, fit, compare, instructions, check)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -40,13 +40,9 @@ def cmd_answer(args) -> int:
     for path, name in sorted({(r["source"], r["run"]) for r in recs}):
         for line in answer.search_lines(path, name):
             print(line)
-    from bench.report.predicted import said_in_answer
-
-    for line in said_in_answer(shown):
-        print("\n" + line)
     from bench.report import fitted
 
-    for line in fitted.said_in_answer(shown):
+    for line in fitted.said_in_answer(shown, set(runs["model"]) if "model" in runs else None):
         print("\n" + line)
     return 0
 

@@ -1,6 +1,6 @@
 """`fit`: the peak memory per device and the largest batch per device that fits, at device
 counts beyond this host's, each measured as rank 0 of a fake world of n on one device
-(bench/predict/fit.py)."""
+(bench/fit/fit.py)."""
 from __future__ import annotations
 
 import datetime
@@ -8,7 +8,26 @@ import math
 import socket
 from pathlib import Path
 
-from bench.cli.common import RESULTS_DIR, UsageError, check_names, ints, listed, resolve_gpus
+from bench.cli import flags
+from bench.cli.common import UsageError, check_names, ints, listed, resolve_gpus
+
+
+def _reserve(args, gpus: list[int]):
+    """What the fit holds back at n >= 2 and why (bench/fit/reserve.py); a failed measurement is one line."""
+    from bench.fit import reserve
+    from bench.measure import envinfo
+
+    nccl = driver = None
+    visible: list[int] = []
+    if gpus and args.reserve_mib is None:
+        on_host = envinfo.gpus_on_host()
+        visible = [g["index"] for g in on_host]
+        driver = on_host[0]["driver"] if on_host else None
+        nccl = envinfo.runtime_libraries().get("nccl")
+    try:
+        return reserve.choose(args.reserve_mib, gpus, visible, nccl, socket.gethostname(), driver, Path(args.results_dir))
+    except reserve.ReserveError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _budget(args, gpus: list[int], models: list[str]) -> float | None:
@@ -39,8 +58,8 @@ def _budget(args, gpus: list[int], models: list[str]) -> float | None:
 
 
 def _devices(args) -> list[int]:
-    from bench.predict import MAX_DEVICES
-    from bench.predict.fit import DEFAULT_DEVICES
+    from bench.fit import MAX_DEVICES
+    from bench.fit.fit import DEFAULT_DEVICES
 
     devices = sorted(ints(args.devices, "--devices")) if args.devices else list(DEFAULT_DEVICES)
     if max(devices) > MAX_DEVICES:
@@ -67,7 +86,7 @@ def cmd_fit(args) -> int:
     from bench.cases import results
     from bench.cases.case import settings as make_settings
     from bench.core.precision import PRECISIONS
-    from bench.predict import fit
+    from bench.fit import fit
 
     chosen = listed(args.strategies, "--strategies") or fit.strategies_to_fit()
     check_names(chosen, strategies.names(), "strategy", "--strategies")
@@ -91,11 +110,13 @@ def cmd_fit(args) -> int:
     devices = _devices(args)
     budget = _budget(args, gpus, models)
     search = _search(args)
-    if args.warmup < 1 or args.steps < 1:
-        raise UsageError("--warmup and --steps must be at least 1 (the optimiser's state exists after the first step)")
-    if not (math.isfinite(args.reserve_mib) and 0 <= args.reserve_mib < (budget or float("inf"))):
+    measured = flags.measured(args, "fit", bool(gpus))
+    args.warmup, args.steps = measured["warmup"], measured["steps"]
+    if args.reserve_mib is not None and not (math.isfinite(args.reserve_mib)
+                                             and 0 <= args.reserve_mib < (budget or float("inf"))):
         raise UsageError(f"--reserve-mib is the MiB held back at n >= 2, at least 0 and less than the memory a probe "
                          f"may use, got {args.reserve_mib:g}")
+    held = _reserve(args, gpus)
     for flag, value in (("--probe-timeout", args.probe_timeout), ("--startup-timeout", args.startup_timeout)):
         if not (math.isfinite(value) and value > 0):
             raise UsageError(f"{flag} must be a positive number of seconds, got {value:g}")
@@ -109,7 +130,7 @@ def cmd_fit(args) -> int:
         raise UsageError(str(exc)) from None
     knobs = make_settings(warmup=args.warmup, steps=args.steps, trials=1, channels_last=args.channels_last)
     settings = {"models": models, "strategies": chosen, "precisions": precisions, "devices": devices, "gpus": gpus,
-                "memory_budget_mib": budget, "reserve_mib": args.reserve_mib, "channels_last": args.channels_last, "warmup": args.warmup,
+                "memory_budget_mib": budget, "reserve_mib": held.mib, "reserve_source": held.source, "channels_last": args.channels_last, "warmup": args.warmup,
                 "steps": args.steps, **search, "first": list(search["first"]), "probe_timeout_s": args.probe_timeout,
                 "startup_timeout_s": args.startup_timeout}
     environment = fit.environment_of(gpus)
@@ -121,7 +142,7 @@ def cmd_fit(args) -> int:
         items, skipped = fit.cases(model, chosen, precisions, devices, gpus, knobs)
         rows += [{**r, **environment, "hardware": _hardware(environment), "fake_world": True, "devices": r["n_replicas"]}
                  for r in skipped]
-        job = fit.Fit(model, items, gpus, budget, search, reserve_mib=args.reserve_mib, probe_timeout_s=args.probe_timeout,
+        job = fit.Fit(model, items, gpus, budget, search, reserve_mib=held.mib, probe_timeout_s=args.probe_timeout,
                       startup_timeout_s=args.startup_timeout)
         by_item = {(i["precision"], i["strategy"]): i for i in items}
         for row in rows:  # what a resumed file measured already
@@ -162,7 +183,7 @@ def cmd_fit(args) -> int:
 def _resumed(out: Path, settings: dict, models: list[str]) -> tuple[list[dict], list[dict]]:
     """--resume: the rows of a fit file made with the same search, and the outcomes of its
     models that this run does not measure again."""
-    from bench.predict import fit
+    from bench.fit import fit
 
     try:
         doc = fit.load(out)
@@ -203,7 +224,7 @@ def cmd_fit_check(args) -> int:
     import pandas as pd
 
     from bench.cases import results
-    from bench.predict import fit
+    from bench.fit import fit
 
     try:
         doc = fit.load(args.fit)
@@ -228,7 +249,8 @@ def cmd_fit_check(args) -> int:
 
 
 def add_parser(sub) -> None:
-    from bench.predict.fit import DEFAULT_DEVICES, PEAK_TOLERANCE
+    from bench.fit.fit import DEFAULT_DEVICES, PEAK_TOLERANCE
+    from bench.fit.search import Search
 
     check = sub.add_parser("fit-check", help="a fit file's figures held against real runs of n devices: the fit's "
                            "verdict at each measured batch beside the run's outcome, and the two peaks per device")
@@ -239,33 +261,33 @@ def add_parser(sub) -> None:
 
     cmd = sub.add_parser("fit", help="peak memory per device and the largest batch per device that fits, at device "
                          "counts beyond this host's: each measured as rank 0 of a fake world of n on one device")
-    cmd.add_argument("--models", default="resnet18", help="workloads, e.g. resnet18,vit-large,timm:resnet50 "
-                     "(default resnet18)")
-    cmd.add_argument("--strategies", help="default: ddp and every strategy that shards (the registry's)")
-    cmd.add_argument("--precisions", default="amp-bf16", help="default amp-bf16")
+    flags.what(cmd, models="resnet18", precisions="amp-bf16",
+               strategies="default: ddp and every strategy that declares it shards (Strategy.shards)")
     cmd.add_argument("--devices", help=f"device counts, each a fake world (default {','.join(map(str, DEFAULT_DEVICES))})")
-    cmd.add_argument("--gpus", help="the one GPU to measure on (default: GPU 0 where there is one; '' or cpu: the CPU, "
-                     "with --memory-budget)")
+    flags.gpus(cmd, "the one GPU to measure on (default: GPU 0 where there is one; '' or cpu: the CPU, with "
+               "--memory-budget)")
     cmd.add_argument("--memory-budget", type=float, metavar="MIB",
                      help="the memory a probe may use, MiB (on a GPU default: the whole device; on the CPU required)")
-    cmd.add_argument("--reserve-mib", type=float, default=0.0, metavar="MIB",
+    cmd.add_argument("--reserve-mib", type=float, metavar="MIB",
                      help="memory held back from every probe at n >= 2 for what a real world holds outside "
-                     "PyTorch's allocator, the communicator's buffers (NCCL 2.28 on 2 H100s: 1000 MiB per GPU, "
-                     "scripts/comm_memory.py); default 0")
+                     "PyTorch's allocator, the communicator's buffers (default: measured on a host of 2 or more "
+                     "GPUs and kept per host, driver and NCCL version; on one GPU the committed measurement for "
+                     "its NCCL version; bench/fit/reserve.py)")
     cmd.add_argument("--channels-last", action="store_true", help="channels_last memory format (default off)")
-    cmd.add_argument("--first-batches", default="8,64", help="the batches the search starts from, the line "
-                     "through them predicting the limit (default 8,64)")
-    cmd.add_argument("--resolution", type=float, default=0.02, help="stop when the smallest batch that failed is "
-                     "within this fraction of the largest that fit (default 0.02)")
-    cmd.add_argument("--max-batch", type=int, default=65536, help="the search's ceiling (default 65536)")
-    cmd.add_argument("--warmup", type=int, default=1, help="steps before the peak is read (default 1)")
-    cmd.add_argument("--steps", type=int, default=1, help="steps whose peak is the probe's (default 1)")
+    how = Search(limit_mib=0)  # the search's defaults, declared once there
+    first = ",".join(map(str, how.first))
+    cmd.add_argument("--first-batches", default=first, help="the batches the search starts from, the line "
+                     f"through them predicting the limit (default {first})")
+    cmd.add_argument("--resolution", type=float, default=how.resolution, help="stop when the smallest batch that "
+                     f"failed is within this fraction of the largest that fit (default {how.resolution:g})")
+    cmd.add_argument("--max-batch", type=int, default=how.max_batch,
+                     help=f"the search's ceiling (default {how.max_batch})")
+    flags.measurement(cmd, "fit")
     cmd.add_argument("--probe-timeout", type=float, default=300.0,
                      help="seconds a probe may take before its worker is killed and a fresh one goes on (default 300)")
     cmd.add_argument("--startup-timeout", type=float, default=300.0,
                      help="seconds a worker may take to start and build the model (default 300)")
-    cmd.add_argument("--out", help=f"the fit file (default <results-dir>/<time>-<host>{'.fit.json'})")
-    cmd.add_argument("--resume", action="store_true", help="go on from the probes --out holds (made with the same "
-                     "search settings): a search already over is not measured again")
-    cmd.add_argument("--results-dir", default=str(RESULTS_DIR))
+    flags.output(cmd, "the fit file (default <results-dir>/<time>-<host>.fit.json)",
+                 resume="go on from the probes --out holds (made with the same search settings): a search already "
+                 "over is not measured again")
     cmd.set_defaults(func=cmd_fit)

@@ -25,6 +25,9 @@ def list_strategies(args) -> None:
     for name in names:
         strategy = strategies.get(name)
         print(f"\n  {name:<18} {strategy.summary}")
+        if strategy.shards or strategy.sends:  # its declarations (strategies/base.py)
+            print(f"  {'':<18} shards {strategy.describe_shards() or 'nothing'}; sends per step: "
+                  + (", ".join(c.describe() for c in strategy.sends) or "nothing"))
         if strategy.options:
             print(f"  {'':<18} options: " + ", ".join(
                 f"{k}={v}" + (f" ({'|'.join(map(str, strategy.option_choices[k]))})" if k in strategy.option_choices else "")

@@ -6,7 +6,8 @@ import os
 import sys
 import time
 
-from bench.cli.common import RESULTS_DIR, UsageError, check_names, ints, listed, resolve_gpus
+from bench.cli import flags
+from bench.cli.common import UsageError, check_names, ints, listed, resolve_gpus
 from bench.cli.run_files import existing_rows as _existing_rows, output_path as _output_path
 
 
@@ -67,9 +68,7 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
         if not (math.isfinite(args.budget) and 0 < args.budget <= 24 * 60):
             raise UsageError(f"--budget takes minutes, more than 0 and at most 1440, got {args.budget:g}")
     return Settings(
-        warmup=count(args.warmup, 10 if on_gpu else 1, "--warmup", 0),
-        steps=count(args.steps, 20 if on_gpu else 6, "--steps", 1),  # 12 steps on the CPU: enough for a spread (caveats.py)
-        trials=count(args.trials, 3 if on_gpu else 2, "--trials", 1),
+        **flags.measured(args, "run", on_gpu),
         seed=count(args.seed, 0, "--seed", 0), knobs=tuple((k.name, getattr(args, k.name)) for k in KNOBS),
         options=tuple(sorted(_parse_options(args.option, strategy_names).items())),
         case_timeout_s=args.case_timeout, startup_timeout_s=args.startup_timeout,
@@ -288,20 +287,14 @@ def add_parser(sub) -> None:
 
     run = sub.add_parser("run", help="run a sweep and write results; exit 0 measured, 1 could not go on, 2 bad input, "
                          "3 no case measured ok, 130/143/129 stopped by Ctrl-C/SIGTERM/SIGHUP (resumable)")
-    run.add_argument("--strategies", help="comma-separated (default: every strategy)")
-    run.add_argument("--precisions", default="fp32", help="fp32,amp-fp16,amp-bf16,apex-O1,apex-O2 (default fp32)")
-    run.add_argument("--models", default="resnet18-small", help="built-in (resnet18-small, resnet18, vit-large), timm:NAME, torchvision:NAME or "
-                     "package.module:factory (default resnet18-small; `list --models` shows them)")
+    flags.what(run, models="resnet18-small", precisions="fp32", strategies="comma-separated (default: every strategy)")
     run.add_argument("--batch-sizes", help="per-GPU batch sizes (default 32,64,128,256 on GPUs, 2,4 on the CPU)")
     run.add_argument("--global-batch-sizes", help="global batch sizes, split evenly across the devices")
-    run.add_argument("--gpus", help="CUDA ordinals, e.g. 0,1 (default: all visible; '' or cpu: the CPU)")
+    flags.gpus(run)
     run.add_argument("--gpu-counts", help="run multi-GPU strategies on the first N of --gpus for each N, e.g. 1,2,4")
     run.add_argument("--cpu-replicas", type=int, default=2, help="replicas/processes for multi-device strategies on the CPU")
-    run.add_argument("--oversubscribe", action="store_true",
-                     help="allow more --cpu-replicas than CPU cores (never more than the memory holds)")
-    run.add_argument("--warmup", type=int, help="warm-up steps per case (default 10 on GPUs, 1 on the CPU)")
-    run.add_argument("--steps", type=int, help="timed steps per trial (default 20 on GPUs, 6 on the CPU)")
-    run.add_argument("--trials", type=int, help="trials per case (default 3 on GPUs, 2 on the CPU)")
+    flags.oversubscribe(run, "allow more --cpu-replicas than CPU cores (never more than the memory holds)")
+    flags.measurement(run, "run")
     run.add_argument("--seed", type=int, default=0, help="seed of the weights and the synthetic data (>= 0)")
     run.add_argument("--execution", default="eager",
                      help="eager,compile,cuda-graph: how the step runs, swept like precisions (default eager)")
@@ -320,9 +313,8 @@ def add_parser(sub) -> None:
                      help="after each case's timing, profile a few steps on every rank: traces under "
                           "<results folder>/traces/<results name>/ and the step's breakdown in anatomy_* columns")
     run.add_argument("--anatomy-steps", type=int, help="steps in the profiled window of --anatomy (default 3)")
-    run.add_argument("--out", help="results file (.json; a .csv is written beside it)")
-    run.add_argument("--results-dir", default=str(RESULTS_DIR), help="folder for a new results file (default results/)")
-    run.add_argument("--resume", action="store_true", help="continue --out (or the newest run), skipping measured cases")
+    flags.output(run, "results file (.json; a .csv is written beside it)",
+                 resume="continue --out (or the newest run), skipping measured cases")
     run.add_argument("--nnodes", type=int, help="hosts the sweep spans: run the same command on each (default 1; under "
                      "Slurm's srun, the task count)")
     run.add_argument("--node-rank", type=int, help="this host's number, 0 to nnodes-1; node 0 writes the results")

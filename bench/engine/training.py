@@ -27,7 +27,7 @@ def sgd_arguments(impl: str) -> dict:
 def optimizer_arguments(ctx: WorkerContext) -> dict:
     """The case's SGD arguments, its `--sgd-impl` resolved (for strategies that build the
     optimiser themselves, e.g. ZeroRedundancyOptimizer)."""
-    return sgd_arguments(ctx.spec.get("sgd_impl") or "for-loop")
+    return sgd_arguments(ctx.sgd_impl or "for-loop")
 
 
 def make_optimizer(params, ctx: WorkerContext) -> torch.optim.Optimizer:

@@ -20,7 +20,7 @@ The expression vocabulary (Python expressions over these names, nothing else):
   or several is an error.
 - `rows(**where)`: every such row (a list). `row_in(path, **where)`, `rows_in(path, **where)`:
   the same in another file. Option values: `opt(r, "bucket_cap_mb")`.
-- `doc(path=None)`: the file as parsed JSON (probe files, predictions, host probes).
+- `doc(path=None)`: the file as parsed JSON (probe files, host probes).
 - `grep(pattern, path=None)`: the first group of a regular expression in a text file (logs).
 - `const(name, path=None)`: a top-level constant of a Python module, read without importing it.
 - `[claim.let]`, `name = 'expression'`: names of the claim's own, evaluated in order (rows,
@@ -285,10 +285,9 @@ def load(path: Path = TABLE) -> tuple[list[Claim], dict]:
 
 
 def documents(scan: dict) -> tuple[list[str], list[str]]:
-    """(enforced, pending): the README, every docs/*.md and bench/predict/README.md, those the
+    """(enforced, pending): the README and every docs/*.md, those the
     table lists as pending apart (their scan is not enforced yet)."""
-    found = ["README.md", *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "docs").glob("*.md")),
-             "bench/predict/README.md"]
+    found = ["README.md", *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "docs").glob("*.md"))]
     pending = [d for d in found if d in scan.get("pending", [])]
     return [d for d in found if d not in pending], pending
 

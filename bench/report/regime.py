@@ -63,11 +63,3 @@ def add_regimes(frame: pd.DataFrame) -> pd.DataFrame:
         if measured:
             regime[i] = measured
     return frame.assign(regime=regime)
-
-
-def idle_share(row) -> float | None:
-    """The measured idle share of the step, where an anatomy was taken."""
-    idle, step = row.get("anatomy_idle_ms"), row.get("anatomy_step_ms")
-    if idle is None or step is None or pd.isna(idle) or pd.isna(step) or step <= 0:
-        return None
-    return idle / step

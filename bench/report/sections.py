@@ -16,7 +16,7 @@ import pandas as pd
 import strategies
 from bench.report import answer as answers
 from bench.report import findings as answer
-from bench.report import fitted, predicted
+from bench.report import fitted
 from bench.report.anatomy import anatomy_section as _anatomy_details
 from bench.report.figures import (PRECISION_ORDER, figure_amp, figure_efficiency, figure_knobs, figure_memory,
                                   figure_scaling, figure_throughput, slug)
@@ -113,12 +113,8 @@ def scaling_section(rep: Report) -> list[str]:
     return _figures(rep, "Scaling", ("efficiency", "scaling"))
 
 
-def predicted_section(rep: Report) -> list[str]:
-    return predicted.section(rep.paths, rep.out)
-
-
 def fit_section(rep: Report) -> list[str]:
-    return fitted.section(rep.paths)
+    return fitted.section(rep.paths, set(rep.frame["model"]) if len(rep.frame) else None)
 
 
 def memory_overview(rep: Report) -> list[str]:
@@ -155,7 +151,7 @@ def peak_section(rep: Report) -> list[str]:
     return achieved_vs_peak(rep.frame, peak_rates(rep.paths))
 
 
-SECTIONS = [answer_section, findings_section, throughput_section, scaling_section, predicted_section, fit_section,
+SECTIONS = [answer_section, findings_section, throughput_section, scaling_section, fit_section,
             memory_overview, anatomy_overview, cudnn_section, peak_section]
 
 
@@ -286,13 +282,22 @@ def achieved_vs_peak(frame: pd.DataFrame, peaks: dict[str, dict]) -> list[str]:
     return lines
 
 
-SHARDED = {name: strategies.get(name).shards for name in STRATEGY_ORDER if strategies.get(name).shards}
+
+
+def _keeps_and_sends(strategy, parameters: float) -> str:
+    """'zero1 shards the optimiser state (44.6 MiB) and sends per step: all-reduce of the
+    gradients (44.6 MiB), ...', from the strategy's declarations."""
+    shards = (f"shards {strategy.describe_shards()} ({strategy.sharded_bytes(int(parameters)) / 2**20:.1f} MiB)"
+              if strategy.shards else "shards nothing")
+    sends = ", ".join(c.describe(int(parameters)) for c in strategy.sends) or "nothing"
+    return f"{strategy.name} {shards} and sends per step: {sends}"
 
 
 def memory_section(group: pd.DataFrame) -> list[str]:
     """Per-GPU peak memory of the sharded strategies against DDP at equal batch, GPUs,
     precision and layout (same run), with what sharding can save at most: the part of the
-    model state (fp32 weights, gradients and SGD momentum) it splits, (N-1)/N of it."""
+    model state (fp32 weights, gradients and SGD momentum) it declares it shards, (N-1)/N of
+    it, and what it declares it sends per step (strategies/base.py)."""
     model = group["model"].iloc[0]
     pairs = answer.sharding_pairs(group[group["status"] == "ok"])
     counts = group["parameters"].dropna() if "parameters" in group else []
@@ -300,25 +305,24 @@ def memory_section(group: pd.DataFrame) -> list[str]:
         return []
     parameters = float(counts.iloc[0])
     tensor_mib = parameters * 4 / 2**20  # one fp32 copy of the parameters
-    state = {"optimizer": tensor_mib, "all": 3 * tensor_mib}  # momentum; weights + gradients + momentum
     rows = []
     for r, base in pairs:
-        n = int(base["n_gpus"])
+        n = int(base["n_gpus"] or base["n_replicas"])  # a CPU run's ranks count as its devices
         rows.append({"precision": r["precision"], "GPUs": n, "batch/GPU": int(r["batch_per_gpu"]),
                      "case": label(r), "peak MiB": f"{r['peak_alloc_mib']:.0f}",
                      f"{REFERENCE} peak MiB": f"{base['peak_alloc_mib']:.0f}",
                      "saved MiB": f"{base['peak_alloc_mib'] - r['peak_alloc_mib']:.0f}",
-                     "at most MiB": f"{state[SHARDED[r['strategy']]] * (n - 1) / n:.0f}",
+                     "at most MiB": f"{strategies.get(r['strategy']).sharded_bytes(parameters) / 2**20 * (n - 1) / n:.0f}",
                      f"images/s vs {REFERENCE}": f"{100 * r['img_per_s'] / base['img_per_s']:.0f}% "
                                         f"({100 * r['img_per_s_p10'] / base['img_per_s_p90']:.0f}-"
                                         f"{100 * r['img_per_s_p90'] / base['img_per_s_p10']:.0f})"})
     share, at = max((((b["peak_alloc_mib"] - 3 * tensor_mib) / b["peak_alloc_mib"], b) for _, b in pairs),
                     key=lambda t: t[0])
-    what = {"optimizer": f"the momentum ({tensor_mib:.0f} MiB)", "all": "all three"}
-    who = "; ".join(f"{name} shards {what[kind]}" for name, kind in SHARDED.items())
+    shown = sorted({r["strategy"] for r, _ in pairs} | {REFERENCE}, key=STRATEGY_ORDER.index)
+    who = "; ".join(_keeps_and_sends(strategies.get(name), parameters) for name in shown)
     return [f"## Memory, explained: sharding against {REFERENCE}", "",
             f"{model} has {parameters / 1e6:.2f} M parameters: its model state (fp32 weights, gradients and "
-            f"SGD momentum) is {3 * tensor_mib:.0f} MiB per replica. {who}; on N GPUs a strategy can save at most "
+            f"SGD momentum) is {3 * tensor_mib:.0f} MiB per replica. {who}. On N GPUs a strategy can save at most "
             "(N-1)/N of what it shards, per GPU ('at most'). The rest of the peak is activations and workspace, "
             f"which no strategy here shards: up to {100 * share:.0f}% of {REFERENCE}'s peak ({label(at)}, {at['precision']}, "
             f"batch {int(at['batch_per_gpu'])}/GPU). Where the saving exceeds the bound or is negative, the "

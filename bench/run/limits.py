@@ -23,7 +23,7 @@ import re
 RANK_MEMORY_MIB = {"resnet18-small": 650, "resnet18": 820}
 
 
-class LimitError(Exception):
+class LimitError(ValueError):
     """A replica count this host cannot hold; the message names the fix."""
 
 
@@ -56,17 +56,26 @@ def check_cpu_replicas(replicas: int, models: list[str], oversubscribe: bool, co
     """Raise LimitError where `replicas` CPU replicas of `models` do not fit this host."""
     if replicas <= 1:
         return
+    per_rank, measured = max(rank_memory_mib(m) for m in models)
+    check_ranks("--cpu-replicas", replicas, per_rank, f"one {measured} rank; bench/run/limits.py", oversubscribe,
+                cores, available)
+
+
+def check_ranks(flag: str, count: int, per_rank_mib: float, measured: str, oversubscribe: bool,
+                cores: int | None = None, available: int | None = None) -> None:
+    """The one guard of every CPU rank count (`bench run --cpu-replicas`, `bench probe-comm
+    --devices`): LimitError where `count` ranks of `per_rank_mib` (the measured peak of
+    `measured`) outgrow the available memory, always, or the usable cores, unless `oversubscribe`."""
     cores = usable_cores() if cores is None else cores
     available = available_memory() if available is None else available
-    per_rank, measured = max(rank_memory_mib(m) for m in models)
-    fits = available // (per_rank * 2**20)
-    if replicas > fits:
-        raise LimitError(f"--cpu-replicas {replicas} needs about {replicas * per_rank / 1024:,.1f} GiB of memory "
-                         f"({per_rank} MiB per rank, the measured peak of one {measured} rank; bench/run/limits.py) "
+    fits = int(available // (per_rank_mib * 2**20))
+    if count > fits:
+        raise LimitError(f"{flag} {count} needs about {count * per_rank_mib / 1024:,.1f} GiB of memory "
+                         f"({per_rank_mib:,.0f} MiB per rank, the measured peak of {measured}) "
                          f"and {available / 2**30:.1f} GiB is available: use at most {fits}")
-    if replicas > cores and not oversubscribe:
-        raise LimitError(f"--cpu-replicas {replicas} is more than the {cores} CPU cores this process may use: the "
-                         f"replicas would share cores and slow each other down; use at most {cores}, or pass "
+    if count > cores and not oversubscribe:
+        raise LimitError(f"{flag} {count} is more than the {cores} CPU cores this process may use: the "
+                         f"ranks would share cores and slow each other down; use at most {cores}, or pass "
                          "--oversubscribe to measure that on purpose")
 
 

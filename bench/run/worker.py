@@ -37,16 +37,17 @@ from bench.core.precision import get_precision, release_apex
 from bench.core.stats import summarize
 from bench.measure.timing import StepClock, peak_memory_mib, reset_peak_memory
 from bench.core.placement import Placement
-from bench.core.step import WorkerContext
+from bench.core.step import CaseSpec, WorkerContext
 
 
 def configure_backends(case: dict, parity: bool = False) -> None:
-    torch.backends.cudnn.benchmark = bool(case["cudnn_benchmark"])
+    knobs = CaseSpec(case)
+    torch.backends.cudnn.benchmark = bool(knobs.cudnn_benchmark)
     torch.backends.cudnn.deterministic = parity
-    if case["tf32"] == "default":
+    if knobs.tf32 == "default":
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = False, True  # PyTorch's defaults
     else:
-        allow = case["tf32"] == "on"
+        allow = knobs.tf32 == "on"
         torch.backends.cuda.matmul.allow_tf32 = allow
         torch.backends.cudnn.allow_tf32 = allow
 
@@ -70,9 +71,9 @@ def make_context(case: dict, rank: int = 0, world_size: int = 1, local_rank: int
 class Job:
     """This process's place in the worker: its rank and the launcher that connects the ranks."""
 
-    def __init__(self, spec: dict, rank: int, world_size: int, local_rank: int):
+    def __init__(self, spec: dict, rank: int, world_size: int, local_rank: int, launcher=None):
         self.spec = spec
-        self.launcher = launchers.by_name(spec["launcher"])
+        self.launcher = launcher or launchers.by_name(spec["launcher"])
         self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
         self.cpus: list[int] = []
         self.best_seen: dict = {}  # group -> the best images/s this worker measured there (screening)
@@ -80,7 +81,7 @@ class Job:
     def bind_cpus(self, case: dict) -> None:
         """This process's CPUs for the case (the cpu_bind knob, bench/run/affinity.py)."""
         placement = Placement(tuple(case["gpus"]), case["n_replicas"], case.get("nnodes", 1))
-        self.cpus = affinity.bind(case["cpu_bind"], self.local_rank, self.launcher.processes_per_host(placement),
+        self.cpus = affinity.bind(CaseSpec(case).cpu_bind, self.local_rank, self.launcher.processes_per_host(placement),
                                   case["gpus"])
 
     @property
@@ -144,7 +145,7 @@ def build_step(job: Job, case: dict, parity: bool = False):
         dtype = getattr(torch, case["parity_dtype"])
         model, inputs = model.to(dtype), inputs.to(dtype)
     step = strategy.build(model, ctx)
-    if case["data"] == "host":
+    if ctx.data == "host":
         # Every step starts from a pinned host batch: the copy is part of the step.
         if step.devices[0].type == "cuda":
             inputs, targets = inputs.pin_memory(), targets.pin_memory()

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from strategies import register
-from strategies.base import Strategy
+from strategies.base import Collective, Strategy
 
 REPO = Path(__file__).resolve().parents[2]
 # The 1.9.1 CUDA wheels (newest: mxnet-cu117) carry GPU code up to sm_86 and no PTX.
@@ -49,6 +49,9 @@ class MXNetGluon(Strategy):
     name = "mxnet-gluon"
     summary = "MXNet Gluon split_and_load + Trainer kvstore (own environment; CPU contexts without GPUs)"
     order, colour = 60, "tab:orange"
+    # kvstore=device: the contexts' gradients summed on a device, the weights pulled back to each.
+    sends = (Collective("reduce", "gradients", when="the kvstore's push"),
+             Collective("broadcast", "parameters", when="the kvstore's pull"))
     executions = ("eager",)
     options = {"kvstore": "device"}
     option_choices = {"kvstore": ("device", "local")}

@@ -1,4 +1,4 @@
-"""`bench probe-comm`: time the collectives the strategies use and fit their costs.
+"""`bench probe-comm`: the link between the devices at hand, measured as NCCL's tests measure it.
 
 For each device count, n processes on this host (torch.multiprocessing.spawn, one process
 group per count: NCCL on GPUs, gloo on the CPU) run all-reduce, reduce-scatter, all-gather
@@ -8,8 +8,11 @@ On GPUs a repetition is `inner` back-to-back calls between two CUDA events on th
 stream (a synchronous collective makes that stream wait for NCCL's), divided by `inner`:
 the skew with which ranks leave the barrier is spread over the calls, as NCCL's tests do.
 On the CPU one call on the host clock; CPU ranks run one thread each, as torchrun gives
-them. A repetition's time is its slowest rank's. Each (collective, n) keeps the median and
-p10/p90 of each size and a fit (bench.predict.collectives.fit) of the medians.
+them. A repetition's time is its slowest rank's. Each (collective, n, size) keeps the median
+and p10/p90 time, the algorithm bandwidth (size / time) and the bus bandwidth (the algorithm
+bandwidth times NCCL-tests' factor: what each rank's link carries, the same for every n on a
+ring: 2(n-1)/n for all-reduce, (n-1)/n for reduce-scatter and all-gather, whose size is the
+whole tensor, and 1 for broadcast).
 
 The file (JSON, written atomically) carries the environment it was measured in.
 """
@@ -22,10 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.predict.collectives import COLLECTIVES, CommModel, Fit, Link, bus_factor, fit
-
 SCHEMA = "parabench-probe/1"
-SUFFIX = ".comm.json"  # what predict looks for (a report reads only results files, whatever their name)
+SUFFIX = ".comm.json"
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast")  # what a probe can time
 # resnet18's fp32 gradients (11,689,512 parameters): the largest message a strategy sends.
 RESNET18_GRAD_BYTES = 11_689_512 * 4
 DEFAULT_SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, RESNET18_GRAD_BYTES]
@@ -42,20 +44,34 @@ class ProbeError(ValueError):
     """A probe that cannot be taken or read; one line naming the fix."""
 
 
-def check_cpu_ranks(count: int, largest_bytes: int, oversubscribe: bool, cores: int, available_bytes: int) -> None:
-    """Refuse, before anything starts, a count of CPU ranks this host cannot hold: by the rule
-    of `bench run --cpu-replicas` (bench/run/limits.py), memory at one rank's measured peak
-    always, cores unless `oversubscribe`."""
+def check_cpu_ranks(count: int, largest_bytes: int, oversubscribe: bool, cores: int | None = None,
+                    available_bytes: int | None = None) -> None:
+    """Refuse, before anything starts, a count of CPU ranks this host cannot hold, by the guard
+    of `bench run --cpu-replicas` (bench.run.limits.check_ranks) at one probe rank's peak."""
+    from bench.run import limits
+
     per_rank = RANK_MEMORY_MIB + 2 * max(0, largest_bytes - RESNET18_GRAD_BYTES) / 2**20
-    fits = int(available_bytes // (per_rank * 2**20))
-    if count > fits:
-        raise ProbeError(f"--devices {count} needs about {count * per_rank / 1024:,.1f} GiB of memory ({per_rank:,.0f} MiB "
-                         f"per rank, the measured peak of one probe-comm rank; bench/predict/probe.py) and "
-                         f"{available_bytes / 2**30:.1f} GiB is available: use at most {fits}")
-    if count > cores and not oversubscribe:
-        raise ProbeError(f"--devices {count} is more than the {cores} CPU cores this process may use: the ranks would "
-                         f"share cores and slow each other down; use at most {cores}, or pass --oversubscribe to "
-                         "measure that on purpose")
+    limits.check_ranks("--devices", count, per_rank, "one probe-comm rank; bench/link/probe.py", oversubscribe,
+                       cores, available_bytes)
+
+
+def declared() -> list[str]:
+    """The collectives that the registered strategies running one process per device declare
+    they send (Strategy.sends), in the probe's order: what their steps put on the link."""
+    import strategies
+
+    sent = {c.op for name in strategies.names() for c in strategies.get(name).sends
+            if strategies.get(name).launcher(dict(strategies.get(name).options)).multi_process}
+    return [c for c in COLLECTIVES if c in sent]
+
+
+def bus_factor(collective: str, n: int) -> float:
+    """Bytes through each rank's link per byte of message (NCCL-tests' bus bandwidth factor)."""
+    if n <= 1:
+        return 0.0
+    if collective == "broadcast":
+        return 1.0
+    return (2 if collective == "all_reduce" else 1) * (n - 1) / n
 
 
 def parse_size(text: str) -> int:
@@ -178,25 +194,23 @@ def measure(gpus: list[int], counts: list[int], sizes: list[int], warmup: int, r
 
 
 # --- the record --------------------------------------------------------------------------------
-def summarise(points: list[dict]) -> tuple[list[dict], list[Fit]]:
-    """Per point its median and p10/p90 (ms) and bus bandwidth; a fit per (collective, count)."""
+def summarise(points: list[dict]) -> list[dict]:
+    """Per point its median and p10/p90 (ms), algorithm and bus bandwidth (GB/s, of the median)."""
     from bench.core.stats import percentile
 
-    rows, groups = [], {}
+    rows = []
     for p in points:
         p50 = percentile(p["times"], 50)
-        factor = bus_factor(p["collective"], p["n"])
+        algbw = p["bytes"] / (p50 / 1e3) / 1e9
         rows.append({"collective": p["collective"], "n": p["n"], "bytes": p["bytes"], "reps": len(p["times"]),
                      "ms_p10": percentile(p["times"], 10), "ms_p50": p50, "ms_p90": percentile(p["times"], 90),
-                     "busbw_gbps": factor * p["bytes"] / (p50 / 1e3) / 1e9})
-        groups.setdefault((p["collective"], p["n"]), []).append((p["bytes"], p50))
-    return rows, [fit(c, n, pts) for (c, n), pts in sorted(groups.items())]
+                     "algbw_gbps": algbw, "busbw_gbps": bus_factor(p["collective"], p["n"]) * algbw})
+    return rows
 
 
 def record(gpus: list[int], points: list[dict], settings: dict) -> dict:
     from bench.measure import envinfo
 
-    rows, fits = summarise(points)
     env = {**envinfo.collect(), **envinfo.for_gpus(tuple(gpus)), **envinfo.torch_build()}
     if gpus:
         try:
@@ -204,9 +218,7 @@ def record(gpus: list[int], points: list[dict], settings: dict) -> dict:
         except Exception:  # noqa: BLE001 - the record stands without it
             pass
     return {"schema": SCHEMA, "device": "cuda" if gpus else "cpu", "backend": "nccl" if gpus else "gloo",
-            "gpus": gpus, "settings": settings, "environment": env, "points": rows,
-            "fits": [{"collective": f.collective, "n": f.n, "alpha_us": f.alpha_us, "busbw_gbps": f.busbw_gbps,
-                      "rel_rms": f.rel_rms, "points": f.points} for f in fits]}
+            "gpus": gpus, "settings": settings, "environment": env, "points": summarise(points)}
 
 
 def write(path: str | os.PathLike, doc: dict) -> Path:
@@ -218,52 +230,16 @@ def write(path: str | os.PathLike, doc: dict) -> Path:
     return path
 
 
-def load(path: str | os.PathLike) -> dict:
-    """A probe file, checked: ProbeError names what is wrong."""
-    try:
-        doc = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise ProbeError(f"cannot read probe {path} ({exc.strerror or exc}): "
-                         f"run `bench probe-comm --out {path}`") from None
-    except ValueError:
-        raise ProbeError(f"{path} is not a probe file (not JSON): run `bench probe-comm` again") from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise ProbeError(f"{path}: not a {SCHEMA} file (written by `bench probe-comm`)")
-    for f in doc.get("fits", []):
-        if not (f.get("busbw_gbps", 0) > 0 and f.get("alpha_us", -1) >= 0 and f.get("n", 0) >= 2):
-            raise ProbeError(f"{path}: fit {f} is not usable; run `bench probe-comm` again")
-    doc["path"] = str(path)
-    return doc
-
-
-def comm_model(doc: dict, inter_host_gbps: float | None = None, inter_host_latency_us: float = 5.0) -> CommModel:
-    fits = {(f["collective"], f["n"]): Fit(f["collective"], f["n"], f["alpha_us"], f["busbw_gbps"], f["rel_rms"],
-                                           f["points"]) for f in doc["fits"]}
-    inter = None
-    if inter_host_gbps:
-        inter = Link(inter_host_latency_us, inter_host_gbps / 8, f"network {inter_host_gbps:g} Gb/s per host (given)")
-    return CommModel(fits, inter, source=doc.get("path", ""))
-
-
-def stated_model(busbw_gbps: float, latency_us: float, inter_host_gbps: float | None = None,
-                 inter_host_latency_us: float = 5.0) -> CommModel:
-    """Collective costs from a link the user states (no probe): every collective at every
-    count on a ring of this bus bandwidth and fixed latency per call."""
-    if busbw_gbps <= 0 or latency_us < 0:
-        raise ValueError("--intra-host-busbw must be positive and --intra-host-latency-us at least 0")
-    note = (f"intra-host link stated, not probed: bus bandwidth {busbw_gbps:g} GB/s, latency {latency_us:g} us "
-            "per collective")
-    model = comm_model({"fits": []}, inter_host_gbps, inter_host_latency_us)
-    model.stated = Link(0.0, busbw_gbps, note, base_us=latency_us)
-    model.source = f"stated link ({busbw_gbps:g} GB/s, {latency_us:g} us)"
-    return model
-
-
 def describe(doc: dict) -> list[str]:
-    """One line per fit, for the terminal."""
+    """NCCL-tests' table per collective and device count: size, time, algbw, busbw."""
     where = ", ".join(map(str, doc["gpus"])) if doc["gpus"] else "cpu"
     lines = [f"{doc['backend']} on {doc['environment'].get('gpu_name') or where}:"]
-    for f in doc["fits"]:
-        lines.append(f"  {f['collective']:<15} n={f['n']:<3} latency {f['alpha_us']:9.1f} us  bus bandwidth "
-                     f"{f['busbw_gbps']:8.2f} GB/s  fit residual {100 * f['rel_rms']:.1f}% over {f['points']} sizes")
+    group = None
+    for p in doc["points"]:
+        if (p["collective"], p["n"]) != group:
+            group = (p["collective"], p["n"])
+            lines += [f"  {p['collective']}, n={p['n']}", f"  {'size (B)':>12} {'time (us)':>11} {'p10-p90 (us)':>17} "
+                      f"{'algbw (GB/s)':>13} {'busbw (GB/s)':>13}"]
+        lines.append(f"  {p['bytes']:>12,} {1e3 * p['ms_p50']:>11.1f} {1e3 * p['ms_p10']:>8.1f}-{1e3 * p['ms_p90']:<8.1f} "
+                     f"{p['algbw_gbps']:>13.2f} {p['busbw_gbps']:>13.2f}")
     return lines

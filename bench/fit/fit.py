@@ -1,13 +1,13 @@
 """`bench fit`: memory per device and the largest batch per device that fits, at any device
 count, measured on one device.
 
-Each device count n is a fake world (bench.engine.launchers.FakeWorld): one process as rank
+Each device count n is a fake world (bench.fit.world.FakeWorld): one process as rank
 0 of n ranks whose collectives do nothing, so that its shards, DDP's buckets, FSDP2's
 gathered parameters and the optimiser's partition are what rank 0 of a real run of n holds,
 and its activations are those of its own batch. For every (precision, strategy, n) a search
-(bench.predict.search) finds the largest batch per device that fits; every probe is a row.
+(bench.fit.search) finds the largest batch per device that fits; every probe is a row.
 
-One worker process per model runs the probes (bench.predict.fit_worker); this side starts
+One worker process per model runs the probes (bench.fit.worker); this side starts
 it, follows its events, and writes the results file after every probe, so that nothing
 measured is lost. A worker that dies or passes the probe timeout ends its probe with that
 outcome (error, timeout) and a fresh worker goes on with the probes left.
@@ -86,7 +86,7 @@ def cases(model: str, strategies: list[str], precisions: list[str], devices: lis
 
 def _replay(item: dict, done: dict, search_args: dict, limit_mib: float) -> list[int]:
     """The device counts of an item whose search is not over, given the probes done."""
-    from bench.predict import search
+    from bench.fit import search
 
     how, left = search.Search(limit_mib=limit_mib, **search_args), []
     for n in item["devices"]:
@@ -105,7 +105,7 @@ class Fit:
     items: list[dict]
     gpus: list[int]
     budget_mib: float | None
-    search: dict  # bench.predict.search.Search's fields other than the limit
+    search: dict  # bench.fit.search.Search's fields other than the limit
     seed: int = 0
     reserve_mib: float = 0.0  # held back at n >= 2 for what a real world holds outside the allocator
     probe_timeout_s: float = 600.0
@@ -142,7 +142,7 @@ def run_worker(fit: Fit, env: dict, on_probe, progress) -> bool:
         spec_path, events = Path(folder) / "spec.json", Path(folder) / "events.jsonl"
         spec_path.write_text(json.dumps({"model": fit.model, "gpus": [0] if fit.gpus else [], "budget_mib": fit.budget_mib,
                                          "seed": fit.seed, "reserve_mib": fit.reserve_mib, "plan": left}))
-        worker = procs.Worker([sys.executable, "-m", "bench.predict.fit_worker", str(spec_path)],
+        worker = procs.Worker([sys.executable, "-m", "bench.fit.worker", str(spec_path)],
                               {**env, protocol.ENV: str(events)}, str(REPO))
         reader, inflight, progressed = protocol.EventReader(str(events)), None, False
         started = time.monotonic()
@@ -194,8 +194,8 @@ def measure(fit: Fit, env: dict, on_probe, progress=print) -> None:
 
 
 def outcomes(fit: Fit) -> list[dict]:
-    """Each (precision, strategy, n) search's outcome (bench.predict.search.outcome)."""
-    from bench.predict import search
+    """Each (precision, strategy, n) search's outcome (bench.fit.search.outcome)."""
+    from bench.fit import search
 
     out = []
     for item in fit.items:
@@ -223,14 +223,12 @@ def write(path: Path, doc: dict) -> None:
 
 def load(path) -> dict:
     """A fit file, checked: FitError names what is wrong."""
+    from bench.cases.results import ResultsError, load_document
+
     try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise FitError(f"{path}: cannot read a fit file ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise FitError(f"{path}: not a {SCHEMA} file (written by `bench fit`)")
-    if not isinstance(doc.get("rows"), list) or not isinstance(doc.get("outcomes"), list):
-        raise FitError(f"{path}: a fit file without its rows or outcomes")
+        doc = load_document(path, SCHEMA, "fit file", "write it with `bench fit --out`", lists=("rows", "outcomes"))
+    except ResultsError as exc:
+        raise FitError(str(exc)) from None
     doc["path"] = str(path)
     return doc
 
@@ -310,10 +308,12 @@ def where(doc: dict) -> str:
     rows = doc["rows"]
     hardware = next((r.get("hardware") for r in rows if r.get("hardware")), "this host")
     reserve = doc["settings"].get("reserve_mib") or 0
-    held = (f", {reserve:g} MiB held back at n >= 2 for the communicator's buffers" if reserve else
-            "" if hardware.startswith("CPU") else
+    source = doc["settings"].get("reserve_source")  # bench/fit/reserve.py; older files have none
+    held = (f", {reserve:g} MiB held back at n >= 2 for the communicator's buffers" + (f" ({source})" if source else "")
+            if reserve else "" if hardware.startswith("CPU") else
+            f", {source}" if source else
             ", nothing held back for the communicator's buffers, which a real world holds outside PyTorch's "
-            "allocator (scripts/comm_memory.py measures them; --reserve-mib holds them back)")
+            "allocator (bench/fit/comm_memory.py measures them; --reserve-mib holds them back)")
     return (f"measured in a fake world of n on one {hardware}" if not hardware.startswith("CPU") else (
         f"measured in a fake world of n on the {hardware}, tensors tracked against a budget of "
         f"{doc['settings'].get('memory_budget_mib'):g} MiB")) + held
@@ -330,16 +330,19 @@ def _runs(fits: list[tuple[int, str]]) -> str:
     return ", ".join(f"{said} at {ns[0]}" + (f"-{ns[-1]}" if len(ns) > 1 else "") for ns, said in groups)
 
 
-def sentences(doc: dict) -> list[str]:
+def sentences(doc: dict, models=None) -> list[str]:
     """Per model and precision, each strategy's largest batch per device at each count in one
     sentence: "vit-large, amp-bf16: ddp fits 256 per GPU at every n measured (1-64); fsdp2 fits
     240 at 1, 250 at 2-64 (measured in a fake world of n on one NVIDIA H100 ...)". A strategy
-    whose figures differ by no more than the search's resolution fits the smallest at every n."""
+    whose figures differ by no more than the search's resolution fits the smallest at every n.
+    `models`: only the fits of these models (a run's own), where given."""
     settings = doc["settings"]
     unit = "per GPU" if settings.get("gpus") else "per rank"
     resolution = float(settings.get("resolution") or 0)
     groups: dict = {}
     for o in doc["outcomes"]:
+        if models is not None and o["model"] not in models:
+            continue
         groups.setdefault((o["model"], o["precision"]), {}).setdefault(o["strategy"], []).append(o)
     lines = []
     for (model, precision), by_strategy in groups.items():
@@ -347,7 +350,9 @@ def sentences(doc: dict) -> list[str]:
         for strategy, found in by_strategy.items():
             found = sorted(found, key=lambda o: o["devices"])
             sizes = [o["largest_fit"] for o in found]
-            if None not in sizes and max(sizes) - min(sizes) <= resolution * max(sizes):
+            if None not in sizes and len(found) == 1:
+                parts.append(f"{strategy} fits {sizes[0]} {unit} at n = {found[0]['devices']}")
+            elif None not in sizes and max(sizes) - min(sizes) <= resolution * max(sizes):
                 parts.append(f"{strategy} fits {min(sizes)} {unit} at every n measured "
                              f"({found[0]['devices']}-{found[-1]['devices']})")
             else:

@@ -1,8 +1,8 @@
 """`bench fit`'s worker: one process that measures one model's memory per device as rank 0
-of fake worlds of n (bench.engine.launchers.FakeWorld), probe after probe.
+of fake worlds of n (bench.fit.world.FakeWorld), probe after probe.
 
 For each (precision, strategy) in the plan, device counts in increasing order, it searches the
-largest batch that fits (bench.predict.search), and reports every probe on the events channel
+largest batch that fits (bench.fit.search), and reports every probe on the events channel
 (bench.core.protocol: a `start` before the probe, a `probe` after it), so that the parent
 knows which probe a worker that died or hung was in. A probe builds the strategy's step
 afresh from a copy of the model (built once, on the CPU), runs `warmup` steps, then `steps`
@@ -16,10 +16,11 @@ steps whose peak memory is the probe's:
   budget is out of memory.
 
 After out of memory the probe's objects are dropped and the allocator's cache emptied, and
-the next probe starts clean; after any other failure the worker leaves (a CUDA error can
-poison the process), and the parent starts another for what is left.
+the next probe starts clean; where memory stays behind even after cycles, cuBLAS's workspaces
+and the cache are released (`recovered`), and after any other failure (a CUDA error can poison
+the process), the worker leaves and the parent starts another for what is left.
 
-Usage (by `bench fit`, never by hand): python -m bench.predict.fit_worker SPEC.json
+Usage (by `bench fit`, never by hand): python -m bench.fit.worker SPEC.json
 """
 from __future__ import annotations
 
@@ -83,6 +84,14 @@ def build(job, case: dict, template):
     return step, lambda: step.run(placed)
 
 
+def held_mib(snapshot: dict) -> float:
+    """MiB of the tensors a MemTracker snapshot holds in memory: every device's but the meta
+    device's, which holds none (bench.run.worker's Job.data counts the activations autograd
+    keeps there, once per process: counted, they made the first probe of a worker 106 MiB
+    larger than the same batch later, and the search's verdict depend on what ran first)."""
+    return sum(s.get("Total", 0) for device, s in snapshot.items() if str(device) != "meta") / MIB
+
+
 def budget_tracker(budget_mib: float | None):
     """PyTorch's MemTracker that raises MemoryError, as an allocator would, once the tensors it
     follows pass `budget_mib`: the step stops where it runs out, not after it."""
@@ -92,7 +101,7 @@ def budget_tracker(budget_mib: float | None):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = super().__torch_dispatch__(func, types, args, kwargs)
             if budget_mib is not None and out is not NotImplemented:
-                held = sum(s.get("Total", 0) for s in self.get_tracker_snapshot("current").values()) / MIB
+                held = held_mib(self.get_tracker_snapshot("current"))
                 if held > budget_mib:
                     raise MemoryError(f"out of memory: {held:.1f} MiB of tensors, over the budget of {budget_mib:g} MiB")
             return out
@@ -142,8 +151,7 @@ class Memory:
         if self.cuda:
             torch.cuda.synchronize()
             return torch.cuda.max_memory_allocated() / MIB, torch.cuda.max_memory_reserved() / MIB
-        snapshot = self._tracker.get_tracker_snapshot("peak")
-        total = sum(s.get("Total", 0) for s in snapshot.values()) / MIB
+        total = held_mib(self._tracker.get_tracker_snapshot("peak"))
         return total, total
 
     def stop(self) -> None:
@@ -195,10 +203,35 @@ def left_behind_mib(before: int) -> float:
     return max(0, torch.cuda.memory_allocated() - before) / MIB if torch.cuda.is_available() else 0.0
 
 
+def release() -> None:
+    """Give back what a probe left to the garbage collector and the caches: reference cycles
+    (an out-of-memory error's traceback holds the frames of the step that raised it), cuBLAS's
+    workspaces (allocated through PyTorch's allocator, kept per stream), the allocator's cache."""
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+        clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+        if clear is not None:
+            clear()
+        torch.cuda.empty_cache()
+
+
+def recovered(before: int) -> bool:
+    """Whether the device holds no more than before the probe (within 1 MiB), once released: the
+    worker goes on after an out-of-memory where the allocator recovers, and leaves (a fresh one
+    starts clean, 15-25 s on an H100) only where memory stays behind."""
+    if left_behind_mib(before) <= 1:
+        return True
+    release()
+    return left_behind_mib(before) <= 1
+
+
 def held_back(memory: Memory, spec: dict, n: int, limit: float) -> None:
     """A real world of n >= 2 holds memory outside PyTorch's allocator that a fake world does
     not: the communicator's buffers (NCCL's: about 1000 MiB per GPU on 2 H100s, NCCL 2.28,
-    scripts/comm_memory.py). `reserve_mib` of the limit is held back from the probes there."""
+    bench/fit/comm_memory.py). `reserve_mib` of the limit is held back from the probes there."""
     import torch
 
     reserve = (spec.get("reserve_mib") or 0.0) if n >= 2 else 0.0
@@ -216,7 +249,8 @@ def main(spec_path: str) -> None:
     import torch.distributed as dist
 
     from bench.core import protocol
-    from bench.predict import search
+    from bench.fit import search
+    from bench.fit.world import FAKE_WORLD
     from bench.run.worker import Job, configure_backends
     from bench.workloads import get_workload
 
@@ -242,7 +276,7 @@ def main(spec_path: str) -> None:
             if search.next_batch(probes, how) is not None and world != n:
                 if dist.is_initialized():
                     dist.destroy_process_group()
-                job = Job({"launcher": "fake-world", "gpus": gpus, "world": n}, 0, n, 0)
+                job = Job({"gpus": gpus, "world": n}, 0, n, 0, launcher=FAKE_WORLD)
                 job.launcher.init(job.spec, 0, n, 0)
                 world = n
             configure_backends(case)
@@ -256,7 +290,7 @@ def main(spec_path: str) -> None:
                 protocol.emit("probe", precision=case["precision"], strategy=case["strategy"], devices=n, **result)
                 if result["status"] == "error":
                     sys.exit(1)  # the parent goes on in a fresh process
-                if left_behind_mib(before) > 1:
+                if not recovered(before):
                     sys.exit(0)  # so does it where a probe left memory behind: the next starts clean
             how = how.at_next_count(probes)
     if dist.is_initialized():

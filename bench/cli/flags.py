@@ -1,0 +1,66 @@
+"""The flags that several commands share, declared once: what to measure (models, strategies,
+precisions), on which GPUs, where the results go (the file, the folder, resuming), and how
+much to measure, with every command's measurement defaults in one table."""
+from __future__ import annotations
+
+from bench.cli.common import RESULTS_DIR, UsageError
+
+# How much each command measures where its flags are not given, on GPUs and on the CPU, and the
+# least each flag takes. bench run: 12 timed steps on the CPU are enough for a spread
+# (bench/cases/caveats.py); bench fit: one step after one warm-up holds a step's peak memory.
+MEASUREMENT = {
+    "run": {"warmup": ((10, 1), 0, "warm-up steps per case"),
+            "steps": ((20, 6), 1, "timed steps per trial"),
+            "trials": ((3, 2), 1, "trials per case")},
+    # At least 1 each: the optimiser's state, part of the peak, exists after the first step.
+    "fit": {"warmup": ((1, 1), 1, "steps before the peak is read"),
+            "steps": ((1, 1), 1, "steps whose peak is the probe's")},
+    "probe-comm": {"warmup": ((5, 1), 0, "untimed calls per size"),
+                   "reps": ((20, 5), 1, "timed repetitions per size"),
+                   "inner": ((5, 1), 1, "back-to-back calls per repetition")},
+}
+
+
+def what(parser, models: str, precisions: str, strategies: str) -> None:
+    """--models, --strategies, --precisions: the defaults and the strategies' help are the command's."""
+    parser.add_argument("--models", default=models, help="built-in (resnet18-small, resnet18, vit-large), timm:NAME, "
+                        f"torchvision:NAME or package.module:factory (default {models}; `list --models` shows them)")
+    parser.add_argument("--strategies", help=strategies)
+    parser.add_argument("--precisions", default=precisions,
+                        help=f"fp32,amp-fp16,amp-bf16,apex-O1,apex-O2 (default {precisions})")
+
+
+def gpus(parser, help: str = "CUDA ordinals, e.g. 0,1 (default: all visible; '' or cpu: the CPU)") -> None:
+    parser.add_argument("--gpus", help=help)
+
+
+def output(parser, file: str, resume: str | None = None) -> None:
+    """--out (what `file` says), --results-dir, and --resume where the command resumes."""
+    parser.add_argument("--out", help=file)
+    parser.add_argument("--results-dir", default=str(RESULTS_DIR), help="folder for a new file (default results/)")
+    if resume:
+        parser.add_argument("--resume", action="store_true", help=resume)
+
+
+def oversubscribe(parser, help: str) -> None:
+    parser.add_argument("--oversubscribe", action="store_true", help=help)
+
+
+def measurement(parser, command: str) -> None:
+    """The command's measurement flags, their defaults said from MEASUREMENT."""
+    for name, ((on_gpu, on_cpu), _, help) in MEASUREMENT[command].items():
+        said = f"{on_gpu}" if on_gpu == on_cpu else f"{on_gpu} on GPUs, {on_cpu} on the CPU"
+        parser.add_argument(f"--{name}", type=int, help=f"{help} (default {said})")
+
+
+def measured(args, command: str, on_gpu: bool) -> dict:
+    """The command's measurement settings: what was given, else MEASUREMENT's default here;
+    below a flag's least, one line."""
+    out = {}
+    for name, ((gpu_default, cpu_default), least, _) in MEASUREMENT[command].items():
+        value = getattr(args, name)
+        value = (gpu_default if on_gpu else cpu_default) if value is None else value
+        if value < least:
+            raise UsageError(f"--{name} must be at least {least}, got {value}")
+        out[name] = value
+    return out

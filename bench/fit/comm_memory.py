@@ -1,0 +1,46 @@
+"""Device memory a real world of n holds outside PyTorch's allocator (the NCCL communicator's
+buffers), which a fake world of n (bench fit) does not have. Run one process per GPU:
+    torchrun --standalone --nproc-per-node N -m bench.fit.comm_memory
+(bench fit does, on a host of 2 or more GPUs: bench/fit/reserve.py). Each rank prints, as one
+JSON line: device memory in use (the driver's view: total - free) less what PyTorch's allocator
+holds, after CUDA starts, after the first all-reduce, and after a DDP step of resnet18 with its
+buckets (the all-reduces DDP runs)."""
+import json
+import os
+
+import torch
+import torch.distributed as dist
+
+MIB = 2 ** 20
+
+
+def outside_allocator() -> float:
+    free, total = torch.cuda.mem_get_info()
+    return (total - free - torch.cuda.memory_reserved()) / MIB
+
+
+def main() -> None:
+    rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(rank)
+    torch.zeros(1, device="cuda")
+    started = outside_allocator()
+    dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
+    dist.all_reduce(torch.ones(1, device="cuda"))
+    torch.cuda.synchronize()
+    communicator = outside_allocator()
+    from bench.workloads import get_workload
+
+    model = torch.nn.parallel.DistributedDataParallel(get_workload("resnet18").build(seed=0).cuda(), device_ids=[rank])
+    model(torch.randn(32, 3, 224, 224, device="cuda")).sum().backward()
+    torch.cuda.synchronize()
+    stepped = outside_allocator()
+    print(json.dumps({"rank": rank, "world": dist.get_world_size(), "gpu": torch.cuda.get_device_name(),
+                      "nccl": torch.cuda.nccl.version(), "outside_allocator_mib": {
+                          "cuda_started": round(started, 1), "after_all_reduce": round(communicator, 1),
+                          "after_ddp_step": round(stepped, 1)},
+                      "communicator_mib": round(stepped - started, 1)}), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
