@@ -28,11 +28,13 @@ LAYOUT ?= $(if $(ON_GPU),--channels-last)
 BUDGET ?= 5
 SEARCH ?= $(if $(ON_GPU),--search --budget $(BUDGET))
 , := ,
+# A value as one shell word, whatever it holds (`make plot RESULTS="my results"`).
+sq = '$(subst ','\'',$(1))'
 
 # Setup only when PY is the project's own environment.
 NEEDS_SETUP := $(if $(filter $(VENV)/bin/python,$(PY)),setup)
 
-.PHONY: setup setup-models setup-mxnet bench list plot test test-slow slurm-test pytest-bench baseline-ci regress-ci regress predict-validate clean
+.PHONY: setup setup-models setup-mxnet bench list answer plot test test-slow slurm-test pytest-bench baseline-ci regress-ci regress predict-validate clean
 
 setup: $(VENV)/.installed
 
@@ -78,16 +80,24 @@ $(MXNET_VENV)/parabench-wheel.txt:
 	$(MXNET_VENV)/bin/python -m pip install -q "$(if $(MXNET_WHEEL),$(MXNET_WHEEL),mxnet)==1.9.1" "numpy<1.24"
 	echo "$(if $(MXNET_WHEEL),$(MXNET_WHEEL),mxnet)" > $@
 
+# One line, so that make echoes the command as it runs (no dangling `\`).
+RUN_ARGS = --gpus $(call sq,$(GPUS)) --precisions $(PRECISION) --models $(call sq,$(MODEL)) --results-dir $(call sq,$(RESULTS))$(if \
+	$(STRATEGIES), --strategies $(STRATEGIES))$(if $(BATCH_SIZES), --batch-sizes $(BATCH_SIZES))$(if $(LAYOUT), $(LAYOUT))$(if \
+	$(SEARCH), $(SEARCH))$(if $(ARGS), $(ARGS))
+
 bench: $(NEEDS_SETUP)
-	$(PY) -m bench run --gpus "$(GPUS)" --precisions $(PRECISION) --models $(MODEL) --results-dir $(RESULTS) \
-		$(if $(STRATEGIES),--strategies $(STRATEGIES)) $(if $(BATCH_SIZES),--batch-sizes $(BATCH_SIZES)) $(LAYOUT) $(SEARCH) $(ARGS)
+	$(PY) -m bench run $(RUN_ARGS)
 
 list: $(NEEDS_SETUP)
-	$(PY) -m bench list --gpus "$(GPUS)"
+	$(PY) -m bench list --gpus $(call sq,$(GPUS))
+
+# The answer of the newest run in $(RESULTS), in the terminal (ARGS=--json for scripts).
+answer: $(NEEDS_SETUP)
+	$(PY) -m bench answer --results-dir $(call sq,$(RESULTS)) $(ARGS)
 
 # The newest run in $(RESULTS) (ARGS=--all: every run, each run's answer apart).
 plot: $(NEEDS_SETUP)
-	$(PY) -m bench report --results-dir $(RESULTS) --out $(PLOTS) $(ARGS)
+	$(PY) -m bench report --results-dir $(call sq,$(RESULTS)) --out $(call sq,$(PLOTS)) $(ARGS)
 
 # The tests need the MXNet environment too, where this Python can hold MXNet 1.9.1 (<= 3.11);
 # elsewhere the MXNet tests skip and say why.
