@@ -9,6 +9,7 @@ import argparse
 import os
 import signal
 import sys
+from pathlib import Path
 
 from bench.cli import anatomy, answer, check, compare, fit, instructions, listing, predict, report, run
 from bench.cli.common import UsageError
@@ -44,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         # A bare `pip install torch` brings a CUDA build of gigabytes to a CPU host: torch comes from `make setup`.
         fix = (f"{sys.executable} -m pip install {' '.join(missing)}, or " if "torch" not in missing else "") + \
             "`make setup` (.venv with all of them, torch's CPU build where there is no GPU)"
+        venv = Path(".venv/bin/parabench")
+        if venv.exists():  # setup ran here: the newcomer typed `python -m bench` outside the venv
+            fix = f"this folder's .venv has them: `. .venv/bin/activate` first, or run {venv} {' '.join(sys.argv[1:] if argv is None else argv)}".rstrip()
         print(f"parabench: error: this Python ({sys.executable}) lacks {', '.join(missing)}: {fix}", file=sys.stderr)
         return 2
     from strategies import PluginError
