@@ -52,8 +52,9 @@ def cmd_answer(args) -> int:
 
 
 def add_parser(sub) -> None:
-    cmd = sub.add_parser("answer", help="the fastest configuration at each batch, from the newest run's results")
+    cmd = sub.add_parser("answer", help="at each batch, the simplest configuration that nothing measured beats, "
+                         "from the newest run's results")
     add_inputs(cmd)
-    cmd.add_argument("--json", action="store_true", help="one JSON object per run, hardware, model, precision, "
-                     "device count and batch")
+    cmd.add_argument("--json", action="store_true", help="one JSON array with an object for each run, hardware, "
+                     "model, precision, device count and batch")
     cmd.set_defaults(func=cmd_answer)
