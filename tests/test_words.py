@@ -41,3 +41,14 @@ def test_the_throughput_title_names_the_knobs_figure_only_where_one_is_drawn(mon
     figures.figure_throughput(two, tmp_path, "two")
     assert "knobs figure" not in titles[0] and "others: knobs figure" in titles[1], titles
     assert figures.figure_knobs(one, tmp_path, "one") == [] and figures.figure_knobs(two, tmp_path, "two")
+
+
+def test_a_short_sweep_never_reads_as_measuring_nothing():
+    """Cases of a few tenths of a second: the time line keeps a decimal, not 'measuring 0 s (warm-up 0, timed 0)'."""
+    from bench.report.phases import summary
+
+    rows = [{"status": "ok", "worker_start_s": 1.2, "build_s": 0.4, "warmup_s": 0.05, "timed_s": 0.3, "counters_s": 0.2}]
+    line = summary(rows, 4.0)
+    assert line == ("4 s in all: measuring 0.3 s (warm-up 0.1, timed 0.3), worker start-up 1 s, "
+                    "building and compiling 0.4 s, counting 0.2 s, the rest 2 s"), line
+    assert summary([{"status": "skipped"}], 2.0) == "2 s in all (no case recorded where its time went)"
