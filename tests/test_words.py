@@ -52,3 +52,22 @@ def test_a_short_sweep_never_reads_as_measuring_nothing():
     assert line == ("4 s in all: measuring 0.3 s (warm-up 0.1, timed 0.3), worker start-up 1 s, "
                     "building and compiling 0.4 s, counting 0.2 s, the rest 2 s"), line
     assert summary([{"status": "skipped"}], 2.0) == "2 s in all (no case recorded where its time went)"
+
+
+def cpu_rows():
+    cpu = {"gpu_name": "", "device": "cpu", "gpus": ""}
+    return [{**row("single", 1, 4, ips=46.0), **cpu, "peak_alloc_mib": None, "peak_alloc_mib_min": None, "tflops": 0.01},
+            {**row("ddp", 2, 4, ips=35.0), **cpu, "n_gpus": 0, "peak_alloc_mib": None, "peak_alloc_mib_min": None,
+             "tflops": 0.01}]
+
+
+def test_a_cpu_answer_speaks_of_replicas_and_leaves_out_what_a_cpu_lacks(tmp_path, capsys):
+    from bench.cases import results
+    from bench.cli import main
+
+    path = tmp_path / "run.json"
+    results.write(path, cpu_rows())
+    assert main(["answer", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "4/replica" in out and "batch/replica" in out, out
+    assert "/GPU" not in out and "MFU" not in out and "MiB" not in out, out
