@@ -71,3 +71,14 @@ def test_a_cpu_answer_speaks_of_replicas_and_leaves_out_what_a_cpu_lacks(tmp_pat
     out = capsys.readouterr().out
     assert "4/replica" in out and "batch/replica" in out, out
     assert "/GPU" not in out and "MFU" not in out and "MiB" not in out, out
+
+
+def test_a_cpu_report_has_no_device_memory_table_and_no_zero_tflops():
+    from bench.report import pages
+
+    frame = pd.DataFrame(cpu_rows()).assign(hardware="CPU x", variant="", nnodes=1)
+    tables = pages.tables(frame)
+    assert not any(title.startswith("peak memory per GPU") for title in tables), list(tables)
+    assert set(tables["achieved TFLOP/s"]["batch 4"]) == {"0.01"}
+    gpu = pd.DataFrame([row("single", 1, 64, ips=10000)]).assign(variant="", nnodes=1, hardware="NVIDIA H200")
+    assert any(title.startswith("peak memory per GPU") for title in pages.tables(gpu))
