@@ -82,3 +82,22 @@ def test_a_cpu_report_has_no_device_memory_table_and_no_zero_tflops():
     assert set(tables["achieved TFLOP/s"]["batch 4"]) == {"0.01"}
     gpu = pd.DataFrame([row("single", 1, 64, ips=10000)]).assign(variant="", nnodes=1, hardware="NVIDIA H200")
     assert any(title.startswith("peak memory per GPU") for title in pages.tables(gpu))
+
+
+def test_a_fit_sentence_names_the_counts_it_measured():
+    """One count is 'at n = 8', not 'at every n measured (8-8)'."""
+    try:
+        from bench.fit import fit
+    except ImportError:
+        from bench.predict import fit
+
+    def doc(counts):
+        return {"settings": {"gpus": [], "resolution": 0.02, "memory_budget_mib": 300},
+                "rows": [{"hardware": "CPU x"}],
+                "outcomes": [{"model": "m", "precision": "fp32", "strategy": "ddp", "devices": n, "largest_fit": 53,
+                              "said": "53"} for n in counts]}
+
+    (one,) = fit.sentences(doc([8]))
+    assert "ddp fits 53 per rank at n = 8 (" in one and "8-8" not in one, one
+    (several,) = fit.sentences(doc([1, 2, 8]))
+    assert "ddp fits 53 per rank at every n measured (1-8)" in several, several

@@ -348,8 +348,9 @@ def sentences(doc: dict) -> list[str]:
             found = sorted(found, key=lambda o: o["devices"])
             sizes = [o["largest_fit"] for o in found]
             if None not in sizes and max(sizes) - min(sizes) <= resolution * max(sizes):
-                parts.append(f"{strategy} fits {min(sizes)} {unit} at every n measured "
-                             f"({found[0]['devices']}-{found[-1]['devices']})")
+                counts = [o["devices"] for o in found]
+                parts.append(f"{strategy} fits {min(sizes)} {unit} " + (f"at n = {counts[0]}" if len(counts) == 1 else
+                             f"at every n measured ({counts[0]}-{counts[-1]})"))
             else:
                 parts.append(f"{strategy} fits " + _runs([(o["devices"], str(o["largest_fit"]) if o["largest_fit"]
                                                            else o["said"]) for o in found]))
