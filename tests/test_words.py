@@ -101,3 +101,31 @@ def test_a_fit_sentence_names_the_counts_it_measured():
     assert "ddp fits 53 per rank at n = 8 (" in one and "8-8" not in one, one
     (several,) = fit.sentences(doc([1, 2, 8]))
     assert "ddp fits 53 per rank at every n measured (1-8)" in several, several
+
+
+def test_a_run_on_a_busy_host_says_so_and_its_rows_record_the_load(tmp_path, capsys):
+    from bench.cases import results
+    from bench.cli import main
+
+    busy = [{**r, "load_avg_start": 4.4, "load_avg_end": 5.1, "host_cpus": 2} for r in cpu_rows()]
+    path = tmp_path / "busy.json"
+    results.write(path, busy)
+    assert results.load(path)[0]["load_avg_start"] == 4.4  # a column of its own, read back
+    assert main(["answer", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "The host was busy when run busy.json started: load average 4.4 on 2 CPUs (5.1 at its end)" in out, out
+    idle = [{**r, "load_avg_start": 0.2, "load_avg_end": 2.0, "host_cpus": 2} for r in cpu_rows()]
+    results.write(tmp_path / "idle.json", idle)
+    assert main(["answer", str(tmp_path / "idle.json")]) == 0
+    assert "busy" not in capsys.readouterr().out
+
+
+def test_a_sweep_records_the_load_average_in_every_row(tmp_path):
+    from tests.conftest import rows_of, run_cli
+
+    out = tmp_path / "r.json"
+    proc = run_cli("run", "--gpus", "", "--strategies", "single", "--batch-sizes", "2", "--warmup", "0", "--steps", "1",
+                   "--trials", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    (row,) = rows_of(out)
+    assert row["load_avg_start"] >= 0 and row["load_avg_end"] >= 0 and row["host_cpus"] >= 1, row

@@ -49,17 +49,20 @@ ENVIRONMENT = [
     "gpu_topology", "host_memory_gib", "torch_git", "environment",  # NCCL_* etc. in force, as JSON
     "worker_scope",  # which cases shared the worker (bench/cases/case.py WORKER_SCOPES)
     "cpus_per_rank",  # the CPUs each rank ran on ("0-15;16-31", rank order; the cpu_bind knob)
+    # The host's 1-minute load average (node 0) when the run started and when this case ended (the
+    # last row's: the run's end), and its usable CPUs: a busy host disturbs every figure.
+    "load_avg_start", "load_avg_end", "host_cpus",
 ]
 COLUMNS = list(case_mod.COLUMNS) + FIGURES + ENVIRONMENT
 STATUSES = ("ok", "oom", "error", "timeout", "skipped")
 INTEGER = {*COUNTERS[:-1], "n_gpus", "n_replicas", "nnodes", "gpus_per_node", "world_size", "batch_per_gpu", "warmup", "steps", "trials", "seed", "global_batch", "n_timed_steps",
-           "gpu_count_host", "anatomy_steps", "parameters"}
+           "gpu_count_host", "anatomy_steps", "parameters", "host_cpus"}
 FLOAT = {
     "img_per_s", "img_per_s_p10", "img_per_s_p90", "wall_img_per_s", "trial_img_per_s_min", "trial_img_per_s_max",
     "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "peak_alloc_mib", "peak_alloc_mib_min",
     "peak_reserved_mib", "flops_per_image", "tflops", "elapsed_s", "gpu_memory_mib", "alloc_mib_per_step",
     *PHASES,
-} | ANATOMY_FLOAT | {"host_memory_gib"}
+} | ANATOMY_FLOAT | {"host_memory_gib", "load_avg_start", "load_avg_end"}
 # Figures an `ok` row must have, finite and above zero.
 REQUIRED_POSITIVE = ("img_per_s", "img_per_s_p10", "img_per_s_p90", "step_ms_p10", "step_ms_p50", "step_ms_p90")
 # Figures that, where present, must be finite and not negative.

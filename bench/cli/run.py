@@ -276,6 +276,11 @@ def _summary(rows: list[dict], out, started: float) -> int:
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts_by_status.items()))
     print(f"{len(rows)} cases ({summary}) written to {results.json_path(out)} and {results.json_path(out).with_suffix('.csv')}")
     print(f"time: {time_spent(rows, time.monotonic() - started)}")
+    from bench.report.hostload import busy_line
+
+    busy = busy_line(rows)
+    if busy:
+        print(busy)
     if not counts_by_status.get("ok"):
         print(f"parabench: error: no case was measured ok ({summary}): the rows say why", file=sys.stderr)
         return NOTHING_MEASURED

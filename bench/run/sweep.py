@@ -117,6 +117,7 @@ class Sweep:
         self.scratch: Scratch | None = None  # the workers' folder, made with the first worker
         # Written beside the rows in the results file after every case (a search's plan and log).
         self.document: dict = {}
+        self.load_at_start = envinfo.load_average()
         for row in results.latest(existing or []):
             self.rows[identity(row)] = row
 
@@ -130,6 +131,7 @@ class Sweep:
         row["worker_scope"] = self.settings.worker_scope
         row["workload_source"] = workloads.source_of(case.model)  # torch-free; the worker adds parameters
         row["notes"] = strategies.get(case.strategy).notes(case)
+        row.update(load_avg_start=self.load_at_start, load_avg_end=envinfo.load_average(), host_cpus=envinfo.usable_cpus())
         row.update(figures)
         return row
 
