@@ -129,3 +129,17 @@ def test_a_sweep_records_the_load_average_in_every_row(tmp_path):
     assert proc.returncode == 0, proc.stderr
     (row,) = rows_of(out)
     assert row["load_avg_start"] >= 0 and row["load_avg_end"] >= 0 and row["host_cpus"] >= 1, row
+
+
+def test_list_fits_a_screenful_or_two_and_ends_its_sentences():
+    from bench.core.precision import PRECISIONS
+    from tests.conftest import run_cli
+
+    proc = run_cli("list", "--gpus", "")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) <= 80, len(lines)
+    assert "runs here: fp32, amp-fp16, amp-bf16" in proc.stdout and "cannot run apex-O1, apex-O2" in proc.stdout
+    for precision in PRECISIONS.values():
+        if precision.declined:
+            assert not precision.declined.rstrip(".)").endswith((" are", " is", " and", " or")), precision.declined
