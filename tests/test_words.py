@@ -143,3 +143,25 @@ def test_list_fits_a_screenful_or_two_and_ends_its_sentences():
     for precision in PRECISIONS.values():
         if precision.declined:
             assert not precision.declined.rstrip(".)").endswith((" are", " is", " and", " or")), precision.declined
+
+
+def test_ddp_builds_without_a_deprecation_warning_and_keeps_the_buffer_option(tmp_path):
+    """broadcast_buffers on or off: DDP is built without torch's FutureWarning, and off still turns
+    the per-forward buffer broadcast off."""
+    import warnings
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from strategies.ddp import buffer_sync
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        for on in (True, False):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", FutureWarning)
+                ddp = DistributedDataParallel(torch.nn.BatchNorm1d(4), **buffer_sync(on))
+            assert ddp.forward_sync_buffers is on if hasattr(ddp, "forward_sync_buffers") else ddp.broadcast_buffers is on
+    finally:
+        dist.destroy_process_group()
