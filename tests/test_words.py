@@ -165,3 +165,17 @@ def test_ddp_builds_without_a_deprecation_warning_and_keeps_the_buffer_option(tm
             assert ddp.forward_sync_buffers is on if hasattr(ddp, "forward_sync_buffers") else ddp.broadcast_buffers is on
     finally:
         dist.destroy_process_group()
+
+
+def test_listing_a_torchvision_model_prints_no_warning_of_torchvision_io():
+    import importlib.util
+
+    import pytest
+
+    from tests.conftest import run_cli
+
+    if importlib.util.find_spec("torchvision") is None:
+        pytest.skip("torchvision is not installed here (make setup-models)")
+    proc = run_cli("list", "--models", "torchvision:resnet18")
+    assert proc.returncode == 0, proc.stderr
+    assert "Failed to load image Python extension" not in proc.stderr + proc.stdout, proc.stderr
