@@ -1,10 +1,21 @@
 """Input a user can give that once hung, leaked a process, or ended in a traceback: each gives the
 right outcome or one line naming the fix, and leaves no process behind."""
+import importlib
 import os
 import time
 
 import psutil
 import pytest
+
+
+def module(*names):
+    """The first of `names` that imports (the fit and the link probe have had more than one home)."""
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    raise ImportError(names)
 
 HELPER = '''
 import subprocess
@@ -34,3 +45,43 @@ def test_a_factory_that_starts_a_helper_process_resolves_at_once_and_leaves_no_h
     finally:
         for p in helpers():
             p.kill()
+
+
+def small_run(folder):
+    from bench.cases import results
+    from tests.test_report import row
+
+    path = folder / "run.json"
+    results.write(path, [row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000)])
+    return path
+
+
+def test_a_pipe_named_like_a_fit_file_beside_the_run_is_left_out_not_read(tmp_path):
+    from tests.conftest import run_cli
+
+    path = small_run(tmp_path)
+    os.mkfifo(tmp_path / "x.fit.json")
+    proc = run_cli("answer", str(path), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "x.fit.json is not a regular file (a pipe, a device or a socket)" in proc.stdout + proc.stderr
+
+
+def test_side_files_that_are_devices_or_pipes_are_one_line(tmp_path):
+    from bench.cases import results
+    from bench.measure import anatomy
+    from bench.report import sections
+
+    fit, probe = module("bench.fit.fit", "bench.predict.fit"), module("bench.link.probe", "bench.predict.probe")
+
+    with pytest.raises(fit.FitError, match="not a regular file"):
+        fit.load("/dev/zero")
+    with pytest.raises(probe.ProbeError, match="not a regular file"):
+        probe.load("/dev/zero")
+    with pytest.raises(ValueError, match="not a regular file"):
+        anatomy.load("/dev/zero")
+    os.mkfifo(tmp_path / "h200.probe.json")
+    assert sections.peak_rates([small_run(tmp_path)]) == {}  # the pipe is skipped, not waited on
+    (tmp_path / "deep.fit.json").write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(fit.FitError, match="nested too deeply"):
+        fit.load(tmp_path / "deep.fit.json")
+    assert results.MAX_BYTES < 2**30

@@ -265,6 +265,20 @@ def read_text(path: Path, fix: str = "", kind: str = "results file") -> str:
         raise ResultsError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
+def read_json(path: str | os.PathLike, kind: str, fix: str):
+    """A side file's JSON (a fit file, a probe, predictions): read with the checks a results
+    file gets (no pipe, device or oversized file; text; not nested past the parser), so that
+    every file the suite reads is read one way. ResultsError (one line) otherwise."""
+    path = Path(path)
+    text = read_text(path, fix, kind)
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ResultsError(f"{path}: not JSON, so no {kind} ({exc}); {fix}") from None
+    except RecursionError:
+        raise ResultsError(f"{path}: JSON nested too deeply to be a {kind}; {fix}") from None
+
+
 def load(path: str | os.PathLike) -> list[dict]:
     """Rows of a results file (.json or .csv), validated; ResultsError names what is wrong."""
     path = Path(path)

@@ -223,10 +223,12 @@ def write(path: Path, doc: dict) -> None:
 
 def load(path) -> dict:
     """A fit file, checked: FitError names what is wrong."""
+    from bench.cases import results
+
     try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise FitError(f"{path}: cannot read a fit file ({exc})") from None
+        doc = results.read_json(path, "fit file", "run `bench fit` again")
+    except results.ResultsError as exc:
+        raise FitError(str(exc)) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise FitError(f"{path}: not a {SCHEMA} file (written by `bench fit`)")
     if not isinstance(doc.get("rows"), list) or not isinstance(doc.get("outcomes"), list):

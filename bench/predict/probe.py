@@ -220,13 +220,12 @@ def write(path: str | os.PathLike, doc: dict) -> Path:
 
 def load(path: str | os.PathLike) -> dict:
     """A probe file, checked: ProbeError names what is wrong."""
+    from bench.cases import results
+
     try:
-        doc = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise ProbeError(f"cannot read probe {path} ({exc.strerror or exc}): "
-                         f"run `bench probe-comm --out {path}`") from None
-    except ValueError:
-        raise ProbeError(f"{path} is not a probe file (not JSON): run `bench probe-comm` again") from None
+        doc = results.read_json(path, "probe file", f"run `bench probe-comm --out {path}`")
+    except results.ResultsError as exc:
+        raise ProbeError(f"cannot read probe: {exc}") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise ProbeError(f"{path}: not a {SCHEMA} file (written by `bench probe-comm`)")
     for f in doc.get("fits", []):
