@@ -85,3 +85,19 @@ def test_side_files_that_are_devices_or_pipes_are_one_line(tmp_path):
     with pytest.raises(fit.FitError, match="nested too deeply"):
         fit.load(tmp_path / "deep.fit.json")
     assert results.MAX_BYTES < 2**30
+
+
+def test_a_results_file_of_very_many_small_rows_is_one_line_at_once(tmp_path):
+    """Within the byte limit, 200,000 minimal rows: refused by their count, in seconds, not read
+    and answered for minutes."""
+    from tests.conftest import run_cli
+
+    path = tmp_path / "many.csv"
+    path.write_text("strategy,precision,model,batch_per_gpu,status,img_per_s\n"
+                    + "single,fp32,resnet18-small,2,skipped,\n" * 200_000)
+    started = time.monotonic()
+    proc = run_cli("answer", str(path), timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        f"parabench: error: {path} holds more than 20,000 rows, more than any sweep writes; re-run the sweep into "
+        "a new file, or pass another results file"), proc.stderr
+    assert time.monotonic() - started < 30

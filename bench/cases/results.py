@@ -14,6 +14,7 @@ import csv
 import errno
 import fcntl
 import io
+import itertools
 import json
 import math
 import os
@@ -235,6 +236,10 @@ def _validate(row: dict, where: str, fix: str) -> None:
 # and output tail, 4 kB each), so this holds tens of thousands of cases; a larger file is no
 # results file, and reading it whole would take the host's memory.
 MAX_BYTES = 256 * 2**20
+# The most rows a results file holds: the committed runs have at most 135 and a sweep of every
+# knob a few thousand. It bounds what a reader does with a file of small rows (a million of
+# them took minutes and gigabytes to answer), as MAX_BYTES bounds the file.
+MAX_ROWS = 20_000
 
 
 def read_text(path: Path, fix: str = "", kind: str = "results file") -> str:
@@ -286,7 +291,7 @@ def load(path: str | os.PathLike) -> list[dict]:
     text = read_text(path, fix)
     try:
         if path.suffix == ".csv":
-            raw_rows = list(csv.DictReader(io.StringIO(text, newline="")))
+            raw_rows = list(itertools.islice(csv.DictReader(io.StringIO(text, newline="")), MAX_ROWS + 1))
             header = set(raw_rows[0]) if raw_rows else set()
             schema = SCHEMA if {"strategy", "status", "img_per_s"} <= header else None
         else:
@@ -303,6 +308,8 @@ def load(path: str | os.PathLike) -> list[dict]:
         raise ResultsError(f"{path}: results schema {schema!r}, this parabench reads {SCHEMA!r}; {fix}")
     if not isinstance(raw_rows, list) or not all(isinstance(r, dict) for r in raw_rows):
         raise ResultsError(f"{path}: 'rows' is not a list of result rows; {fix}")
+    if len(raw_rows) > MAX_ROWS:
+        raise ResultsError(f"{path} holds more than {MAX_ROWS:,} rows, more than any sweep writes; {fix}")
     rows = []
     for i, raw in enumerate(raw_rows):
         where = f"{path}: row {i}"
