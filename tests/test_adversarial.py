@@ -101,3 +101,16 @@ def test_a_results_file_of_very_many_small_rows_is_one_line_at_once(tmp_path):
         f"parabench: error: {path} holds more than 20,000 rows, more than any sweep writes; re-run the sweep into "
         "a new file, or pass another results file"), proc.stderr
     assert time.monotonic() - started < 30
+
+
+def test_a_non_ascii_path_on_an_ascii_terminal_is_escaped_not_a_traceback(tmp_path):
+    """compare's exit status is the verdict (make regress-ci reads 1 as a regression): an output
+    encoding that cannot show the path must not turn a pass into 1."""
+    from tests.conftest import run_cli
+
+    folder = tmp_path / "ünï"
+    folder.mkdir()
+    path = small_run(folder)
+    proc = run_cli("compare", str(path), str(path), env={"PYTHONIOENCODING": "ascii"}, timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "\\xfcn\\xef" in proc.stdout, proc.stdout

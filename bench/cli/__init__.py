@@ -40,6 +40,11 @@ def missing_packages() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A terminal or pipe that cannot show a character (PYTHONIOENCODING=ascii, a C locale) gets it
+    # escaped: a non-ASCII path in a message is never a traceback after the work is done.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     missing = missing_packages()
     if missing:  # before any command: one line, not an import error in the middle of a sweep
         # A bare `pip install torch` brings a CUDA build of gigabytes to a CPU host: torch comes from `make setup`.
