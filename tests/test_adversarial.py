@@ -114,3 +114,19 @@ def test_a_non_ascii_path_on_an_ascii_terminal_is_escaped_not_a_traceback(tmp_pa
     proc = run_cli("compare", str(path), str(path), env={"PYTHONIOENCODING": "ascii"}, timeout=120)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "\\xfcn\\xef" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seed", "99999999999999999999"], "--seed must be at most 4,294,967,295, got 99999999999999999999"),
+    (["--steps", "1000000000000"], "--steps must be at most 100,000"),
+    (["--warmup", "100000000000"], "--warmup must be at most 100,000"),
+    (["--trials", "5000"], "--trials must be at most 1,000"),
+    (["--anatomy", "--anatomy-steps", "100000000000"], "--anatomy-steps must be at most 1,000"),
+])
+def test_counts_past_what_a_case_can_run_are_one_line(args, message, tmp_path):
+    from tests.conftest import run_cli
+
+    proc = run_cli("run", "--gpus", "", "--strategies", "single", *args, "--out", str(tmp_path / "r.json"), timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip().startswith(f"parabench: error: {message}"), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r.json").exists()

@@ -52,10 +52,13 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
     from bench.cases.case import Settings
     from bench.cases.knobs import KNOBS
 
-    def count(value, default, flag, minimum):
+    def count(value, default, flag, minimum, maximum=100_000):
+        # The maximum: past it a case runs for days (steps) or a seed overflows the data's generator.
         value = default if value is None else value
         if value < minimum:
             raise UsageError(f"{flag} must be at least {minimum}, got {value}")
+        if value > maximum:
+            raise UsageError(f"{flag} must be at most {maximum:,}, got {value}")
         return value
 
     if args.anatomy_steps is not None and not args.anatomy:
@@ -69,11 +72,11 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
     return Settings(
         warmup=count(args.warmup, 10 if on_gpu else 1, "--warmup", 0),
         steps=count(args.steps, 20 if on_gpu else 6, "--steps", 1),  # 12 steps on the CPU: enough for a spread (caveats.py)
-        trials=count(args.trials, 3 if on_gpu else 2, "--trials", 1),
-        seed=count(args.seed, 0, "--seed", 0), knobs=tuple((k.name, getattr(args, k.name)) for k in KNOBS),
+        trials=count(args.trials, 3 if on_gpu else 2, "--trials", 1, 1000),
+        seed=count(args.seed, 0, "--seed", 0, 2**32 - 1), knobs=tuple((k.name, getattr(args, k.name)) for k in KNOBS),
         options=tuple(sorted(_parse_options(args.option, strategy_names).items())),
         case_timeout_s=args.case_timeout, startup_timeout_s=args.startup_timeout,
-        anatomy_steps=count(args.anatomy_steps, 3, "--anatomy-steps", 1) if args.anatomy else 0,
+        anatomy_steps=count(args.anatomy_steps, 3, "--anatomy-steps", 1, 1000) if args.anatomy else 0,
         worker_scope=args.worker_scope,
     )
 
