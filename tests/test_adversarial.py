@@ -1,6 +1,7 @@
 """Input a user can give that once hung, leaked a process, or ended in a traceback: each gives the
 right outcome or one line naming the fix, and leaves no process behind."""
 import importlib
+import json
 import os
 import time
 
@@ -130,3 +131,18 @@ def test_counts_past_what_a_case_can_run_are_one_line(args, message, tmp_path):
     assert proc.returncode == 2 and proc.stderr.strip().startswith(f"parabench: error: {message}"), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("field, value", [("batch_per_gpu", -5), ("nnodes", 0), ("steps", -1), ("n_replicas", -2),
+                                          ("global_batch", 0), ("gpus_per_node", -1), ("n_timed_steps", -1)])
+def test_a_count_no_sweep_writes_is_one_line_naming_file_row_and_field(field, value, tmp_path, capsys):
+    from bench.cases import results
+    from bench.cli import main
+    from tests.test_report import row
+
+    path = tmp_path / "run.json"
+    rows = [row("single", 1, 64, ips=10000), {**row("ddp", 2, 64, ips=19000), field: value}]
+    path.write_text(json.dumps({"schema": results.SCHEMA, "rows": rows}))
+    assert main(["answer", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == (f"parabench: error: {path}: row 1: field {field} is {value}, not a usable "
+                                               "count; re-run the sweep into a new file, or pass another results file")

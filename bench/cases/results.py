@@ -64,6 +64,7 @@ FLOAT = {
     "peak_reserved_mib", "flops_per_image", "tflops", "elapsed_s", "gpu_memory_mib", "alloc_mib_per_step",
     *PHASES,
 } | ANATOMY_FLOAT | {"host_memory_gib", "load_avg_start", "load_avg_end"}
+AT_LEAST_ONE = {"batch_per_gpu", "global_batch", "n_replicas", "nnodes", "steps", "trials"}
 # Figures an `ok` row must have, finite and above zero.
 REQUIRED_POSITIVE = ("img_per_s", "img_per_s_p10", "img_per_s_p90", "step_ms_p10", "step_ms_p50", "step_ms_p90")
 # Figures that, where present, must be finite and not negative.
@@ -208,6 +209,15 @@ def _coerce(row: dict, where: str, fix: str) -> dict:
     return out
 
 
+def _counts(row: dict, where: str, fix: str) -> None:
+    """Counts as the file holds them (before the case columns are derived from them): none below
+    0, and a batch, a replica, a node, a step or a trial at least 1."""
+    for c in sorted(INTEGER):
+        v = row.get(c)
+        if v is not None and v < (1 if c in AT_LEAST_ONE else 0):
+            raise ResultsError(f"{where}: field {c} is {v!r}, not a usable count; {fix}")
+
+
 def _validate(row: dict, where: str, fix: str) -> None:
     """Every figure finite, and positive where a measurement must be; a spread that holds its
     median; JSON fields that parse to an object."""
@@ -323,6 +333,7 @@ def load(path: str | os.PathLike) -> list[dict]:
                                f"{', '.join(PRECISIONS)}); {fix}")
         try:
             row = _coerce(raw, where, fix)
+            _counts(row, where, fix)
             # The case columns as today's Case reads them (settings a row predates get their
             # default there; `raw` keeps the columns of older schemas, such as `compile`).
             row.update(case_mod.Case.from_row({**raw, **row}).row())
@@ -343,10 +354,9 @@ def sections(path: str | os.PathLike) -> dict:
         path = json_path(path)
         if not path.exists():
             return {}
-    try:
-        with open(path) as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError):
+    try:  # the JSON beside a CSV has not been checked: a pipe there would block
+        doc = read_json(path, "results file", "")
+    except ResultsError:
         return {}
     return {k: v for k, v in doc.items() if k not in ("schema", "rows")} if isinstance(doc, dict) else {}
 
