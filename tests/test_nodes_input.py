@@ -50,7 +50,8 @@ def test_waiting_for_many_nodes_is_one_short_line():
 
 def test_node_0_refuses_a_host_that_does_not_resolve_or_is_not_its_own():
     started = time.monotonic()
-    with pytest.raises(nodes.NodesError, match="cannot resolve 'no-such-host.invalid'|could not resolve"):
+    # (A DNS that answers every name gives an address that is not this machine's: refused too.)
+    with pytest.raises(nodes.NodesError, match="cannot resolve 'no-such-host.invalid'|could not resolve|cannot listen"):
         nodes.check_hostable("no-such-host.invalid", 29400, timeout_s=5)
     assert time.monotonic() - started < 10
     with socket.socket() as taken:
@@ -77,7 +78,7 @@ def test_a_sigterm_inside_a_store_call_stops_the_run_not_a_lost_node_0():
 
 @pytest.mark.parametrize("endpoint, message", [
     ("::1", "write an IPv6 address in brackets"),
-    ("no-such-host.invalid:29400", "resolve 'no-such-host.invalid'"),
+    ("no-such-host.invalid:29400", "no-such-host.invalid"),
 ])
 def test_node_0_with_a_bad_endpoint_says_so_in_one_line_at_once(endpoint, message):
     started = time.monotonic()
