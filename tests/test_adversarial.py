@@ -146,3 +146,10 @@ def test_a_count_no_sweep_writes_is_one_line_naming_file_row_and_field(field, va
     assert main(["answer", str(path)]) == 2
     assert capsys.readouterr().err.strip() == (f"parabench: error: {path}: row 1: field {field} is {value}, not a usable "
                                                "count; re-run the sweep into a new file, or pass another results file")
+
+
+@pytest.mark.parametrize("size", ["1e400", "nan", "inf", "2", "65G"])
+def test_a_message_size_no_link_can_send_is_one_line(size):
+    probe = module("bench.link.probe", "bench.predict.probe")
+    with pytest.raises(probe.ProbeError, match="a message size must be 4 bytes"):
+        probe.parse_size(size)
