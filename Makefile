@@ -106,6 +106,7 @@ MXNET_FITS := $(shell $(MXNET_PYTHON) -c 'import sys; print("yes" if sys.version
 # `make test`: everything but the tests marked slow (minutes of CPU each: Callgrind, compiled
 # parity, fault, multi-node and regression sweeps), which `make test-slow` runs; CI runs both.
 test: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),setup-models $(if $(MXNET_FITS),setup-mxnet))
+	@echo "make test: about 7 minutes on an idle 2-core machine, one dot per test (the README says so too)"
 	$(PY) -m pytest -q -m "not slow" tests $(PYTEST_ARGS)
 
 test-slow: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),setup-models $(if $(MXNET_FITS),setup-mxnet))
