@@ -153,7 +153,7 @@ regress-ci: $(NEEDS_SETUP)
 CURRENT ?= $(lastword $(sort $(wildcard $(RESULTS)/run-*.json)))
 regress: $(NEEDS_SETUP)
 	$(if $(CURRENT),,$(error no $(RESULTS)/run-*.json to compare: run `make bench` first, or pass CURRENT=FILE))
-	$(PY) -m bench compare auto $(CURRENT) $(ARGS)
+	$(PY) -m bench compare auto $(call sq,$(CURRENT)) $(ARGS)
 
 # Predictions judged on one host: the collectives probed on GPUS, one-GPU bases with traces, the
 # same cases measured at COUNTS GPUs, then `predict --validate` (all in $(RESULTS)/predict-<time>/;
