@@ -28,11 +28,13 @@ LAYOUT ?= $(if $(ON_GPU),--channels-last)
 BUDGET ?= 5
 SEARCH ?= $(if $(ON_GPU),--search --budget $(BUDGET))
 , := ,
+# A value as one shell word, whatever it holds (`make plot RESULTS="my results"`).
+sq = '$(subst ','\'',$(1))'
 
 # Setup only when PY is the project's own environment.
 NEEDS_SETUP := $(if $(filter $(VENV)/bin/python,$(PY)),setup)
 
-.PHONY: setup setup-models setup-mxnet bench list plot test test-slow slurm-test pytest-bench baseline-ci regress-ci regress fit-check clean
+.PHONY: setup setup-models setup-mxnet bench list answer plot test test-slow slurm-test pytest-bench baseline-ci regress-ci regress fit-check clean
 
 setup: $(VENV)/.installed
 
@@ -78,16 +80,24 @@ $(MXNET_VENV)/parabench-wheel.txt:
 	$(MXNET_VENV)/bin/python -m pip install -q "$(if $(MXNET_WHEEL),$(MXNET_WHEEL),mxnet)==1.9.1" "numpy<1.24"
 	echo "$(if $(MXNET_WHEEL),$(MXNET_WHEEL),mxnet)" > $@
 
+# One line, so that make echoes the command as it runs (no dangling `\`).
+RUN_ARGS = --gpus $(call sq,$(GPUS)) --precisions $(PRECISION) --models $(call sq,$(MODEL)) --results-dir $(call sq,$(RESULTS))$(if \
+	$(STRATEGIES), --strategies $(STRATEGIES))$(if $(BATCH_SIZES), --batch-sizes $(BATCH_SIZES))$(if $(LAYOUT), $(LAYOUT))$(if \
+	$(SEARCH), $(SEARCH))$(if $(ARGS), $(ARGS))
+
 bench: $(NEEDS_SETUP)
-	$(PY) -m bench run --gpus "$(GPUS)" --precisions $(PRECISION) --models $(MODEL) --results-dir $(RESULTS) \
-		$(if $(STRATEGIES),--strategies $(STRATEGIES)) $(if $(BATCH_SIZES),--batch-sizes $(BATCH_SIZES)) $(LAYOUT) $(SEARCH) $(ARGS)
+	$(PY) -m bench run $(RUN_ARGS)
 
 list: $(NEEDS_SETUP)
-	$(PY) -m bench list --gpus "$(GPUS)"
+	$(PY) -m bench list --gpus $(call sq,$(GPUS))
+
+# The answer of the newest run in $(RESULTS), in the terminal (ARGS=--json for scripts).
+answer: $(NEEDS_SETUP)
+	$(PY) -m bench answer --results-dir $(call sq,$(RESULTS)) $(ARGS)
 
 # The newest run in $(RESULTS) (ARGS=--all: every run, each run's answer apart).
 plot: $(NEEDS_SETUP)
-	$(PY) -m bench report --results-dir $(RESULTS) --out $(PLOTS) $(ARGS)
+	$(PY) -m bench report --results-dir $(call sq,$(RESULTS)) --out $(call sq,$(PLOTS)) $(ARGS)
 
 # The tests need the MXNet environment too, where this Python can hold MXNet 1.9.1 (<= 3.11);
 # elsewhere the MXNet tests skip and say why.
@@ -96,6 +106,7 @@ MXNET_FITS := $(shell $(MXNET_PYTHON) -c 'import sys; print("yes" if sys.version
 # `make test`: everything but the tests marked slow (minutes of CPU each: Callgrind, compiled
 # parity, fault, multi-node and regression sweeps), which `make test-slow` runs; CI runs both.
 test: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),setup-models $(if $(MXNET_FITS),setup-mxnet))
+	@echo "make test: about 7 minutes on an idle 2-core machine, one dot per test (the README says so too)"
 	$(PY) -m pytest -q -m "not slow" tests $(PYTEST_ARGS)
 
 test-slow: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),setup-models $(if $(MXNET_FITS),setup-mxnet))
@@ -142,7 +153,7 @@ regress-ci: $(NEEDS_SETUP)
 CURRENT ?= $(lastword $(sort $(wildcard $(RESULTS)/run-*.json)))
 regress: $(NEEDS_SETUP)
 	$(if $(CURRENT),,$(error no $(RESULTS)/run-*.json to compare: run `make bench` first, or pass CURRENT=FILE))
-	$(PY) -m bench compare auto $(CURRENT) $(ARGS)
+	$(PY) -m bench compare auto $(call sq,$(CURRENT)) $(ARGS)
 
 # The fit held against real runs, in one call (GPUs only: on the CPU a fit runs against a budget
 # that no real run has): the fit of MODEL on the first of GPUS at 1 and n = all of GPUS (FIT=file

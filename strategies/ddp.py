@@ -12,6 +12,21 @@ from strategies import register
 from strategies.base import Collective, Strategy, TrainStep
 
 
+def buffer_sync(on: bool) -> dict:
+    """DDP's arguments for the broadcast_buffers option. On is DDP's default: nothing is passed
+    (torch 2.13 deprecates `broadcast_buffers` with a FutureWarning on every construction). Off:
+    `forward_sync_buffers=False` where torch has it (it still syncs the buffers once at start-up,
+    where every rank holds the same seeded ones anyway), `broadcast_buffers=False` before."""
+    import inspect
+
+    from torch.nn.parallel import DistributedDataParallel
+
+    if on:
+        return {}
+    newer = "forward_sync_buffers" in inspect.signature(DistributedDataParallel.__init__).parameters
+    return {"forward_sync_buffers": False} if newer else {"broadcast_buffers": False}
+
+
 def comm_hook(ddp, name: str) -> None:
     import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
@@ -101,7 +116,7 @@ class DDP(Strategy):
                 bucket_cap_mb=float(ctx.options["bucket_cap_mb"]),
                 gradient_as_bucket_view=training.flag(ctx.options["gradient_as_bucket_view"]),
                 static_graph=training.flag(ctx.options["static_graph"]),
-                broadcast_buffers=training.flag(ctx.options["broadcast_buffers"]),
+                **buffer_sync(training.flag(ctx.options["broadcast_buffers"])),
             )
 
         if ctx.execution == "cuda-graph":

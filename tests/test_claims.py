@@ -189,3 +189,46 @@ def test_the_claims_table_parses_and_names_committed_files():
     # Every scanned document is enforced: none may sit in `[scan] pending`, unchecked.
     assert {"README.md", "docs/findings.md", "docs/measuring.md", "docs/fit.md"} <= set(ENFORCED)
     assert PENDING == [], f"documents left pending in docs/claims.toml: {PENDING}"
+
+
+def test_a_changed_window_under_the_hand_loops_median_fails_its_claim(monkeypatch):
+    """The README's H100 table reads the hand loop's best; a window of that variant changed in the
+    raw data (its median moves) is a claim that no longer holds, though `best` was left as it was."""
+    import copy
+    import json
+
+    claim = next(c for c in CLAIMS if c.text.startswith("| 256 | `single`, compile reduce-overhead |"))
+    assert claims.check(claim) == []
+    path = claims.REPO / "results/reference/h100/small/handloop-resnet18-small.json"
+    doc = json.loads(path.read_text())
+    edited = copy.deepcopy(doc)
+    top = next(r for r in edited["rows"] if r["batch_per_gpu"] == 256 and r["variant"] == doc["best"]["256"]["variant"])
+    top["windows"] = [w * 1.05 for w in top["windows"]]
+    real = claims._read_json
+    monkeypatch.setattr(claims, "_read_json", lambda p: edited if p == path else real(p))
+    problems = claims.check(claim)
+    assert problems and "not the median of its windows" in problems[0], problems
+
+
+def test_a_changed_step_time_under_images_per_second_fails_its_claim(monkeypatch):
+    from bench.cases import results as results_mod
+
+    claim = next(c for c in CLAIMS if c.text.startswith("| resnet18-small fp32, 1024 | 28.4 k"))
+    path = claims.REPO / claim.file
+    rows = [dict(r) for r in results_mod.load(path)]
+    single = next(r for r in rows if r["strategy"] == "single")
+    single["step_ms_p50"] *= 1.01  # the measurement moved; img_per_s left as it was
+    monkeypatch.delitem(claims._LOADED, path, raising=False)
+    real = results_mod.load
+    monkeypatch.setattr(claims.results, "load", lambda p: rows if p == path else real(p))
+    problems = claims.check(claim)
+    assert problems and "does not follow from global_batch / step_ms_p50" in problems[0], problems
+
+
+def test_a_figure_written_into_a_claim_is_no_source():
+    claim = next(c for c in CLAIMS if c.text.startswith("| 256 | `single`, compile reduce-overhead |"))
+    literal = claims.Claim(claim.doc, claim.text, ["70.1", "19.4", "71.6", "0.98"], claim.file, claim.let)
+    problems = claims.check(literal)
+    assert len(problems) == 4 and all("reads no committed file" in p for p in problems), problems
+    through_let = claims.Claim(claim.doc, claim.text, claim.values, claim.file, {**claim.let, "hand": "71.6"})
+    assert any("71.6" in p and "reads no committed file" in p for p in claims.check(through_let))

@@ -109,7 +109,7 @@ def test_slurm_tasks_are_the_nodes(monkeypatch):
     ((2, 2, "h:1", None), "needs --node-rank between 0 and 1"),
     ((2, 0, None, None), "needs --rdzv-endpoint HOST:PORT"),
     ((2, 0, "h:x", None), "takes HOST:PORT"),
-    ((0, 0, "h:1", None), "--nnodes must be at least 1"),
+    ((0, 0, "h:1", None), "--nnodes takes 1 to 1024 hosts"),
 ])
 def test_bad_node_flags_get_one_line(args, message):
     with pytest.raises(nodes.NodesError, match=message.replace("(", r"\(")):

@@ -507,17 +507,35 @@ def test_a_c10d_error_is_its_first_line():
 
 # --- First contact ------------------------------------------------------------------------------
 
-def test_a_python_without_a_dependency_is_told_which_and_how(monkeypatch, capsys):
+def test_a_python_without_a_dependency_is_told_which_and_how(monkeypatch, capsys, tmp_path):
     import importlib.util
 
     from bench import cli
 
+    monkeypatch.chdir(tmp_path)  # a folder without a .venv
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("psutil", "rich") else real(name, *a))
     assert cli.main(["list"]) == 2
     assert capsys.readouterr().err.strip() == (
         f"parabench: error: this Python ({sys.executable}) lacks psutil, rich: {sys.executable} -m pip install psutil "
         "rich, or `make setup` (.venv with all of them, torch's CPU build where there is no GPU)")
+
+
+def test_python_outside_the_venv_that_setup_made_is_told_to_use_it(monkeypatch, capsys, tmp_path):
+    """After `make bench`, `python -m bench answer` with the system's Python: the .venv is the fix."""
+    import importlib.util
+
+    from bench import cli
+
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "parabench").write_text("")
+    monkeypatch.chdir(tmp_path)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    assert cli.main(["answer", "--json"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"parabench: error: this Python ({sys.executable}) lacks torch: this folder's .venv has them: "
+        "`. .venv/bin/activate` first, or run .venv/bin/parabench answer --json")
 
 
 def test_an_instruction_count_file_that_is_a_device_is_one_line(capsys):

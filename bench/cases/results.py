@@ -14,6 +14,7 @@ import csv
 import errno
 import fcntl
 import io
+import itertools
 import json
 import math
 import os
@@ -50,17 +51,21 @@ ENVIRONMENT = [
     "gpu_topology", "host_memory_gib", "torch_git", "environment",  # NCCL_* etc. in force, as JSON
     "worker_scope",  # which cases shared the worker (bench/cases/case.py WORKER_SCOPES)
     "cpus_per_rank",  # the CPUs each rank ran on ("0-15;16-31", rank order; the cpu_bind knob)
+    # The host's 1-minute load average (node 0) when the run started and when this case ended (the
+    # last row's: the run's end), and its usable CPUs: a busy host disturbs every figure.
+    "load_avg_start", "load_avg_end", "host_cpus",
 ]
 COLUMNS = list(case_mod.COLUMNS) + FIGURES + ENVIRONMENT
 STATUSES = ("ok", "oom", "error", "timeout", "skipped")
 INTEGER = {*COUNTERS[:-1], "n_gpus", "n_replicas", "nnodes", "gpus_per_node", "world_size", "batch_per_gpu", "warmup", "steps", "trials", "seed", "global_batch", "n_timed_steps",
-           "gpu_count_host", "anatomy_steps", "parameters"}
+           "gpu_count_host", "anatomy_steps", "parameters", "host_cpus"}
 FLOAT = {
     "img_per_s", "img_per_s_p10", "img_per_s_p90", "wall_img_per_s", "trial_img_per_s_min", "trial_img_per_s_max",
     "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "peak_alloc_mib", "peak_alloc_mib_min",
     "peak_reserved_mib", "flops_per_image", "tflops", "elapsed_s", "gpu_memory_mib", "alloc_mib_per_step",
     *PHASES,
-} | ANATOMY_FLOAT | {"host_memory_gib"}
+} | ANATOMY_FLOAT | {"host_memory_gib", "load_avg_start", "load_avg_end"}
+AT_LEAST_ONE = {"batch_per_gpu", "global_batch", "n_replicas", "nnodes", "steps", "trials"}
 # Figures an `ok` row must have, finite and above zero.
 REQUIRED_POSITIVE = ("img_per_s", "img_per_s_p10", "img_per_s_p90", "step_ms_p10", "step_ms_p50", "step_ms_p90")
 # Figures that, where present, must be finite and not negative.
@@ -205,6 +210,15 @@ def _coerce(row: dict, where: str, fix: str) -> dict:
     return out
 
 
+def _counts(row: dict, where: str, fix: str) -> None:
+    """Counts as the file holds them (before the case columns are derived from them): none below
+    0, and a batch, a replica, a node, a step or a trial at least 1."""
+    for c in sorted(INTEGER):
+        v = row.get(c)
+        if v is not None and v < (1 if c in AT_LEAST_ONE else 0):
+            raise ResultsError(f"{where}: field {c} is {v!r}, not a usable count; {fix}")
+
+
 def _validate(row: dict, where: str, fix: str) -> None:
     """Every figure finite, and positive where a measurement must be; a spread that holds its
     median; JSON fields that parse to an object."""
@@ -233,6 +247,10 @@ def _validate(row: dict, where: str, fix: str) -> None:
 # and output tail, 4 kB each), so this holds tens of thousands of cases; a larger file is no
 # results file, and reading it whole would take the host's memory.
 MAX_BYTES = 256 * 2**20
+# The most rows a results file holds: the committed runs have at most 135 and a sweep of every
+# knob a few thousand. It bounds what a reader does with a file of small rows (a million of
+# them took minutes and gigabytes to answer), as MAX_BYTES bounds the file.
+MAX_ROWS = 20_000
 
 
 def read_text(path: Path, fix: str = "", kind: str = "results file") -> str:
@@ -263,21 +281,31 @@ def read_text(path: Path, fix: str = "", kind: str = "results file") -> str:
         raise ResultsError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
+def read_json(path: str | os.PathLike, kind: str, fix: str):
+    """A side file's JSON (a fit file, a probe, predictions): read with the checks a results
+    file gets (no pipe, device or oversized file; text; not nested past the parser), so that
+    every file the suite reads is read one way. ResultsError (one line) otherwise."""
+    path = Path(path)
+    text = read_text(path, fix, kind)
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ResultsError(f"{path}: not JSON, so no {kind} ({exc}); {fix}") from None
+    except RecursionError:
+        raise ResultsError(f"{path}: JSON nested too deeply to be a {kind}; {fix}") from None
+
+
 def load_document(path: str | os.PathLike, schema: str, kind: str, fix: str, lists: tuple[str, ...] = ()) -> dict:
     """A JSON file of parabench's own (a fit, an instruction count), checked: read as
-    `read_text` reads, a JSON object whose `schema` is `schema`, each key of `lists` a list.
+    `read_json` reads, a JSON object whose `schema` is `schema`, each key of `lists` a list.
     ResultsError names what is wrong and `fix`."""
-    text = read_text(Path(path), fix, kind=kind)
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise ResultsError(f"{path}: cannot read {'an' if kind[0] in 'aeiou' else 'a'} {kind} ({exc}); {fix}") from None
+    doc = read_json(path, kind, fix)
+    a_kind = f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
     if not isinstance(doc, dict) or doc.get("schema") != schema:
-        raise ResultsError(f"{path} is not {'an' if kind[0] in 'aeiou' else 'a'} {kind} ({schema}); {fix}")
+        raise ResultsError(f"{path} is not {a_kind} ({schema}); {fix}")
     missing = [k for k in lists if not isinstance(doc.get(k), list)]
     if missing:
-        raise ResultsError(f"{path}: {'an' if kind[0] in 'aeiou' else 'a'} {kind} without its {' or '.join(missing)}; "
-                           f"{fix}")
+        raise ResultsError(f"{path}: {a_kind} without its {' or '.join(missing)}; {fix}")
     return doc
 
 
@@ -288,7 +316,7 @@ def load(path: str | os.PathLike) -> list[dict]:
     text = read_text(path, fix)
     try:
         if path.suffix == ".csv":
-            raw_rows = list(csv.DictReader(io.StringIO(text, newline="")))
+            raw_rows = list(itertools.islice(csv.DictReader(io.StringIO(text, newline="")), MAX_ROWS + 1))
             header = set(raw_rows[0]) if raw_rows else set()
             schema = SCHEMA if {"strategy", "status", "img_per_s"} <= header else None
         else:
@@ -305,6 +333,8 @@ def load(path: str | os.PathLike) -> list[dict]:
         raise ResultsError(f"{path}: results schema {schema!r}, this parabench reads {SCHEMA!r}; {fix}")
     if not isinstance(raw_rows, list) or not all(isinstance(r, dict) for r in raw_rows):
         raise ResultsError(f"{path}: 'rows' is not a list of result rows; {fix}")
+    if len(raw_rows) > MAX_ROWS:
+        raise ResultsError(f"{path} holds more than {MAX_ROWS:,} rows, more than any sweep writes; {fix}")
     rows = []
     for i, raw in enumerate(raw_rows):
         where = f"{path}: row {i}"
@@ -318,6 +348,7 @@ def load(path: str | os.PathLike) -> list[dict]:
                                f"{', '.join(PRECISIONS)}); {fix}")
         try:
             row = _coerce(raw, where, fix)
+            _counts(row, where, fix)
             # The case columns as today's Case reads them (settings a row predates get their
             # default there; `raw` keeps the columns of older schemas, such as `compile`).
             row.update(case_mod.Case.from_row({**raw, **row}).row())
@@ -338,10 +369,9 @@ def sections(path: str | os.PathLike) -> dict:
         path = json_path(path)
         if not path.exists():
             return {}
-    try:
-        with open(path) as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError):
+    try:  # the JSON beside a CSV has not been checked: a pipe there would block
+        doc = read_json(path, "results file", "")
+    except ResultsError:
         return {}
     return {k: v for k, v in doc.items() if k not in ("schema", "rows")} if isinstance(doc, dict) else {}
 

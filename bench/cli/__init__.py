@@ -9,6 +9,7 @@ import argparse
 import os
 import signal
 import sys
+from pathlib import Path
 
 from bench.cli import anatomy, answer, check, compare, fit, instructions, listing, probe_comm, report, run
 from bench.cli.common import UsageError
@@ -39,11 +40,19 @@ def missing_packages() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A terminal or pipe that cannot show a character (PYTHONIOENCODING=ascii, a C locale) gets it
+    # escaped: a non-ASCII path in a message is never a traceback after the work is done.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     missing = missing_packages()
     if missing:  # before any command: one line, not an import error in the middle of a sweep
         # A bare `pip install torch` brings a CUDA build of gigabytes to a CPU host: torch comes from `make setup`.
         fix = (f"{sys.executable} -m pip install {' '.join(missing)}, or " if "torch" not in missing else "") + \
             "`make setup` (.venv with all of them, torch's CPU build where there is no GPU)"
+        venv = Path(".venv/bin/parabench")
+        if venv.exists():  # setup ran here: the newcomer typed `python -m bench` outside the venv
+            fix = f"this folder's .venv has them: `. .venv/bin/activate` first, or run {venv} {' '.join(sys.argv[1:] if argv is None else argv)}".rstrip()
         print(f"parabench: error: this Python ({sys.executable}) lacks {', '.join(missing)}: {fix}", file=sys.stderr)
         return 2
     from strategies import PluginError

@@ -9,6 +9,7 @@ def cmd_answer(args) -> int:
     from bench.cases import results
     from bench.report import answer
     from bench.report.frame import load_runs, newest, run_name
+    from bench.report.hostload import busy_line
     from bench.report.labels import Legend
 
     paths = inputs(args)
@@ -26,7 +27,8 @@ def cmd_answer(args) -> int:
         return 0
     for (source, hw, model), run in runs.groupby(["source", "hardware", "model"], sort=True):
         mine = [r for r in recs if (r["run"], r["hardware"], r["model"]) == (run_name(source), hw, model)]
-        print(f"{model} on {hw} (run {run_name(source)}): {answer.actions(run, mine)}\n")
+        busy = busy_line(run.to_dict("records"), f"run {run_name(source)}")
+        print(f"{model} on {hw} (run {run_name(source)}): {answer.actions(run, mine)}\n" + (f"{busy}\n" if busy else ""))
         for where in dict.fromkeys((r["precision"], r["where"]) for r in mine):
             print(f"{where[0]}, {where[1]}:")
             group = [r for r in mine if (r["precision"], r["where"]) == where]
@@ -48,8 +50,9 @@ def cmd_answer(args) -> int:
 
 
 def add_parser(sub) -> None:
-    cmd = sub.add_parser("answer", help="the fastest configuration at each batch, from the newest run's results")
+    cmd = sub.add_parser("answer", help="at each batch, the simplest configuration that nothing measured beats, "
+                         "from the newest run's results")
     add_inputs(cmd)
-    cmd.add_argument("--json", action="store_true", help="one JSON object per run, hardware, model, precision, "
-                     "device count and batch")
+    cmd.add_argument("--json", action="store_true", help="one JSON array with an object for each run, hardware, "
+                     "model, precision, device count and batch")
     cmd.set_defaults(func=cmd_answer)

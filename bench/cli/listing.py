@@ -34,9 +34,15 @@ def list_strategies(args) -> None:
                 for k, v in strategy.options.items()))
         print(f"  {'':<18} executions: {', '.join(e for e in EXECUTIONS if e in strategy.executions)}")
         placement = placements(strategy, gpus, [len(gpus)] if gpus else [args.cpu_replicas], args.cpu_replicas)[-1]
+        # Precisions with the same verdict on one line (a reason that names its precision, without the name).
+        verdicts: dict[str, list[str]] = {}
         for precision in PRECISIONS.values():
             reason = strategy.unavailable_reason(placement, precision)
-            print(f"    {precision.name:<9} {'runs here' if reason is None else 'cannot run: ' + reason}")
+            reason = None if reason is None else reason.removeprefix(f"{precision.name}: ")
+            verdicts.setdefault("runs here" if reason is None else reason, []).append(precision.name)
+        for verdict, names in verdicts.items():
+            print(f"    {'runs here: ' if verdict == 'runs here' else 'cannot run '}{', '.join(names)}"
+                  + ("" if verdict == "runs here" else f": {verdict}"))
 
 
 def list_models(given: list[str]) -> None:

@@ -53,10 +53,13 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
     from bench.cases.case import Settings
     from bench.cases.knobs import KNOBS
 
-    def count(value, default, flag, minimum):
+    def count(value, default, flag, minimum, maximum=100_000):
+        # The maximum: past it a case runs for days (steps) or a seed overflows the data's generator.
         value = default if value is None else value
         if value < minimum:
             raise UsageError(f"{flag} must be at least {minimum}, got {value}")
+        if value > maximum:
+            raise UsageError(f"{flag} must be at most {maximum:,}, got {value}")
         return value
 
     if args.anatomy_steps is not None and not args.anatomy:
@@ -69,10 +72,10 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
             raise UsageError(f"--budget takes minutes, more than 0 and at most 1440, got {args.budget:g}")
     return Settings(
         **flags.measured(args, "run", on_gpu),
-        seed=count(args.seed, 0, "--seed", 0), knobs=tuple((k.name, getattr(args, k.name)) for k in KNOBS),
+        seed=count(args.seed, 0, "--seed", 0, 2**32 - 1), knobs=tuple((k.name, getattr(args, k.name)) for k in KNOBS),
         options=tuple(sorted(_parse_options(args.option, strategy_names).items())),
         case_timeout_s=args.case_timeout, startup_timeout_s=args.startup_timeout,
-        anatomy_steps=count(args.anatomy_steps, 3, "--anatomy-steps", 1) if args.anatomy else 0,
+        anatomy_steps=count(args.anatomy_steps, 3, "--anatomy-steps", 1, 1000) if args.anatomy else 0,
         worker_scope=args.worker_scope,
     )
 
@@ -275,6 +278,11 @@ def _summary(rows: list[dict], out, started: float) -> int:
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts_by_status.items()))
     print(f"{len(rows)} cases ({summary}) written to {results.json_path(out)} and {results.json_path(out).with_suffix('.csv')}")
     print(f"time: {time_spent(rows, time.monotonic() - started)}")
+    from bench.report.hostload import busy_line
+
+    busy = busy_line(rows)
+    if busy:
+        print(busy)
     if not counts_by_status.get("ok"):
         print(f"parabench: error: no case was measured ok ({summary}): the rows say why", file=sys.stderr)
         return NOTHING_MEASURED

@@ -115,7 +115,7 @@ PRECISIONS: dict[str, Precision] = {
         Precision("apex-O3", "NVIDIA Apex amp, opt level O3 (pure fp16, BatchNorm included)", apex_opt_level="O3",
                   declined="apex-O3: pure fp16 with BatchNorm in fp16 and no fp32 master weights is not the suite's "
                            "training step (its first step moves BatchNorm weights far from amp-fp16's step: "
-                           "tests/test_apex.py measures how far); O1 and O2 are"),
+                           "tests/test_apex.py measures how far): use apex-O1 or apex-O2"),
     )
 }
 

@@ -350,11 +350,10 @@ def sentences(doc: dict, models=None) -> list[str]:
         for strategy, found in by_strategy.items():
             found = sorted(found, key=lambda o: o["devices"])
             sizes = [o["largest_fit"] for o in found]
-            if None not in sizes and len(found) == 1:
-                parts.append(f"{strategy} fits {sizes[0]} {unit} at n = {found[0]['devices']}")
-            elif None not in sizes and max(sizes) - min(sizes) <= resolution * max(sizes):
-                parts.append(f"{strategy} fits {min(sizes)} {unit} at every n measured "
-                             f"({found[0]['devices']}-{found[-1]['devices']})")
+            if None not in sizes and max(sizes) - min(sizes) <= resolution * max(sizes):
+                counts = [o["devices"] for o in found]
+                parts.append(f"{strategy} fits {min(sizes)} {unit} " + (f"at n = {counts[0]}" if len(counts) == 1 else
+                             f"at every n measured ({counts[0]}-{counts[-1]})"))
             else:
                 parts.append(f"{strategy} fits " + _runs([(o["devices"], str(o["largest_fit"]) if o["largest_fit"]
                                                            else o["said"]) for o in found]))

@@ -82,8 +82,8 @@ def parse_size(text: str) -> int:
         value = float(t[:-1] if scale > 1 else t) * scale
     except ValueError:
         raise ProbeError(f"--sizes takes sizes such as 4K,1M,45M, got {text!r}") from None
-    if value < 4:
-        raise ProbeError(f"a message size must be at least 4 bytes (one fp32), got {text!r}")
+    if not 4 <= value <= 1 << 36:  # nan and inf too; 64G is more than any GPU holds
+        raise ProbeError(f"a message size must be 4 bytes (one fp32) to 64G, got {text!r}")
     return int(value)
 
 

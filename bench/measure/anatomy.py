@@ -52,6 +52,7 @@ import gzip
 import json
 import os
 import re
+import stat
 
 from bench.measure.intervals import (clip, length, overlap, partition, partition_spans,  # noqa: F401
                                      subtract, union)
@@ -71,7 +72,19 @@ _COMM_ANNOTATIONS = ("gloo:", "nccl:")
 
 
 # --- traces ----------------------------------------------------------------------------
+# A profiler trace of a few steps is tens of MiB; past this it is no trace of parabench's.
+MAX_TRACE_BYTES = 2 * 2**30
+
+
 def load(path: str) -> dict:
+    """A trace, read only where it is a regular file of a trace's size: a pipe would block and a
+    device never end (ValueError, one line)."""
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError(f"{path} is not a regular file (a pipe, a device or a socket): not a trace")
+    if info.st_size > MAX_TRACE_BYTES:
+        raise ValueError(f"{path} is {info.st_size / 2**20:,.0f} MiB, more than any trace "
+                         f"({MAX_TRACE_BYTES // 2**20} MiB at most)")
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as fh:
         return json.load(fh)

@@ -265,3 +265,15 @@ def for_gpus(gpu_ids: tuple[int, ...]) -> dict:
     mems = [by_index[i]["memory_mib"] for i in gpu_ids if i in by_index and by_index[i]["memory_mib"]]
     return {"gpu_name": " + ".join(names), "gpu_memory_mib": min(mems) if mems else None,
             "gpu_topology": topology(tuple(gpu_ids))}
+
+
+def load_average() -> float | None:
+    """The host's 1-minute load average (None where the platform has none)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+def usable_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -47,6 +47,11 @@ def where(n: int, on_gpu: bool, nnodes: int = 1) -> str:
     return text + (f" on {nnodes} hosts" if nnodes > 1 else "")
 
 
+def per(r: dict) -> str:
+    """What a batch is per: a GPU, or on the CPU a replica (a CPU has no MFU or device memory either)."""
+    return "replica" if r["where"].startswith("CPU") else "GPU"
+
+
 def groups(runs: pd.DataFrame):
     """((run, hardware, model, precision, devices, on GPU, hosts), rows) in a stable order."""
     frame = runs.assign(_devices=[devices(r) for _, r in runs.iterrows()],
@@ -242,7 +247,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
     """Short cells (labels from the legend) for one group's records."""
     lines = []
     for r in recs:
-        line = {"batch/GPU": r["batch_per_gpu"]}
+        line = {f"batch/{per(r)}": r["batch_per_gpu"]}
         if r["strategy"] is None:
             oom = r["out_of_memory"]
             line.update({"recommended": "none ran" + (" (OOM)" if oom else "")})
@@ -255,8 +260,8 @@ def table(recs: list[dict]) -> pd.DataFrame:
             "recommended": r["label"] + ("" if r["recommended"] else " (unjudged)" if r.get("unjudged") else " (unstable)")
             + (" (disturbed)" if r.get("disturbed") and r["recommended"] else "") + (" (caveat)" if r.get("caveat") else ""),
             "images/s (p10-p90)": f"{rate(r['img_per_s'])} ({rate(r['img_per_s_p10'])}-{rate(r['img_per_s_p90'])})",
-            f"vs {BASELINE}": speed, "MFU": _mfu_cell(r),
-            "MiB/GPU": "" if r["peak_alloc_mib"] is None else f"{r['peak_alloc_mib']:.0f}",
+            f"vs {BASELINE}": speed, **({} if per(r) == "replica" else {"MFU": _mfu_cell(r),
+            "MiB/GPU": "" if r["peak_alloc_mib"] is None else f"{r['peak_alloc_mib']:.0f}"}),
             "regime": r["regime"], "runner-up": _runner_up(r), "gap": _verdict(r)})
         lines.append(line)
     return pd.DataFrame(lines).fillna("")
@@ -272,11 +277,11 @@ def _runner_up(r: dict) -> str:
 
 
 def _case(r: dict) -> str:
-    return (f"`{r['label']}` ({r['precision']}, {r['where']}, {r['batch_per_gpu']}/GPU): {rate(r['img_per_s'])} "
+    return (f"`{r['label']}` ({r['precision']}, {r['where']}, {r['batch_per_gpu']}/{per(r)}): {rate(r['img_per_s'])} "
             f"img/s (p10-p90 {rate(r['img_per_s_p10'])}-{rate(r['img_per_s_p90'])})"
             + ("" if r["speedup"] is None else f", x{r['speedup']:.2f} over {BASELINE}")
             + ("" if r.get("mfu") is None else f", MFU {100 * r['mfu']:.1f}% of {r['mfu_peak']}")
-            + ("" if r["peak_alloc_mib"] is None else f", {r['peak_alloc_mib']:.0f} MiB/GPU")
+            + ("" if r["peak_alloc_mib"] is None else f", {r['peak_alloc_mib']:.0f} MiB/{per(r)}")
             + (f", {r['regime']}" if r["regime"] else "")
             + (f" (caveat: {r['caveat']})" if r.get("caveat") else ""))
 

@@ -169,8 +169,53 @@ _LOADED: dict[Path, list[dict]] = {}
 
 def _rows_of(path: Path) -> list[dict]:
     if path not in _LOADED:
-        _LOADED[path] = results.load(path)
+        rows = results.load(path)
+        for i, r in enumerate(rows):  # images/s is derived: it must still follow from the step time
+            if r["status"] == "ok" and abs(r["global_batch"] * 1e3 / r["step_ms_p50"] / r["img_per_s"] - 1) > 1e-6:
+                raise ClaimError(f"{path.relative_to(REPO)}: row {i}: img_per_s {r['img_per_s']:.6g} does not follow from "
+                                 f"global_batch / step_ms_p50 ({r['global_batch'] * 1e3 / r['step_ms_p50']:.6g}): "
+                                 "the raw data under a derived figure changed")
+        _LOADED[path] = rows
     return _LOADED[path]
+
+
+def _read_json(path: Path):
+    return json.loads(path.read_text())
+
+
+def _derived_problem(value, where: str = "") -> str | None:
+    """Where a derived figure of a JSON document no longer follows from the raw data beside it:
+    a measurement's img_per_s from its windows (the median), a hand loop's best from its rows."""
+    if isinstance(value, dict):
+        windows, rate = value.get("windows"), value.get("img_per_s")
+        if isinstance(windows, list) and windows and isinstance(rate, (int, float)):
+            if abs(statistics.median(windows) - rate) > 1e-9 * abs(rate):
+                return f"{where}: img_per_s {rate:.6g} is not the median of its windows ({statistics.median(windows):.6g})"
+        if isinstance(value.get("best"), dict) and isinstance(value.get("rows"), list):
+            for batch, best in value["best"].items():
+                rates = [r.get("img_per_s") for r in value["rows"] if str(r.get("batch_per_gpu")) == str(batch)]
+                if rates and best.get("img_per_s") != max(rates):
+                    return f"{where}best[{batch}]: {best.get('img_per_s')} is not the fastest of its rows ({max(rates)})"
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, inner in items:
+        found = _derived_problem(inner, f"{where}{key}." if isinstance(inner, (dict, list)) else where)
+        if found:
+            return found
+    return None
+
+
+def _doc(path: Path):
+    """A JSON document, checked: a derived figure that no longer follows from its raw data fails
+    every claim that reads the document."""
+    doc = _read_json(path)
+    problem = _derived_problem(doc)
+    if problem:
+        raise ClaimError(f"{path.relative_to(REPO)}: {problem}: the raw data under a derived figure changed")
+    return doc
 
 
 def _match(rows: list[dict], where: dict) -> list[dict]:
@@ -206,7 +251,7 @@ def _names(default: str | None) -> dict:
         "rows": lambda **where: _match(_rows_of(_path(None, default)), where),
         "row_in": lambda path, **where: _one(_path(path, None), where),
         "rows_in": lambda path, **where: _match(_rows_of(_path(path, None)), where),
-        "doc": lambda path=None: json.loads(_path(path, default).read_text()),
+        "doc": lambda path=None: _doc(_path(path, default)),
         "grep": lambda pattern, path=None: _grep(pattern, _path(path, default)),
         "const": lambda name, path=None: _const(name, path or default),
         "opt": option,
@@ -241,6 +286,20 @@ def _namespace(file: str | None, let: dict[str, str]) -> dict:
         except Exception as exc:
             raise ClaimError(f"let {name} = {expression}: {type(exc).__name__}: {exc}") from None
     return names
+
+
+# The names that read committed files; a figure's expression must reach one of them.
+READERS = {"row", "rows", "row_in", "rows_in", "doc", "grep", "const", "best_of"}
+
+
+def reads_data(expression: str, let: dict[str, str], seen: frozenset = frozenset()) -> bool:
+    """Whether the expression reads a committed file, itself or through the claim's own names:
+    a figure written into a claim as a literal (or computed from literals) has no source."""
+    try:
+        used = {n.id for n in ast.walk(ast.parse(expression, mode="eval")) if isinstance(n, ast.Name)}
+    except SyntaxError:
+        return True  # evaluating it says what is wrong
+    return bool(used & READERS) or any(reads_data(let[n], let, seen | {n}) for n in used if n in let and n not in seen)
 
 
 def evaluate(expression: str, file: str | None = None, let: dict[str, str] | None = None) -> float:
@@ -317,6 +376,10 @@ def check(claim: Claim) -> list[str]:
                 f"but {len(claim.values)} expressions"]
     problems = []
     for figure, expression in zip(found, claim.values):
+        if not reads_data(expression, claim.let):
+            problems.append(f"{claim.where()}: {figure.printed}: {expression!r} reads no committed file: a figure "
+                            "comes from the rawest committed data, never from a number written into the claim")
+            continue
         try:
             value = evaluate(expression, claim.file, claim.let)
         except ClaimError as exc:

@@ -133,16 +133,18 @@ def _draw_throughput(ax, line, lab):
 
 
 def figure_throughput(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
-    return _batch_panels(primary(group), "Training throughput vs per-GPU batch (each strategy's fastest knobs; others: knobs figure)",
+    # Name the knobs figure only where one is drawn: where a strategy ran more than one setting.
+    others = "; others: knobs figure" if _knob_panels(group) else ""
+    return _batch_panels(primary(group), f"Training throughput vs per-GPU batch (each strategy's fastest knobs{others})",
                          "images/s (median; bars: p10-p90)", _draw_throughput, folder, name)
 
 
 KNOB_LINES = 8  # lines a knobs panel holds before it is split by GPU count
 
 
-def figure_knobs(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
-    """Throughput of every knob setting, one panel per strategy and precision that has more
-    than one (line style and marker: the knobs; colour: the strategy)."""
+def _knob_panels(group: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
+    """(title, strategy, rows) of each panel of the knobs figure; none where no strategy ran
+    more than one setting."""
     ok = group[group["status"] == "ok"]
     panels = []
     for (strategy, precision), sub in ok.groupby(["strategy", "precision"], sort=False):
@@ -153,6 +155,13 @@ def figure_knobs(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
             continue
         for gpus, per_count in sub.groupby("n_gpus"):  # too many lines for one legend: a panel per GPU count
             panels.append((f"{strategy}, {precision}, {int(gpus)} GPU", strategy, per_count))
+    return panels
+
+
+def figure_knobs(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
+    """Throughput of every knob setting, one panel per strategy and precision that has more
+    than one (line style and marker: the knobs; colour: the strategy)."""
+    panels = _knob_panels(group)
     if not panels:
         return []
     cols = min(3, len(panels))

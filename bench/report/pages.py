@@ -43,7 +43,9 @@ CELLS = {
         if pd.notna(r.get("peak_alloc_mib")) and pd.notna(r.get("peak_alloc_mib_min")) else "n/a (CPU)"),
     f"speed-up over {BASELINE} (scaling efficiency)": lambda r: (
         f"x{r['speedup']:.2f} ({100 * r['efficiency']:.0f}%)" if pd.notna(r.get("speedup")) else "no baseline"),
-    "achieved TFLOP/s": lambda r: f"{r['tflops']:.1f}" if pd.notna(r.get("tflops")) else "n/a",
+    # Two significant digits below 1 (a CPU's 0.04 is not 0.0).
+    "achieved TFLOP/s": lambda r: (f"{r['tflops']:.1f}" if r["tflops"] >= 0.95 else f"{r['tflops']:.2g}")
+                                  if pd.notna(r.get("tflops")) else "n/a",
     CAVEATS: lambda r: _caveat(r) or "none",
 }
 
@@ -55,6 +57,9 @@ def tables(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
     for title, cell in CELLS.items():
         if title == CAVEATS and not any(r["status"] == "ok" and _caveat(r) for r in records):
             continue  # a table of "none" says nothing
+        if title.startswith("peak memory per GPU") and not any(
+                r["status"] == "ok" and pd.notna(r.get("peak_alloc_mib")) for r in records):
+            continue  # no device memory to show: a CPU run
         cells = [cell(r) if r["status"] == "ok" else _status_cell(r) for r in records]
         wide = frame.assign(cell=cells, row=[label(r) for r in frame.to_dict("records")])
         table = wide.pivot_table(index="row", columns="batch_per_gpu", values="cell", aggfunc="first", sort=False)

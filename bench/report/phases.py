@@ -14,10 +14,18 @@ def _sum(rows: list[dict], column: str) -> float:
     return total
 
 
+def _s(seconds: float) -> str:
+    """Whole seconds, but under a second keeps a decimal: a measured 0.3 s never reads as 0."""
+    return f"{seconds:.1f}" if 0 < seconds < 0.95 else f"{seconds:.0f}"
+
+
 def summary(rows: list[dict], wall_s: float) -> str:
+    recorded = [r for r in rows if isinstance(r.get("timed_s"), (int, float)) and r["timed_s"] == r["timed_s"]]
+    if not recorded:  # nothing measured here (every case skipped, resumed or from a worker that keeps no phases)
+        return f"{_s(wall_s)} s in all (no case recorded where its time went)"
     warm, timed = _sum(rows, "warmup_s"), _sum(rows, "timed_s")
     start, build, count = _sum(rows, "worker_start_s"), _sum(rows, "build_s"), _sum(rows, "counters_s")
     rest = max(0.0, wall_s - warm - timed - start - build - count)
-    return (f"{wall_s:.0f} s in all: measuring {warm + timed:.0f} s (warm-up {warm:.0f}, timed {timed:.0f}), "
-            f"worker start-up {start:.0f} s, building and compiling {build:.0f} s, counting {count:.0f} s, "
-            f"the rest {rest:.0f} s")
+    return (f"{_s(wall_s)} s in all: measuring {_s(warm + timed)} s (warm-up {_s(warm)}, timed {_s(timed)}), "
+            f"worker start-up {_s(start)} s, building and compiling {_s(build)} s, counting {_s(count)} s, "
+            f"the rest {_s(rest)} s")

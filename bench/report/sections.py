@@ -7,13 +7,13 @@ where it has nothing to say). Adding a section is one function plus one entry in
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 import strategies
+from bench.cases import results
 from bench.report import answer as answers
 from bench.report import findings as answer
 from bench.report import fitted
@@ -247,8 +247,8 @@ def peak_rates(paths: list[Path]) -> dict[str, dict]:
     found = {}
     for probe in sorted({f for p in paths for f in Path(p).parent.glob("*.probe.json")}, key=lambda f: f.stat().st_mtime):
         try:
-            doc = json.loads(probe.read_text())
-        except (OSError, json.JSONDecodeError):
+            doc = results.read_json(probe, "peak probe", "run `bench peak` again")
+        except results.ResultsError:  # a pipe, a device or no probe: not a peak to set rates against
             continue
         if isinstance(doc, dict) and doc.get("gpu") and doc.get("bf16_matmul_tflops"):
             found[doc["gpu"]] = {**doc, "file": probe.name}

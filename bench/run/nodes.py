@@ -32,8 +32,16 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 
+from bench.run.signals import Terminated
+
 PREFIX = "parabench"
 DEFAULT_PORT = 29400
+# Beyond this many hosts node 0's store and its per-node bookkeeping are untried; 1024 is far above
+# any run made here (2 nodes) and below where a typo (100000) would wait for nodes that never come.
+MAX_NODES = 1024
+# Node 0 resolves its endpoint's host within this many seconds (a DNS that never answers would
+# hold the store's C++ constructor, which no signal interrupts).
+RESOLVE_TIMEOUT_S = 10.0
 
 
 class NodesError(Exception):
@@ -74,18 +82,84 @@ def from_args(nnodes: int | None, node_rank: int | None, endpoint: str | None, r
             endpoint = f"{first_slurm_host(env)}:{DEFAULT_PORT}"
         run_id = run_id or f"slurm-{env.get('SLURM_JOB_ID', '0')}"
     nnodes = 1 if nnodes is None else nnodes
-    if nnodes < 1:
-        raise NodesError(f"--nnodes must be at least 1, got {nnodes}")
+    if not 1 <= nnodes <= MAX_NODES:
+        raise NodesError(f"--nnodes takes 1 to {MAX_NODES} hosts, got {nnodes}")
     if nnodes == 1:
         return Nodes()
     if node_rank is None or not 0 <= node_rank < nnodes:
         raise NodesError(f"--nnodes {nnodes} needs --node-rank between 0 and {nnodes - 1}, got {node_rank}")
     if not endpoint:
         raise NodesError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (an address of node 0, the same on every node)")
-    host, _, port = endpoint.rpartition(":") if ":" in endpoint else (endpoint, "", str(DEFAULT_PORT))
-    if not host or not port.isdigit():
-        raise NodesError(f"--rdzv-endpoint takes HOST:PORT, got {endpoint!r}")
-    return Nodes(nnodes, node_rank, host, int(port), run_id or "parabench")
+    host, port = parse_endpoint(endpoint)
+    return Nodes(nnodes, node_rank, host, port, run_id or "parabench")
+
+
+def parse_endpoint(endpoint: str) -> tuple[str, int]:
+    """HOST:PORT, [IPV6]:PORT, HOST or [IPV6] (port 29400): the host and the port, one line
+    naming the fix for anything else (a bare IPv6 address reads as host and port)."""
+    usage = f"--rdzv-endpoint takes HOST:PORT or [IPV6]:PORT with a port 1-65535, got {endpoint!r}"
+    if endpoint.startswith("["):
+        host, bracket, rest = endpoint[1:].partition("]")
+        if not bracket or not host or (rest and not rest.startswith(":")):
+            raise NodesError(usage)
+        port = rest[1:] if rest else str(DEFAULT_PORT)
+    elif endpoint.count(":") > 1:
+        raise NodesError(f"{usage}: write an IPv6 address in brackets, e.g. [::1]:{DEFAULT_PORT}")
+    else:
+        host, _, port = endpoint.partition(":") if ":" in endpoint else (endpoint, "", str(DEFAULT_PORT))
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        # Port 0 would have each node pick a port of its own: the others could not find node 0's.
+        raise NodesError(usage)
+    return host, int(port)
+
+
+def check_hostable(host: str, port: int, timeout_s: float = RESOLVE_TIMEOUT_S) -> None:
+    """Node 0 hosts the store at host:port: the host must resolve (within `timeout_s`, in a
+    thread, so that a signal still stops the wait) to an address of this machine, and the port
+    must be free. One line naming the fix, before torch's store would retry in silence."""
+    import socket
+
+    found: dict = {}
+
+    def resolve():
+        try:
+            found["addresses"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            found["error"] = exc
+
+    thread = threading.Thread(target=resolve, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise NodesError(f"node 0 could not resolve {host!r} of --rdzv-endpoint within {timeout_s:g} s: "
+                         "give an address of node 0 (its IP address or a name the DNS knows)")
+    if "error" in found:
+        raise NodesError(f"node 0 cannot resolve {host!r} of --rdzv-endpoint ({found['error'].strerror or found['error']}): "
+                         "give an address of node 0 (its IP address or a name the DNS knows)")
+    problems = []
+    for family, kind, proto, _, address in found["addresses"]:
+        try:
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(address)
+                return
+        except OSError as exc:
+            problems.append(exc)
+    reason = problems[0].strerror if problems else "no address"
+    raise NodesError(f"node 0 cannot listen at {host}:{port} ({reason}): the endpoint must be an address of node 0 "
+                     "with a free port")
+
+
+def node_list(numbers: list[int], most: int = 8) -> str:
+    """'1-3, 7, 9-99999': consecutive node numbers as ranges, at most `most` of them shown."""
+    spans: list[list[int]] = []
+    for n in sorted(numbers):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    text = [f"{a}" if a == b else f"{a}-{b}" for a, b in spans]
+    return ", ".join(text[:most]) + (f" and {len(text) - most} more ranges" if len(text) > most else "")
 
 
 def first_slurm_host(env) -> str:
@@ -155,11 +229,15 @@ class Store:
     def __init__(self, nodes: Nodes, timeout_s: float):
         TCPStore = _import_tcp_store()
         self.nodes = nodes
-        if not nodes.leader:
+        if nodes.leader:
+            check_hostable(nodes.host, nodes.port)
+        else:
             timeout_s = max(1.0, wait_for_port(nodes.host, nodes.port, timeout_s, f"node {nodes.node_rank}"))
         try:
             self.store = TCPStore(nodes.host, nodes.port, is_master=nodes.leader, multi_tenant=True,
                                   wait_for_workers=False, timeout=timedelta(seconds=timeout_s))
+        except Terminated:  # SIGTERM while torch waited: the sweep stops as on any SIGTERM (143)
+            raise
         except Exception as exc:  # noqa: BLE001 - socket errors surface as several types
             if nodes.leader:
                 raise NodesError(f"node 0 cannot host the rendezvous store at {nodes.endpoint} ({_first_line(exc)}): "
@@ -175,6 +253,8 @@ class Store:
         says so, whichever of the store's error types it came as."""
         try:
             return getattr(self.store, method)(*args)
+        except Terminated:  # SIGTERM raised from inside torch's call: a stop, not a lost node 0 (143)
+            raise
         except Exception as exc:  # noqa: BLE001 - DistStoreError, DistNetworkError, RuntimeError...
             raise NodesError(f"lost node 0's rendezvous store at {self.nodes.endpoint} ({_first_line(exc)}): node 0 is "
                              "gone; its results file holds what finished") from None
@@ -224,15 +304,15 @@ def agree(store: Store, digest: str, timeout_s: float) -> None:
         countdown = Countdown(timeout_s)
         missing = [n for n in range(1, nodes.nnodes) if not store.has("hash", n)]
         while missing and not countdown.expired():
-            countdown.say(f"node 0: waiting for node(s) {', '.join(map(str, missing))} of {nodes.nnodes} to join at "
+            countdown.say(f"node 0: waiting for node(s) {node_list(missing)} of {nodes.nnodes} to join at "
                           f"{nodes.endpoint} (start the same command there with its --node-rank)")
             time.sleep(0.2)
             missing = [n for n in missing if not store.has("hash", n)]
         if missing:
-            verdict = f"node(s) {', '.join(map(str, missing))} did not join within {timeout_s:g} s"
+            verdict = f"node(s) {node_list(missing)} did not join within {timeout_s:g} s"
         else:
             differ = [n for n in range(1, nodes.nnodes) if store.get("hash", n) != digest]
-            verdict = (f"node(s) {', '.join(map(str, differ))} were started with other sweep arguments than node 0: "
+            verdict = (f"node(s) {node_list(differ)} were started with other sweep arguments than node 0: "
                        "run the same command on every node (only --node-rank may differ)") if differ else "ok"
         store.set(verdict, "verdict")
         if verdict != "ok":  # the store lives in this process: keep it until the nodes that joined have read why

@@ -121,6 +121,7 @@ class Sweep:
         # A search's survey sets this share: a case whose first trial runs below it of the best
         # measured at its group is measured once (its row's `screened` says so); None: never.
         self.screen: float | None = None
+        self.load_at_start = envinfo.load_average()
         for row in results.latest(existing or []):
             self.rows[identity(row)] = row
 
@@ -134,6 +135,7 @@ class Sweep:
         row["worker_scope"] = self.settings.worker_scope
         row["workload_source"] = workloads.source_of(case.model)  # torch-free; the worker adds parameters
         row["notes"] = strategies.get(case.strategy).notes(case)
+        row.update(load_avg_start=self.load_at_start, load_avg_end=envinfo.load_average(), host_cpus=envinfo.usable_cpus())
         row.update(figures)
         return row
 

@@ -250,13 +250,22 @@ def probe(names: list[str], timeout_s: float = 300) -> dict[str, dict]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
     with tempfile.TemporaryDirectory(prefix="parabench-probe-") as folder:
         answer = os.path.join(folder, "answer.jsonl")
-        try:
-            proc = subprocess.run([sys.executable, "-m", "bench.workloads._probe", answer, *others], cwd=repo, env=env,
-                                  stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
-                                  timeout=timeout_s, preexec_fn=functools.partial(kill_with_parent, os.getpid()))
-        except subprocess.TimeoutExpired:
-            raise WorkloadError(f"resolving {', '.join(others)} took over {timeout_s:g} s: give its factory more "
-                                f"time with a larger --startup-timeout") from None
+        # Its output goes to a file and the wait is for the process, not for the end of its
+        # output: a helper process the factory starts holds pipes open, never a file. In a
+        # process group of its own, so that such helpers end with it.
+        with open(os.path.join(folder, "output.txt"), "w+", errors="replace") as output:
+            proc = subprocess.Popen([sys.executable, "-m", "bench.workloads._probe", answer, *others], cwd=repo,
+                                    env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
+                                    start_new_session=True, preexec_fn=functools.partial(kill_with_parent, os.getpid()))
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                raise WorkloadError(f"resolving {', '.join(others)} took over {timeout_s:g} s: give its factory more "
+                                    f"time with a larger --startup-timeout") from None
+            finally:
+                _end_group(proc)
+            output.seek(0)
+            printed = output.read()
         try:
             with open(answer) as fh:
                 lines = fh.read().splitlines()
@@ -272,12 +281,24 @@ def probe(names: list[str], timeout_s: float = 300) -> dict[str, dict]:
             found[entry["name"]] = entry
     for name in others:
         if name not in found:
-            output = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+            output = printed.strip().splitlines()
             tail = output[-1][-300:] if output else "no output"
             raise WorkloadError(f"model {name!r}: resolving it failed (exit {proc.returncode}): {tail}")
         if "error" in found[name]:
             raise WorkloadError(found[name]["error"])
     return found
+
+
+def _end_group(proc) -> None:
+    """SIGKILL the probe's process group (the probe, and what it started and left behind) and reap it."""
+    import os
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
 
 
 @functools.lru_cache(maxsize=None)

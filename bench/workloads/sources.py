@@ -7,7 +7,13 @@ model itself says: bench.workloads probes it on the meta device).
 """
 from __future__ import annotations
 
+import warnings
+
 from bench.workloads import Source, WorkloadError, register_source
+
+# torchvision without its compiled image operators (the CPU build's 0.16.2, which timm imports too)
+# warns at import that torchvision.io cannot decode images: no model here reads an image.
+warnings.filterwarnings("ignore", message="Failed to load image Python extension", category=UserWarning)
 
 
 def _timm(name: str) -> tuple:

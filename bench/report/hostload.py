@@ -1,0 +1,27 @@
+"""Whether the host was busy with other work when a run started, from its rows' load averages
+(bench/cases/results.py: load_avg_start, load_avg_end, host_cpus). The run's own workers load
+the host too, so the start is what tells of others; the end is shown beside it."""
+from __future__ import annotations
+
+import math
+
+# Busy: other work kept at least half the usable CPUs runnable when the run started.
+BUSY_SHARE = 0.5
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+
+
+def busy_line(rows: list[dict], name: str = "the run") -> str | None:
+    """One sentence where the host was busy at the run's start, else None."""
+    recorded = [r for r in rows if _number(r.get("load_avg_start")) is not None and _number(r.get("host_cpus"))]
+    if not recorded:
+        return None
+    start, cpus = _number(recorded[0]["load_avg_start"]), int(_number(recorded[0]["host_cpus"]))
+    if start < BUSY_SHARE * cpus:
+        return None
+    end = _number(recorded[-1].get("load_avg_end"))
+    return (f"The host was busy when {name} started: load average {start:.1f} on {cpus} CPUs"
+            + (f" ({end:.1f} at its end)" if end is not None else "")
+            + ": other work shared the machine, so every figure may be disturbed; re-run on an idle host.")

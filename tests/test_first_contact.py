@@ -1,0 +1,62 @@
+"""The README's first block as a newcomer types it: every command exists as written and names
+`answer`; the Makefile passes paths as one word each and echoes whole commands. The block itself
+runs in order on a fresh clone in CI (`bash scripts/first_contact.sh`, a step of `.ci/run`)."""
+import re
+import shlex
+import subprocess
+
+from tests.conftest import REPO
+
+
+def first_block() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    block = re.search(r"^```sh\n(.*?)^```$", text, re.S | re.M).group(1)
+    return [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines() if line.strip()]
+
+
+def make_n(*args: str) -> str:
+    """What `make ARGS` would run (nothing runs; PY=python3 skips the setup step)."""
+    proc = subprocess.run(["make", "-n", "--no-print-directory", "PY=python3", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_the_first_block_answers_and_every_command_in_it_exists():
+    lines = first_block()
+    commands = [c.strip() for line in lines for c in line.split("&&")]
+    assert any(c.startswith("make answer") or c.startswith("parabench answer") for c in commands), lines
+    for command in commands:
+        words = shlex.split(command)
+        if words[0] == "make":
+            runs = {"bench": "-m bench run", "plot": "-m bench report", "answer": "-m bench answer", "test": "-m pytest"}
+            assert runs[words[1]] in make_n(words[1]), command
+        elif words[0] == "parabench":
+            # `parabench` comes from .venv (pyproject's [project.scripts]), after `. .venv/bin/activate`
+            assert any(line.startswith(". .venv/bin/activate") for line in lines[:lines.index(command)]), lines
+            scripts = (REPO / "pyproject.toml").read_text()
+            assert 'parabench = "bench.cli:main"' in scripts
+        else:
+            assert command == ". .venv/bin/activate", f"a command the test does not know: {command}"
+
+
+def test_make_says_how_long_the_tests_take_in_the_first_block():
+    assert any(line.startswith("make test") for line in first_block())
+    block = (REPO / "README.md").read_text().split("```")[1]
+    said = re.search(r"make test .*(about \d+ minutes)", block)
+    assert said, block
+    assert said.group(1) in make_n("test"), "make test says the same duration as the README"
+
+
+def test_make_passes_a_folder_with_a_space_as_one_word():
+    for target, flag in (("plot", "--results-dir"), ("bench", "--results-dir"), ("answer", "--results-dir")):
+        words = shlex.split(make_n(target, "RESULTS=my results", "GPUS="))
+        assert words[words.index(flag) + 1] == "my results", (target, words)
+    words = shlex.split(make_n("plot", "PLOTS=it's mine"))
+    assert words[words.index("--out") + 1] == "it's mine", words
+
+
+def test_make_bench_echoes_one_whole_command():
+    echoed = make_n("bench", "GPUS=", "STRATEGIES=single,ddp", "ARGS=--steps 3")
+    assert [line for line in echoed.splitlines() if line.strip()] == [echoed.strip()], echoed
+    assert not echoed.rstrip().endswith("\\") and "--strategies single,ddp --steps 3" in echoed
