@@ -76,18 +76,20 @@ def table(searches: list[Path], against: list[Path], handloop: Path | None) -> l
     return out
 
 
-def main(args) -> int:
-    from bench.cli.common import UsageError
+class ProofError(Exception):
+    """The files cannot be checked (missing, or nothing ran ok): one line, the command's fix."""
 
+
+def main(args) -> int:
     searches = [Path(p) for p in args.searches]
     against = [Path(p) for p in args.against or []]
     handloop = Path(args.handloop) if args.handloop else None
     for path in searches + against + ([handloop] if handloop else []):
         if not path.is_file():
-            raise UsageError(f"{path}: no such file: give the files one call wrote (scripts/answer_proof.sh)")
+            raise ProofError(f"{path}: no such file: give the files one call wrote (scripts/answer_proof.sh)")
     cells = table(searches, against, handloop)
     if not cells:
-        raise UsageError(f"{', '.join(map(str, searches))}: no answer to check (nothing ran ok)")
+        raise ProofError(f"{', '.join(map(str, searches))}: no answer to check (nothing ran ok)")
     print(f"{'search':<16} {'GPUs':>4} {'batch':>6}  {'answer':<52} {'img/s':>9}  {'best measured':<52} {'img/s':>9} ratio")
     for c in cells:
         print(f"{c['search']:<16} {c['devices']:>4} {c['batch_per_gpu']:>6}  {c['answer'][:52]:<52} "

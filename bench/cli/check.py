@@ -46,7 +46,7 @@ def cmd_proof(args) -> int:
 
     try:
         return proof.main(args)
-    except ResultsError as exc:
+    except (ResultsError, proof.ProofError) as exc:
         raise UsageError(str(exc)) from None
 
 
