@@ -53,14 +53,22 @@ def measurement(parser, command: str) -> None:
         parser.add_argument(f"--{name}", type=int, help=f"{help} (default {said})")
 
 
+# The most any measurement flag takes: past it one case runs for days.
+MOST = {"trials": 1000}
+MOST_DEFAULT = 100_000
+
+
 def measured(args, command: str, on_gpu: bool) -> dict:
     """The command's measurement settings: what was given, else MEASUREMENT's default here;
-    below a flag's least, one line."""
+    below a flag's least or above its most, one line."""
     out = {}
     for name, ((gpu_default, cpu_default), least, _) in MEASUREMENT[command].items():
         value = getattr(args, name)
         value = (gpu_default if on_gpu else cpu_default) if value is None else value
         if value < least:
             raise UsageError(f"--{name} must be at least {least}, got {value}")
+        most = MOST.get(name, MOST_DEFAULT)
+        if value > most:
+            raise UsageError(f"--{name} must be at most {most:,}, got {value}")
         out[name] = value
     return out
