@@ -34,7 +34,7 @@ sq = '$(subst ','\'',$(1))'
 # Setup only when PY is the project's own environment.
 NEEDS_SETUP := $(if $(filter $(VENV)/bin/python,$(PY)),setup)
 
-.PHONY: setup setup-models setup-mxnet bench list answer plot test test-slow slurm-test pytest-bench baseline-ci regress-ci regress fit-check clean
+.PHONY: setup setup-models setup-mxnet bench list answer plot reference test test-slow slurm-test pytest-bench baseline-ci regress-ci regress fit-check clean
 
 setup: $(VENV)/.installed
 
@@ -102,6 +102,14 @@ plot: $(NEEDS_SETUP)
 # The tests need the MXNet environment too, where this Python can hold MXNet 1.9.1 (<= 3.11);
 # elsewhere the MXNet tests skip and say why.
 MXNET_FITS := $(shell $(MXNET_PYTHON) -c 'import sys; print("yes" if sys.version_info < (3, 12) else "")' 2>/dev/null)
+
+# Every seed row in one reference (scripts/reference.sh): `make reference GPUS=0,1,2,3` writes
+# results/reference/<gpu>x<n>/ (the run, its answer, the GPU tests' log) and
+# plots/reference/<gpu>x<n>/; `make reference GPUS=` a small CPU version into
+# results/reference-cpu/. REF_DIR= puts the results elsewhere.
+REF_DIR ?=
+reference: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),$(if $(MXNET_FITS),setup-mxnet))
+	PY=$(PY) bash scripts/reference.sh $(call sq,$(if $(filter-out cpu none,$(GPUS)),$(GPUS))) $(if $(REF_DIR),$(call sq,$(REF_DIR)))
 
 # `make test`: everything but the tests marked slow (minutes of CPU each: Callgrind, compiled
 # parity, fault, multi-node and regression sweeps), which `make test-slow` runs; CI runs both.

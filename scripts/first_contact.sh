@@ -17,6 +17,9 @@ printf 'set -euxo pipefail\n%s\n' "$block" > "$work/first-block.sh"
 env -u VIRTUAL_ENV bash "$work/first-block.sh" > "$work/out.txt" 2>&1 || { status=$?; cat "$work/out.txt"; \
   echo "first_contact: a command of the README's first block failed (exit $status): it must work as written" >&2; exit 1; }
 cat "$work/out.txt"
-grep -q "Recommended:" "$work/out.txt" || { echo "first_contact: no answer printed" >&2; exit 1; }
+# An answer, whatever it says: on a busy machine every case may come back disturbed, which the
+# answer says instead of recommending.
+grep -qE "Recommended:|Unjudged:|No configuration can be recommended" "$work/out.txt" \
+  || { echo "first_contact: no answer printed" >&2; exit 1; }
 [ -s plots/REPORT.md ] || { echo "first_contact: make plot wrote no plots/REPORT.md" >&2; exit 1; }
 echo "first_contact: the README's first block ran in order on a fresh clone"

@@ -115,9 +115,9 @@ def pick(rows: list, asked: dict | None = None, noise: float = 0.0) -> tuple[dic
 
     Noise never picks the answer: a disturbed row that beats the stable pick beyond both spreads
     (its honest floor, `low_end`, above the other's p90) is faster whatever disturbed it, and is
-    named instead (the caller says it was disturbed); where nothing is stable, a disturbed row is named only if it
-    beats every other row so. A disturbed row that may be faster but is not clearly so stays
-    left out, and `unjudged` names it: the comparison is said to be open, never settled."""
+    named instead (the caller says it was disturbed); where nothing is stable, nothing is named
+    (every p90 may be the disturbance's). A disturbed row that may be faster but is not clearly
+    so stays left out, and `unjudged` names it: the comparison is said to be open, never settled."""
     usable = [r for r in rows if not disturbed(r)]
     shaky = [r for r in rows if disturbed(r)]
     chosen, tied = None, []
@@ -126,15 +126,18 @@ def pick(rows: list, asked: dict | None = None, noise: float = 0.0) -> tuple[dic
         tied = [r for r in usable if not beats(fastest, r, noise)]
         chosen = min(tied, key=lambda r: simplicity(r, asked))
         tied = sorted((r for r in tied if r is not chosen), key=lambda r: -r["img_per_s"])
-    def clear_of(r, other):  # beyond both spreads from r's honest floor
-        return low_end(r) > other["img_per_s_p90"] and r["img_per_s"] > other["img_per_s"] * (1 + noise)
-
-    ahead = [r for r in shaky if (clear_of(r, chosen) if chosen is not None
-                                  else all(clear_of(r, o) for o in rows if o is not r))]
+    # Only against a stable pick: where nothing is stable, every p90 may be the disturbance's.
+    ahead = [r for r in shaky if chosen is not None and clear_of(r, chosen, noise)]
     if ahead:
         chosen, tied = max(ahead, key=lambda r: r["img_per_s"]), []
     left_out = [(r, disturbed(r)) for r in shaky if r is not chosen]
     return chosen, tied, left_out
+
+
+def clear_of(row, other, noise: float = 0.0) -> bool:
+    """`row` faster than `other` beyond both spreads measured from row's honest floor
+    (`low_end`): true whatever disturbed row's trials."""
+    return low_end(row) > other["img_per_s_p90"] and row["img_per_s"] > other["img_per_s"] * (1 + noise)
 
 
 def unjudged(chosen: dict | None, left_out: list) -> list:

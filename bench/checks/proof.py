@@ -2,8 +2,9 @@
 
 `python -m bench check proof SEARCH.json [SEARCH.json ...] --against LISTING.json ... --handloop
 HANDLOOP.json` takes each search's answer (bench/report/answer.py) at its largest device count and
-at one device, per model, precision and batch, and divides its images/s by the fastest ok row at
-the same hardware, model, precision, device count and batch in any of the files (the searches'
+at one device, per model, precision and batch, and divides its images/s by the fastest ok row (by
+its median; a disturbed one is said to be) at the same hardware, model, precision, device count and
+batch in any of the files (the searches'
 own rows, the listings', and at one device the hand-written loop's best, bench/checks/handloop.py).
 Medians against medians; every file must come from the same call on the same machine. Exit 1
 where a ratio is below --min-ratio, so that a script can stop on it. No torch.
@@ -11,6 +12,7 @@ where a ratio is below --min-ratio, so that a script can stop on it. No torch.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from bench.cases import results
@@ -54,26 +56,39 @@ def _label(row: dict) -> str:
 
 
 def table(searches: list[Path], against: list[Path], handloop: Path | None) -> list[dict]:
+    from bench.cases.case import hardware
+    from bench.cases.ranking import disturbed
+    from bench.report.answer import devices
+
     rows = _rows(searches + against)
     loop = _handloop(handloop)
     out = []
     for search in searches:
         for rec in _cells(search):
-            same = [r for r in rows if (r.get("model"), r.get("precision"), int(r.get("batch_per_gpu") or 0))
-                    == (rec["model"], rec["precision"], rec["batch_per_gpu"])
-                    and int(r.get("n_gpus") or 0) == rec["devices"]]
-            candidates = [(float(r["img_per_s"]), _label(r), r["file"]) for r in same]
-            if rec["devices"] == 1:
-                candidates += [(float(r["img_per_s"]), f"hand loop ({r['variant']})", r["file"]) for r in loop
+            cell = (rec["hardware"], rec["model"], rec["precision"], rec["devices"], rec["batch_per_gpu"])
+            same = [r for r in rows if (hardware(r), r.get("model"), r.get("precision"), devices(r),
+                                        int(r.get("batch_per_gpu") or 0)) == cell]
+            candidates = [(float(r["img_per_s"]), _label(r), r["file"], disturbed(r)) for r in same]
+            if rec["devices"] == 1 and rec["hardware"] == loop_gpu(handloop):
+                candidates += [(float(r["img_per_s"]), f"hand loop ({r['variant']})", r["file"], "") for r in loop
                                if (r.get("model"), r.get("precision"), int(r["batch_per_gpu"]))
                                == (rec["model"], rec["precision"], rec["batch_per_gpu"])]
-            best = max(candidates)
+            best = max(candidates)  # the answer's own row is among them
             out.append({"search": search.name, "model": rec["model"], "precision": rec["precision"],
                         "devices": rec["devices"], "batch_per_gpu": rec["batch_per_gpu"],
                         "answer": rec["label"], "answer_config": rec.get("config"), "recommended": rec["recommended"],
                         "answer_img_per_s": rec["img_per_s"], "best": best[1], "best_file": best[2],
-                        "best_img_per_s": best[0], "ratio": round(rec["img_per_s"] / best[0], 4)})
+                        # The best by its median, disturbed or not, and said so: the yardstick errs high.
+                        "best_disturbed": best[3], "best_img_per_s": best[0],
+                        "ratio": round(rec["img_per_s"] / best[0], 4)})
     return out
+
+
+def loop_gpu(path: Path | None) -> str | None:
+    """The GPU the hand loop ran on, as rows name their hardware."""
+    if path is None:
+        return None
+    return json.loads(results.read_text(path, kind="hand-loop file")).get("gpu")
 
 
 class ProofError(Exception):
@@ -84,6 +99,8 @@ def main(args) -> int:
     searches = [Path(p) for p in args.searches]
     against = [Path(p) for p in args.against or []]
     handloop = Path(args.handloop) if args.handloop else None
+    if not (math.isfinite(args.min_ratio) and 0 < args.min_ratio <= 1):
+        raise ProofError(f"--min-ratio takes a share in (0, 1], got {args.min_ratio:g}")
     for path in searches + against + ([handloop] if handloop else []):
         if not path.is_file():
             raise ProofError(f"{path}: no such file: give the files one call wrote (scripts/answer_proof.sh)")
@@ -93,7 +110,8 @@ def main(args) -> int:
     print(f"{'search':<16} {'GPUs':>4} {'batch':>6}  {'answer':<52} {'img/s':>9}  {'best measured':<52} {'img/s':>9} ratio")
     for c in cells:
         print(f"{c['search']:<16} {c['devices']:>4} {c['batch_per_gpu']:>6}  {c['answer'][:52]:<52} "
-              f"{c['answer_img_per_s']:>9.0f}  {c['best'][:52]:<52} {c['best_img_per_s']:>9.0f} {c['ratio']:.3f}")
+              f"{c['answer_img_per_s']:>9.0f}  {c['best'][:52]:<52} {c['best_img_per_s']:>9.0f} {c['ratio']:.3f}"
+              + (" (the best's trials were disturbed)" if c["best_disturbed"] else ""))
     low = [c for c in cells if c["ratio"] < args.min_ratio or not c["recommended"]]
     named = ", ".join(f"{c['devices']} GPU(s) {c['batch_per_gpu']}/GPU" for c in low)
     print(f"{len(cells) - len(low)} of {len(cells)} cells at or above {args.min_ratio:g} of the best measured"

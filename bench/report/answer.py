@@ -202,7 +202,9 @@ def _record(key, batch, at: pd.DataFrame, run: pd.DataFrame, legend: Legend) -> 
     record["others_left_out"] = sorted({str(r["strategy"]) for r, _ in left_out if r["strategy"] != top["strategy"]})
     if others:
         second = others[0]
-        record.update({"runner_up": legend.short(pd.Series(second)), "runner_up_config": knobs(second),
+        # A runner-up the survey screened ran one trial: its figure is a first look, said so.
+        record.update({"runner_up": legend.short(pd.Series(second)) + (" (one trial)" if isinstance(second.get("screened"), str) and second["screened"] else ""),
+                       "runner_up_config": knobs(second),
                        "runner_up_img_per_s": float(second["img_per_s"]),
                        "gap_pct": round(100 * (top["img_per_s"] / second["img_per_s"] - 1), 1),
                        "tie": not ranking.beats(top, second, noise) and not ranking.beats(second, top, noise)})
@@ -230,10 +232,8 @@ def records(runs: pd.DataFrame, legend: Legend | None = None) -> list[dict]:
 
 
 def _verdict(r: dict) -> str:
-    if r.get("unjudged"):
+    if r["unstable"]:  # a case that may be faster was disturbed
         return "unjudged, re-run"
-    if r["unstable"]:
-        return "unstable, re-run"
     if r["runner_up"] is None:
         return ""
     return f"{r['gap_pct']:+.1f}%" + (", tie" if r["tie"] else "")
@@ -257,7 +257,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
             f" ({efficiency_cell({'efficiency': r['efficiency'], 'efficiency_lo': r['efficiency_lo']})})"
             if r["devices"] > 1 else "") + ("*" if r["speedup_over"] else "")
         line.update({
-            "recommended": r["label"] + ("" if r["recommended"] else " (unjudged)" if r.get("unjudged") else " (unstable)")
+            "recommended": r["label"] + ("" if r["recommended"] else " (unjudged)")
             + (" (disturbed)" if r.get("disturbed") and r["recommended"] else "") + (" (caveat)" if r.get("caveat") else ""),
             "images/s (p10-p90)": f"{rate(r['img_per_s'])} ({rate(r['img_per_s_p10'])}-{rate(r['img_per_s_p90'])})",
             f"vs {BASELINE}": speed, **({} if per(r) == "replica" else {"MFU": _mfu_cell(r),

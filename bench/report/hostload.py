@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 
-# Busy: other work kept at least half the usable CPUs runnable when the run started.
+# Busy: other work kept at least half the host's CPUs runnable when the run started (the load
+# average counts every CPU of the host, not only those this process may use).
 BUSY_SHARE = 0.5
 
 

@@ -187,7 +187,8 @@ class Search:
         groups = self._ok_rows(cases)
         leaders = {key: self._leaders(rows) for key, rows in sorted(groups.items(), key=lambda kv: self._serve(kv[0]))}
         self.reserve_s = self._finals_reserve(leaders)
-        known = {identity(r) for rows in groups.values() for r in rows}
+        # Every ok row of the file counts as measured (a resumed search keeps its levers).
+        known = {identity(r) for r in self.sweep.rows.values() if r.get("status") == "ok"}
         for dimension in DIMENSIONS:
             self._levers(dimension, leaders, known, groups)
         self._finals(leaders)
@@ -224,6 +225,7 @@ class Search:
                 chunks.append([case])
         share = SURVEY_SHARE * self.budget_s
         self.sweep.screen = SCREEN
+        self.sweep.screen_exempt = {identity(self.sweep._row(c)) for c in always}  # the bar and divisor in full
         try:
             for chunk in chunks:
                 todo = [c for c in chunk if not self.sweep.measured(c)]
@@ -233,7 +235,8 @@ class Search:
                 # A kind of worker not yet measured at this count is priced at twice the run's
                 # mean: on 4 H200s one-process strategies took 10-16 s a case, torchrun's 2-13 s.
                 kind = (_worker(chunk[0]), chunk[0].n_replicas)
-                known_kind = any((_worker(c := Case.from_row(dict(r))), c.n_replicas) == kind for r in self._ok())
+                known_kind = bool(held) or any((_worker(c := Case.from_row(dict(r))), c.n_replicas) == kind
+                                               for r in self._ok())  # the bar's chunk pays its start anyway
                 total = sum(self.cost(c) for c in held)
                 for case in todo:
                     if case in held:
@@ -252,7 +255,7 @@ class Search:
                                                   "lever": "survey", "why": "the survey's share of the budget was spent"})
                 self._measure("survey", held)
         finally:
-            self.sweep.screen = None
+            self.sweep.screen, self.sweep.screen_exempt = None, set()
 
     def _leaders(self, rows: list[dict]) -> list[Leader]:
         """The configuration the rules name first, then the fastest measured where it is another
@@ -323,7 +326,9 @@ class Search:
         # One lever at every batch of a device count in one call: its cases share a worker's start.
         calls: list[list[_Item]] = []
         for item in items:
-            if calls and calls[-1][0].rank[:4] == item.rank[:4]:
+            same = calls and calls[-1][0].rank[:4] == item.rank[:4] and (
+                calls[-1][0].lever.setting, calls[-1][0].lever.case.n_replicas) == (item.lever.setting, item.lever.case.n_replicas)
+            if same:
                 calls[-1].append(item)
             else:
                 calls.append([item])
@@ -333,7 +338,7 @@ class Search:
             while todo:
                 fits = self._fitting(todo, leaders)
                 guessed = bool(fits) and not self._ok(execution_of(fits[0].lever.case), fits[0].lever.case.n_replicas)
-                if guessed and 2 * sum(self.cost(i.lever.case) for i in fits) > self.left():
+                if guessed and 2 * sum(self.cost(i.lever.case) for i in fits) > self.left() - self._floor(fits[0], leaders):
                     # An execution not yet measured at this count is priced on a guess (a compiled
                     # case took 0.6-1.6x the guess on H100 and H200): where twice the guess would not
                     # fit, measure one, and price the rest with what it cost.
@@ -366,22 +371,27 @@ class Search:
         from above."""
         fits, total = [], 0.0
         for item in todo:
-            first = leaders[item.key].index(item.leader) == 0
-            # The first execution levers on a first leader move the answer most (1.4-3x): they
-            # may use the finals' reserve too; the finals settle ties of a few percent.
-            floor = (0.0 if first and not item.rank[0] else self.reserve_s if first
-                     else self._finals_reserve(leaders, capped=False))
-            if total + self.cost(item.lever.case) <= self.left() - floor:
+            if total + self.cost(item.lever.case) <= self.left() - self._floor(item, leaders):
                 total += self.cost(item.lever.case)
                 fits.append(item)
         return fits
+
+    def _floor(self, item: _Item, leaders: dict) -> float:
+        """What the budget must keep after the item. The first execution levers on a first leader
+        move the answer most (1.4-3x): they may use the finals' reserve too, which settles ties of
+        a few percent; a group's other levers stop at the reserve; a second leader's levers at what
+        the finals need in full."""
+        first = leaders[item.key].index(item.leader) == 0
+        late = item.rank[0]
+        return 0.0 if first and not late else self.reserve_s if first else self._finals_reserve(leaders, capped=False)
 
     def _again_winners(self, phase: str, measured: list[_Item]) -> None:
         """A lever row that would lead its group but whose trials were disturbed (a compiled step
         re-recording its graphs in a timed trial, say) is measured again at once, before the
         budget goes elsewhere: the answer cannot name it, nor rule it out, until then."""
         shaky = [i.lever.case for i in measured if (r := self._row(i.lever.case)) is not None and r["status"] == "ok"
-                 and ranking.disturbed(r) and r["img_per_s"] > i.leader.row["img_per_s_p90"]]
+                 and ranking.disturbed(r) and r["img_per_s"] > i.leader.row["img_per_s_p90"]
+                 and not ranking.clear_of(r, i.leader.row)]  # one clear of the leader is named as it is
         if shaky and sum(self.cost(c) for c in shaky) <= self.left():
             self._measure(f"{phase}, again", shaky, again=True)
 
@@ -400,7 +410,7 @@ class Search:
                 self._record_lever(key, leader, lever, None, f"dropped: {why}")
                 continue
             gain = row["img_per_s"] / base["img_per_s"]
-            if ranking.disturbed(row) and not ranking.beats(row, base):
+            if ranking.disturbed(row) and not ranking.clear_of(row, base):
                 verdict = f"dropped: {ranking.disturbed(row)}"
             elif ranking.beats(row, base):
                 verdict = "beats the spread"

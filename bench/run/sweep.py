@@ -121,6 +121,7 @@ class Sweep:
         # A search's survey sets this share: a case whose first trial runs below it of the best
         # measured at its group is measured once (its row's `screened` says so); None: never.
         self.screen: float | None = None
+        self.screen_exempt: set = set()  # identities measured in full whatever the screen says
         self.load_at_start = envinfo.load_average()
         for row in results.latest(existing or []):
             self.rows[identity(row)] = row
@@ -135,7 +136,8 @@ class Sweep:
         row["worker_scope"] = self.settings.worker_scope
         row["workload_source"] = workloads.source_of(case.model)  # torch-free; the worker adds parameters
         row["notes"] = strategies.get(case.strategy).notes(case)
-        row.update(load_avg_start=self.load_at_start, load_avg_end=envinfo.load_average(), host_cpus=envinfo.usable_cpus())
+        # host_cpus: the CPUs the load average is over (all of the host's, not this process's share).
+        row.update(load_avg_start=self.load_at_start, load_avg_end=envinfo.load_average(), host_cpus=os.cpu_count() or 1)
         row.update(figures)
         return row
 
@@ -158,7 +160,9 @@ class Sweep:
         for case in cases:
             group = case.group_key()
             for row in self.rows.values():
-                if row.get("status") == "ok" and Case.from_row(dict(row)).group_key() == group:
+                other = Case.from_row(dict(row))
+                if row.get("status") == "ok" and other.group_key() == group and \
+                        (other.execution, other.compile_mode) == (case.execution, case.compile_mode):
                     name = json.dumps(list(map(str, group)))
                     best[name] = max(best.get(name, 0.0), float(row["img_per_s"]))
         return {"share": self.screen, "best": best}
@@ -293,7 +297,9 @@ class Sweep:
         if screen is not None:
             spec["screen"] = screen
             for case_spec in spec["cases"]:
-                case_spec["group"] = json.dumps(list(map(str, attempt.by_key[json.dumps(case_spec["key"])].group_key())))
+                case = attempt.by_key[json.dumps(case_spec["key"])]
+                case_spec["group"] = json.dumps(list(map(str, case.group_key())))
+                case_spec["screenable"] = identity(self._row(case)) not in self.screen_exempt
         if self.settings.anatomy_steps:
             for case_spec in spec["cases"]:
                 case_spec["anatomy"] = self._anatomy_spec(attempt.by_key[json.dumps(case_spec["key"])])

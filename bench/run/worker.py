@@ -244,7 +244,7 @@ def screen(job: Job, case: dict, first_trial_ms: list[float]) -> str:
     the screen's share of the best this run measured in the case's group is far behind. Every
     rank decides on the same figures (the slowest rank's steps), so all stop together."""
     rule = job.spec.get("screen")
-    if not rule:
+    if not rule or not case.get("screenable", True):
         return ""
     steps = [max(col) for col in zip(*job.launcher.gather(first_trial_ms))]
     first = case["global_batch"] / (sorted(steps)[len(steps) // 2] / 1000)
