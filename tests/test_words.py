@@ -86,9 +86,8 @@ def test_a_cpu_report_has_no_device_memory_table_and_no_zero_tflops():
 
 def test_a_fit_sentence_names_the_counts_it_measured():
     """One count is 'at n = 8', not 'at every n measured (8-8)'."""
-    from tests.test_adversarial import module
 
-    fit = module("bench.fit.fit", "bench.predict.fit")
+    from bench.fit import fit
 
     def doc(counts):
         return {"settings": {"gpus": [], "resolution": 0.02, "memory_budget_mib": 300},

@@ -290,7 +290,7 @@ def read_json(path: str | os.PathLike, kind: str, fix: str):
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise ResultsError(f"{path}: not JSON, so no {kind} ({exc}); {fix}") from None
+        raise ResultsError(f"{path}: cannot read {'an' if kind[0] in 'aeiou' else 'a'} {kind}: not JSON ({exc}); {fix}") from None
     except RecursionError:
         raise ResultsError(f"{path}: JSON nested too deeply to be a {kind}; {fix}") from None
 
