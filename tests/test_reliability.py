@@ -1,5 +1,5 @@
-"""Nothing measured is ever lost: one test per fault an adversarial user found (issue list
-of the reliability work), each on the CPU. Process checks look only at the processes
+"""Nothing measured is ever lost: one test per fault an adversarial user found, each on the
+CPU. Process checks look only at the processes
 that carry this test's own tag (PARABENCH_TEST_TAG, inherited by every worker)."""
 import json
 import os

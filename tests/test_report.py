@@ -465,7 +465,7 @@ def test_the_end_of_a_sweep_says_where_its_time_went():
 
 
 def test_noise_never_names_a_strategy_several_times_slower():
-    """2 x H200, 256/GPU (issue's run): ddp read 42.6k with a 35% spread (p10 36.9k), fsdp2 14.8k
+    """2 x H200, 256/GPU (a default search there): ddp read 42.6k with a 35% spread (p10 36.9k), fsdp2 14.8k
     (p90 16.7k). ddp's p10 is twice fsdp2's p90: ddp is faster whatever disturbed it, and is named,
     with its disturbance said."""
     from bench.report import answer

@@ -235,8 +235,10 @@ def test_a_cpu_search_records_its_plan_beside_its_rows(tmp_path):
     assert pd.DataFrame(doc["rows"])["strategy"].eq("single").all()
 
 
-# 4 x H200, resnet18-small amp-bf16 channels_last (docs/findings.md; shared DESIGN section 10): images/s by
-# strategy, devices, execution and per-GPU batch. What the issue's default `make bench GPUS=0,1,2,3` met.
+# A host of 4 H200s, resnet18-small amp-bf16 channels_last: images/s by strategy, devices, execution and
+# per-GPU batch, as measured there for the configurations that lead (eager, CUDA graph and compile
+# reduce-overhead of single and ddp); rough figures for those that never do (compile's default mode,
+# zero1, fsdp2, allreduce-scratch, dp), which only need to trail.
 H200X4 = {
     ("single", 1, "eager"): {256: 36700, 1024: 79600, 2048: 85600},
     ("single", 1, "cuda-graph"): {256: 62100, 1024: 81200, 2048: 86000},
@@ -350,7 +352,7 @@ def best_measurable(n: int, batch: int) -> float:
 
 
 def test_the_answer_at_the_gpus_you_have_comes_first_and_within_5_percent(tmp_path):
-    """The default search on a simulated 4 x H200 (the issue's speeds and costs): the survey starts
+    """The default search on a simulated 4 x H200 (speeds and costs measured there): the survey starts
     at 4 GPUs with the reference strategy, the first lever measured after it is at 4 GPUs, the
     whole search keeps to its 5 minutes, and the answer at 4 GPUs and at one GPU is at least 0.95
     of the best configuration measurable there at every batch."""

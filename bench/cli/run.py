@@ -255,7 +255,7 @@ def _measure(args, cases, settings, leader, started: float) -> int:
         raise UsageError(str(exc)) from None
     finally:
         lock.release()
-    return _summary(rows, out, started)
+    return _summary(rows, out, started, sweep.recorded)
 
 
 def _search(args, sweep, cases, settings, reporter, started: float) -> list[dict]:
@@ -268,7 +268,9 @@ def _search(args, sweep, cases, settings, reporter, started: float) -> list[dict
     return search.run(cases)
 
 
-def _summary(rows: list[dict], out, started: float) -> int:
+def _summary(rows: list[dict], out, started: float, recorded: list[dict]) -> int:
+    """The counts of the file's rows; where this command's time went, from every row it recorded
+    (a case measured twice spent its time twice; a resumed file's older rows spent none now)."""
     from bench.cases import results
     from bench.report.phases import summary as time_spent
 
@@ -277,7 +279,7 @@ def _summary(rows: list[dict], out, started: float) -> int:
         counts_by_status[row["status"]] = counts_by_status.get(row["status"], 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts_by_status.items()))
     print(f"{len(rows)} cases ({summary}) written to {results.json_path(out)} and {results.json_path(out).with_suffix('.csv')}")
-    print(f"time: {time_spent(rows, time.monotonic() - started)}")
+    print(f"time: {time_spent(recorded, time.monotonic() - started)}")
     from bench.report.hostload import busy_line
 
     busy = busy_line(rows)

@@ -415,8 +415,8 @@ def actions(run: pd.DataFrame, recs: list[dict]) -> str:
                          f"measured: {_case(best)}, unstable); re-run.")
     unsettled = [r for r in done if r is not best and r["unstable"]]
     if unsettled:
-        cells = sorted({(r["batch_per_gpu"], r["where"]) for r in unsettled})
-        parts.append("Unjudged at " + ", ".join(f"{b}/GPU on {w}" for b, w in cells)
+        cells = sorted({(r["batch_per_gpu"], per(r), r["where"]) for r in unsettled})
+        parts.append("Unjudged at " + ", ".join(f"{b}/{unit} on {w}" for b, unit, w in cells)
                      + ": a case that may be faster there had disturbed trials; re-run before trusting the order.")
     largest = max(r["batch_per_gpu"] for r in done)
     at = max((r for r in done if r["batch_per_gpu"] == largest), key=lambda r: (r["recommended"], r["img_per_s"], r["label"]))

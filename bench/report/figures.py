@@ -109,7 +109,8 @@ def _batch_panels(group: pd.DataFrame, title: str, ylabel: str, draw_line, folde
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         # Below the panel: knob lists make long labels that would hide the data.
-        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
+        if ax.get_legend_handles_labels()[0]:  # a panel where nothing ran has no line to name
+            ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     return _save(fig, folder, name)
 
 

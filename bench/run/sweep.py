@@ -122,6 +122,7 @@ class Sweep:
         # measured at its group is measured once (its row's `screened` says so); None: never.
         self.screen: float | None = None
         self.screen_exempt: set = set()  # identities measured in full whatever the screen says
+        self.recorded: list[dict] = []  # every row this sweep recorded, those later measured again too
         self.load_at_start = envinfo.load_average()
         for row in results.latest(existing or []):
             self.rows[identity(row)] = row
@@ -175,6 +176,7 @@ class Sweep:
         key = identity(row)
         self.rows.pop(key, None)
         self.rows[key] = row
+        self.recorded.append(row)
         self.save()
         self.reporter.case_done(row)
 
