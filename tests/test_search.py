@@ -409,3 +409,26 @@ def answers_all(path):
     from bench.report.frame import load_runs
 
     return answer.records(load_runs([path]))
+
+
+def test_a_survey_case_far_behind_its_group_is_measured_once_and_the_bar_never_is():
+    """The worker's screen: a first trial under the share of the best measured in the case's group
+    (by the parent, or earlier in this worker) ends the case after one trial and says why; a case
+    marked unscreenable (the bar, the baseline) and a plain sweep (no screen) run every trial."""
+    from types import SimpleNamespace
+
+    from bench.run.worker import screen
+
+    class OneRank:
+        def gather(self, obj):
+            return [obj]
+
+    job = SimpleNamespace(spec={"screen": {"share": 0.5, "best": {"g": 1000.0}}}, launcher=OneRank(), best_seen={})
+    case = {"global_batch": 10, "trials": 3, "group": "g", "screenable": True}
+    why = screen(job, case, [100.0] * 20)  # 10 images in 100 ms: 100 img/s, a tenth of the best
+    assert why.startswith("first trial 100 img/s, under 50% of the best measured") and "one trial of 3" in why
+    assert screen(job, case, [15.0] * 20) == ""  # 667 img/s: not far behind
+    assert screen(job, {**case, "screenable": False}, [100.0] * 20) == ""
+    job.best_seen["other"] = 10_000.0  # another group's best is no bar here
+    assert screen(job, {**case, "group": "other-batch"}, [100.0] * 20) == ""
+    assert screen(SimpleNamespace(spec={}, launcher=OneRank(), best_seen={}), case, [100.0] * 20) == ""
