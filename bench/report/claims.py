@@ -22,6 +22,9 @@ The expression vocabulary (Python expressions over these names, nothing else):
   the same in another file. Option values: `opt(r, "bucket_cap_mb")`.
 - `doc(path=None)`: the file as parsed JSON (probe files, host probes).
 - `grep(pattern, path=None)`: the first group of a regular expression in a text file (logs).
+- `answered(devices, batch, execution, path=None)`: the answer's own record for one cell of a
+  results file (bench/report/answer.py), checked to name that execution ("eager",
+  "cuda-graph", "compile:reduce-overhead").
 - `const(name, path=None)`: a top-level constant of a Python module, read without importing it.
 - `[claim.let]`, `name = 'expression'`: names of the claim's own, evaluated in order (rows,
   lists, small functions written as `lambda`), for the figures' expressions to share.
@@ -253,6 +256,8 @@ def _names(default: str | None) -> dict:
         "rows_in": lambda path, **where: _match(_rows_of(_path(path, None)), where),
         "doc": lambda path=None: _doc(_path(path, default)),
         "grep": lambda pattern, path=None: _grep(pattern, _path(path, default)),
+        "answered": lambda devices, batch, execution, path=None: _answered(_path(path, default), devices, batch,
+                                                                           execution),
         "const": lambda name, path=None: _const(name, path or default),
         "opt": option,
         "k": lambda x: x / 1e3,
@@ -266,6 +271,23 @@ def _names(default: str | None) -> dict:
         "sorted": sorted, "round": round, "any": any, "all": all, "zip": zip, "set": set, "dict": dict, "str": str, "float": float,
         "int": int, "math": math,
     }
+
+
+def _answered(path: Path, devices: int, batch: int, execution: str) -> dict:
+    """The answer's record (bench/report/answer.py) for one cell of a results file, checked to
+    name `execution` (as its config says it, "eager" where none): a claim of what the answer
+    named is recomputed from the answer itself, not from a row picked by hand."""
+    from bench.report import answer
+    from bench.report.frame import load_runs
+
+    recs = [r for r in answer.records(load_runs([path])) if (r["devices"], r["batch_per_gpu"]) == (devices, batch)]
+    if len(recs) != 1 or recs[0]["strategy"] is None:
+        raise ClaimError(f"{path.relative_to(REPO)}: no one answer at {devices} device(s), {batch} per GPU")
+    named = (recs[0].get("config") or {}).get("execution", "eager")
+    if named != execution:
+        raise ClaimError(f"{path.relative_to(REPO)}: the answer at {devices} device(s), {batch} per GPU names "
+                         f"{named}, not {execution}")
+    return recs[0]
 
 
 def _grep(pattern: str, path: Path) -> float:
@@ -289,7 +311,7 @@ def _namespace(file: str | None, let: dict[str, str]) -> dict:
 
 
 # The names that read committed files; a figure's expression must reach one of them.
-READERS = {"row", "rows", "row_in", "rows_in", "doc", "grep", "const", "best_of"}
+READERS = {"row", "rows", "row_in", "rows_in", "doc", "grep", "const", "best_of", "answered"}
 
 
 def reads_data(expression: str, let: dict[str, str], seen: frozenset = frozenset()) -> bool:

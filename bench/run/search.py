@@ -45,7 +45,8 @@ MAX_LEADERS = 2  # configurations per group that levers are tried on
 MAX_FINALISTS = 3  # configurations per group measured again side by side
 # The survey's share of the budget: the levers moved the answer 1.4-3x on H100 and H200
 # (compile reduce-overhead, CUDA graphs), the survey's slowest strategies never. On 4 H200s the
-# first four strategies' survey took 85 s and the levers the answer needed about 180 s.
+# survey took 134 s of a 5-minute search, and the levers the answer needed at one GPU no longer
+# fitted in the rest (results/reference/h200x4/answer/search-x4.json, its search log).
 SURVEY_SHARE = 0.3
 # A survey case whose first trial runs below this share of the best measured at its batch is far
 # behind: one trial tells that; measuring it in full would not change the answer.
@@ -233,7 +234,8 @@ class Search:
                 # speed-up (the baseline at one device) are always measured; the rest within the share.
                 held = [c for c in todo if c in always]
                 # A kind of worker not yet measured at this count is priced at twice the run's
-                # mean: on 4 H200s one-process strategies took 10-16 s a case, torchrun's 2-13 s.
+                # mean: on 4 H200s a one-process strategy's case cost several times a torchrun one's
+                # (results/reference/h200x4/answer/search-x4.json).
                 kind = (_worker(chunk[0]), chunk[0].n_replicas)
                 known_kind = bool(held) or any((_worker(c := Case.from_row(dict(r))), c.n_replicas) == kind
                                                for r in self._ok())  # the bar's chunk pays its start anyway
@@ -298,7 +300,7 @@ class Search:
             # compile reduce-overhead): both come first.
             found.sort(key=lambda l: execution_of(l.case) != "cuda-graph")
             return found, FIRST_EXECUTIONS
-        # The GPU is busy: fusing pays, replaying launches barely does (a graph ran 0.74 of compile
+        # The GPU is busy: fusing pays, replaying launches barely does (a graph ran well below compile
         # reduce-overhead at 1024/GPU on 4 H200s): compile reduce-overhead first, the rest later.
         found.sort(key=lambda l: execution_of(l.case) == "cuda-graph")
         return found, 1
@@ -340,7 +342,7 @@ class Search:
                 guessed = bool(fits) and not self._ok(execution_of(fits[0].lever.case), fits[0].lever.case.n_replicas)
                 if guessed and 2 * sum(self.cost(i.lever.case) for i in fits) > self.left() - self._floor(fits[0], leaders):
                     # An execution not yet measured at this count is priced on a guess (a compiled
-                    # case took 0.6-1.6x the guess on H100 and H200): where twice the guess would not
+                    # case's cost is a guess until one is measured): where twice the guess would not
                     # fit, measure one, and price the rest with what it cost.
                     fits = fits[:1]
                 self._measure(phase, [i.lever.case for i in fits])
