@@ -17,16 +17,17 @@ ARGS ?=
 # On GPUs the default sweep asks what the hardware can do: bf16 autocast and channels_last
 # (the fast path on H100/H200), per-GPU batches from host-bound (256) to GPU-bound (1024,
 # 2048), so the answer is not a comparison of kernel-launch overheads. About 24 cases,
-# under 2 minutes on 2 H200s. On the CPU (GPUS= or no GPU): fp32, the small default sweep.
+# a search of 7 minutes on GPUs (BUDGET). On the CPU (GPUS= or no GPU): fp32, the small default sweep.
 ON_GPU := $(if $(filter-out cpu none,$(GPUS)),$(if $(shell command -v nvidia-smi 2>/dev/null),yes))
 PRECISION ?= $(if $(ON_GPU),amp-bf16,fp32)
 BATCH_SIZES ?= $(if $(ON_GPU),256$(,)1024$(,)2048)
 LAYOUT ?= $(if $(ON_GPU),--channels-last)
-# On GPUs the sweep is the survey of a search (bench/run/search.py): the levers (executions, SGD
-# kernels, memory format, strategy options) on the leaders, then the finalists measured again,
-# all within BUDGET minutes. SEARCH= turns it off.
-BUDGET ?= 5
-SEARCH ?= $(if $(ON_GPU),--search --budget $(BUDGET))
+# On GPUs the sweep is the survey of a search (bench/run/search.py): every strategy at every batch,
+# the levers (executions, SGD kernels, memory format, strategy options) on the leaders, then the
+# finalists measured again, all within BUDGET minutes (empty: the search's default, 7, what the
+# whole job takes on 2 and 4 H200s). SEARCH= turns it off.
+BUDGET ?=
+SEARCH ?= $(if $(ON_GPU),--search$(if $(BUDGET), --budget $(call sq,$(BUDGET))))
 , := ,
 # A value as one shell word, whatever it holds (`make plot RESULTS="my results"`).
 sq = '$(subst ','\'',$(1))'

@@ -1,16 +1,25 @@
 """How measured configurations are ranked, defined once for the search and the answer.
 
-- **Spread**: a row's p10-p90 range of images/s over its median.
-- **Beats**: `a` beats `b` when a's p10 lies above b's p90 (and, where the run measured its own
-  noise by repeating cases, by more than that noise). Anything less is a tie.
-- **Disturbed**: a row whose figures cannot be ranked until it is measured again: its spread is
-  wider than UNSTABLE of its median, a trial's mean fell outside the p10-p90 of all steps (the
-  trials disagree beyond the spread), or the wall-clock figure falls outside that range and
-  further than bench/cases/caveats.py allows from the median (the process was stopped or starved
-  between steps).
+- **Estimate**: a row's median images/s, with the confidence interval of that median
+  (bench/core/stats.py: a bootstrap over its trials and steps). Rows written before rows kept
+  their steps have no interval; their p10-p90 range stands in for it (wider, so more ties).
+- **Beats**: `a` beats `b` when a's interval lies wholly above b's and its median is ahead by more
+  than THRESHOLD (or the run's own noise, where it measured that by repeating cases, if larger).
+  Anything less is a tie, as criterion.rs reads a change (its intervals, and its noise threshold);
+  ties go to the simpler configuration.
+- **Stopped**: a row whose wall clock disagrees with its steps (the trials took far longer than
+  their steps add up to: the process was stopped or starved between steps). Its steps do not
+  describe the run, so it is left out until measured again.
+- **Wide**: a row whose interval is too wide to rank by (WIDE of its median). It is ranked by that
+  interval all the same (a wide interval rarely beats anything); where it overlaps a rival and the
+  medians differ by what matters (MATTERS), the order is open until both are measured again,
+  interleaved (bench/run/search.py).
+- **Disturbed**: stopped or wide, with why.
+- **Outliers** (Tukey's fences) are reported in the row, never used to throw a row away: one slow
+  step in sixty moves a mean, not a median or its interval.
 - **Simplicity**: ties go to the simplest configuration: fewer levers moved from what the run
   asked for, then the baseline strategy at one device (every wrapper only adds host work there),
-  then the registry's order (`Strategy.order`: lower is simpler to run).
+  then the registry's order (`Strategy.order`: lower is simpler to run), then the faster median.
 
 No torch, no pandas: rows are dicts (or anything with `[]` and `.get`).
 """
@@ -22,13 +31,22 @@ import strategies
 from bench.cases.case import Case
 from bench.cases.caveats import WALL_DISAGREEMENT
 
-# A p10-p90 spread wider than a quarter of the median is no measurement to rank by: on a
-# quiet GPU a case's spread is a few percent, host-bound cases' reach a third of the median
-# (docs/findings.md, finding 4); 25% flags the widest for a re-run rather than a ranking.
+# Rows without an interval (written before rows kept their steps): a p10-p90 spread wider than a
+# quarter of the median is no measurement to rank by (docs/findings.md, finding 4).
 UNSTABLE = 0.25
-# A trial mean or wall-clock figure may sit this far outside p10-p90 before it counts as
-# disagreeing: percentiles of 20-60 steps are themselves rounded to a step.
-SLACK = 0.01
+# A median's interval wider than this share of the median is too wide to rank by: on a quiet GPU
+# a case's interval spans well under 1% (its steps' p10-p90 a few percent); host-bound steps that
+# jump between two speeds, or a trial in another mode, make it wider.
+WIDE = 0.10
+# A difference of medians below this is no difference, however tight the intervals (criterion's
+# noise threshold, 1% by default): the same configuration measured by two searches of one call on
+# 4 H200s came within 0.5% at 1024-2048/GPU, and fused against foreach SGD, in a CUDA graph or
+# under compile reduce-overhead, 0.7-2.2% apart (results/reference/h200x4/answer: search-x4 and
+# the listings). A pick that turned on such a difference would change from run to run.
+THRESHOLD = 0.02
+# Medians closer than this are no difference worth measuring again: the simpler is named either way
+# (the answer's promise is the fastest within 5%).
+MATTERS = 0.03
 
 
 def _number(row, name):
@@ -41,37 +59,65 @@ def _number(row, name):
 
 
 def spread(row) -> float:
+    """The steps' p10-p90 range over the median: how much the steps themselves vary."""
     return (row["img_per_s_p90"] - row["img_per_s_p10"]) / row["img_per_s"]
 
 
+def has_interval(row) -> bool:
+    return _number(row, "img_per_s_ci_lo") is not None and _number(row, "img_per_s_ci_hi") is not None
+
+
+def interval(row) -> tuple[float, float]:
+    """Where the row's median lies: its confidence interval, or its p10-p90 where it has none."""
+    if has_interval(row):
+        return float(row["img_per_s_ci_lo"]), float(row["img_per_s_ci_hi"])
+    return float(row["img_per_s_p10"]), float(row["img_per_s_p90"])
+
+
+def width(row) -> float:
+    lo, hi = interval(row)
+    return (hi - lo) / row["img_per_s"]
+
+
 def beats(a, b, noise: float = 0.0) -> bool:
-    """`a` faster than `b` beyond both spreads and beyond the run's measured noise."""
-    return a["img_per_s_p10"] > b["img_per_s_p90"] and a["img_per_s"] > b["img_per_s"] * (1 + noise)
+    """`a` faster than `b` beyond both intervals, by more than THRESHOLD and the run's measured noise."""
+    return interval(a)[0] > interval(b)[1] and a["img_per_s"] > b["img_per_s"] * (1 + max(noise, THRESHOLD))
 
 
 def low_end(row) -> float:
-    """The slowest the row's own figures allow: its p10, or lower where a trial's mean or the
-    wall clock fell below it (a disturbed row's honest floor)."""
-    figures = [row["img_per_s_p10"], _number(row, "trial_img_per_s_min"), _number(row, "wall_img_per_s")]
+    """The slowest the row's own figures allow: its interval's low end, or lower where the wall
+    clock fell below it (a stopped row's honest floor)."""
+    figures = [interval(row)[0], _number(row, "wall_img_per_s")]
     return min(f for f in figures if f is not None)
 
 
-def disturbed(row) -> str:
-    """Why the row must be measured again before it can be ranked, or ""."""
-    if spread(row) > UNSTABLE:
-        return (f"its p10-p90 spread is {100 * spread(row):.0f}% of the median (over {100 * UNSTABLE:.0f}%): "
-                "the steps were disturbed")
-    lo, hi = row["img_per_s_p10"] * (1 - SLACK), row["img_per_s_p90"] * (1 + SLACK)
-    trials = [_number(row, "trial_img_per_s_min"), _number(row, "trial_img_per_s_max")]
-    if trials[0] is not None and trials[1] is not None and (trials[0] < lo or trials[1] > hi):
-        return (f"its trials disagree beyond the spread ({trials[0]:.0f}-{trials[1]:.0f} img/s against "
-                f"p10-p90 {row['img_per_s_p10']:.0f}-{row['img_per_s_p90']:.0f})")
+def stopped(row) -> str:
+    """Why the row's steps do not describe its run (its wall clock disagrees), or ""."""
+    lo, hi = row["img_per_s_p10"], row["img_per_s_p90"]
     wall = _number(row, "wall_img_per_s")
     if wall is not None and not lo <= wall <= hi and abs(wall / row["img_per_s"] - 1) > WALL_DISAGREEMENT:
         return (f"its wall-clock figure ({wall:.0f} img/s) is {100 * abs(wall / row['img_per_s'] - 1):.0f}% off its "
-                f"median and outside its p10-p90 ({row['img_per_s_p10']:.0f}-{row['img_per_s_p90']:.0f}): steps were "
-                "stopped or starved")
+                f"median and outside its p10-p90 ({lo:.0f}-{hi:.0f}): steps were stopped or starved")
     return ""
+
+
+def wide(row) -> str:
+    """Why the row's interval is too wide to rank by, or ""."""
+    if has_interval(row):
+        if width(row) > WIDE:
+            lo, hi = interval(row)
+            return (f"the {100 * width(row):.0f}% interval of its median ({lo:.0f}-{hi:.0f} img/s, over "
+                    f"{100 * WIDE:.0f}%) is too wide to rank by")
+        return ""
+    if spread(row) > UNSTABLE:
+        return (f"its p10-p90 spread is {100 * spread(row):.0f}% of the median (over {100 * UNSTABLE:.0f}%): "
+                "the steps were disturbed")
+    return ""
+
+
+def disturbed(row) -> str:
+    """Why the row must be measured again before it settles an order, or ""."""
+    return stopped(row) or wide(row)
 
 
 def levers_moved(row, asked: dict | None) -> int:
@@ -101,51 +147,62 @@ def base_like(case: Case, asked: dict) -> Case:
 
 
 def simplicity(row, asked: dict | None = None) -> tuple:
-    """The sort key that puts the simplest configuration first."""
+    """The sort key that puts the simplest configuration first (the faster of equals first)."""
     declared = strategies.info(str(row["strategy"]))
     devices = int(row.get("n_gpus") or 0) or int(row.get("n_replicas") or 1)
     one_device_baseline = devices == 1 and declared is not None and declared.baseline
-    return (levers_moved(row, asked), not one_device_baseline, declared.order if declared else 99, str(row["strategy"]))
+    return (levers_moved(row, asked), not one_device_baseline, declared.order if declared else 99, str(row["strategy"]),
+            -float(row["img_per_s"]))
 
 
 def pick(rows: list, asked: dict | None = None, noise: float = 0.0) -> tuple[dict | None, list, list]:
     """The configuration to recommend among `rows` (ok rows of one hardware, model, precision,
     device count and batch): the simplest of those the fastest does not beat. Returns it, the
-    rows it ties with (fastest first), and the disturbed rows left out, each with why.
+    rows it ties with (fastest first), and the stopped rows left out, each with why.
 
-    Noise never picks the answer: a disturbed row that beats the stable pick beyond both spreads
-    (its honest floor, `low_end`, above the other's p90) is faster whatever disturbed it, and is
-    named instead (the caller says it was disturbed); where nothing is stable, nothing is named
-    (every p90 may be the disturbance's). A disturbed row that may be faster but is not clearly
-    so stays left out, and `unjudged` names it: the comparison is said to be open, never settled."""
-    usable = [r for r in rows if not disturbed(r)]
-    shaky = [r for r in rows if disturbed(r)]
+    A stopped row (its wall clock disagrees with its steps) that beats the pick from its honest
+    floor (`low_end`) is faster whatever stopped it, and is named instead (the caller says so);
+    where nothing else ran, nothing is named. A wide row is ranked by its interval like any
+    other; `unjudged` says where the order is open."""
+    usable = [r for r in rows if not stopped(r)]
+    shaky = [r for r in rows if stopped(r)]
     chosen, tied = None, []
     if usable:
         fastest = max(usable, key=lambda r: (r["img_per_s"], -simplicity(r, asked)[2]))
         tied = [r for r in usable if not beats(fastest, r, noise)]
         chosen = min(tied, key=lambda r: simplicity(r, asked))
         tied = sorted((r for r in tied if r is not chosen), key=lambda r: -r["img_per_s"])
-    # Only against a stable pick: where nothing is stable, every p90 may be the disturbance's.
     ahead = [r for r in shaky if chosen is not None and clear_of(r, chosen, noise)]
     if ahead:
         chosen, tied = max(ahead, key=lambda r: r["img_per_s"]), []
-    left_out = [(r, disturbed(r)) for r in shaky if r is not chosen]
+    left_out = [(r, stopped(r)) for r in shaky if r is not chosen]
     return chosen, tied, left_out
 
 
 def clear_of(row, other, noise: float = 0.0) -> bool:
-    """`row` faster than `other` beyond both spreads measured from row's honest floor
-    (`low_end`): true whatever disturbed row's trials."""
-    return low_end(row) > other["img_per_s_p90"] and row["img_per_s"] > other["img_per_s"] * (1 + noise)
+    """`row` faster than `other` beyond both intervals measured from row's honest floor
+    (`low_end`): true whatever stopped row's steps."""
+    return low_end(row) > interval(other)[1] and row["img_per_s"] > other["img_per_s"] * (1 + max(noise, THRESHOLD))
 
 
-def unjudged(chosen: dict | None, left_out: list) -> list:
-    """The left-out (disturbed) rows that may be faster than `chosen`: their median above its
-    p90, but not beyond both spreads. Until they are measured again the order is open."""
+def unjudged(chosen: dict | None, tied: list, left_out: list) -> list:
+    """The rows whose order against `chosen` is open: a tied row whose median lies more than
+    MATTERS from the pick's either way (their intervals overlap, so a wide interval, the pick's
+    or the other's, hides a difference that matters), and a stopped row whose median lies above
+    the pick's interval. Until they are measured again the order is open."""
     if chosen is None:
         return [r for r, _ in left_out]
-    return [r for r, _ in left_out if r["img_per_s"] > chosen["img_per_s_p90"]]
+    open_ = [r for r in tied if abs(r["img_per_s"] / chosen["img_per_s"] - 1) > MATTERS]
+    return open_ + [r for r, _ in left_out if r["img_per_s"] > interval(chosen)[1]]
+
+
+def open_reason(row, chosen: dict | None) -> str:
+    """Why `row` leaves the order open against `chosen` (a row of `unjudged`)."""
+    if stopped(row) or chosen is None:
+        return stopped(row) or "nothing else ran steadily"
+    lo, hi = interval(row)
+    return (f"its median is {100 * (row['img_per_s'] / chosen['img_per_s'] - 1):+.1f}%, but its interval "
+            f"({lo:.0f}-{hi:.0f} img/s) overlaps the pick's ({interval(chosen)[0]:.0f}-{interval(chosen)[1]:.0f})")
 
 
 # Host-bound or GPU-bound from a series' batch ladder (bench/report/regime.py states the rule).
@@ -165,9 +222,11 @@ def ladder(batches: list[int], steps_ms: list[float]) -> list[str]:
 
 
 def noise(measurements: list[dict], key: list[str]) -> float:
-    """The run's own noise for one case: how far its repeated measurements (a search log's
-    entries, bench/run/search.py) lie apart, over their median; 0 where it was measured once."""
-    figures = sorted(m["img_per_s"] for m in measurements if m.get("key") == key and m.get("status") == "ok")
+    """The run's own noise for one case: how far its repeated steady measurements (a search log's
+    entries, bench/run/search.py; a disturbed one was measured again for being so) lie apart, over
+    their median; 0 where it was measured once."""
+    figures = sorted(m["img_per_s"] for m in measurements if m.get("key") == key and m.get("status") == "ok"
+                     and not m.get("disturbed"))
     if len(figures) < 2:
         return 0.0
     return (figures[-1] - figures[0]) / figures[len(figures) // 2]

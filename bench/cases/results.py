@@ -22,6 +22,7 @@ import stat
 from pathlib import Path
 
 from bench.cases import case as case_mod, caveats
+from bench.core import stats
 from bench.core.precision import PRECISIONS
 from bench.measure.anatomy import COLUMNS as ANATOMY, FLOAT_COLUMNS as ANATOMY_FLOAT, VALUES as ANATOMY_VALUES
 from bench.measure.counters import COUNTERS
@@ -36,8 +37,13 @@ PHASES = ["worker_start_s", "build_s", "warmup_s", "timed_s", "counters_s"]
 FIGURES = [
     "status", "reason",
     "caveat",  # what makes an ok row's figures mislead (bench/cases/caveats.py), '' where nothing does
-    "img_per_s", "img_per_s_p10", "img_per_s_p90", "wall_img_per_s", "trial_img_per_s_min", "trial_img_per_s_max",
+    "img_per_s", "img_per_s_p10", "img_per_s_p90",
+    # The median's confidence interval (bench/core/stats.py): what rankings compare.
+    "img_per_s_ci_lo", "img_per_s_ci_hi",
+    "wall_img_per_s", "trial_img_per_s_min", "trial_img_per_s_max",
     "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "n_timed_steps",
+    "outliers",  # Tukey's classification of the timed steps, "" where none ("2 of 60 (2 high mild)")
+    "step_ms_trials",  # every timed step in ms, ';' within a trial, '|' between trials
     "peak_alloc_mib", "peak_alloc_mib_min", "peak_reserved_mib",
     "peak_alloc_mib_per_device", "peak_reserved_mib_per_device",
     "parameters", "workload_source", "flops_per_image", "tflops", *COUNTERS, *ANATOMY, "elapsed_s", *PHASES, "output_tail",
@@ -60,7 +66,7 @@ STATUSES = ("ok", "oom", "error", "timeout", "skipped")
 INTEGER = {*COUNTERS[:-1], "n_gpus", "n_replicas", "nnodes", "gpus_per_node", "world_size", "batch_per_gpu", "warmup", "steps", "trials", "seed", "global_batch", "n_timed_steps",
            "gpu_count_host", "anatomy_steps", "parameters", "host_cpus"}
 FLOAT = {
-    "img_per_s", "img_per_s_p10", "img_per_s_p90", "wall_img_per_s", "trial_img_per_s_min", "trial_img_per_s_max",
+    "img_per_s", "img_per_s_p10", "img_per_s_p90", "img_per_s_ci_lo", "img_per_s_ci_hi", "wall_img_per_s", "trial_img_per_s_min", "trial_img_per_s_max",
     "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "peak_alloc_mib", "peak_alloc_mib_min",
     "peak_reserved_mib", "flops_per_image", "tflops", "elapsed_s", "gpu_memory_mib", "alloc_mib_per_step",
     *PHASES,
@@ -73,7 +79,8 @@ NON_NEGATIVE = FLOAT - set(REQUIRED_POSITIVE) - {"anatomy_vs_timed_pct"}
 # Version fields stay text (CUDA "13.0", not the float 13.0) when a CSV is read back.
 TEXT = {"cuda", "cudnn", "nccl", "torch", "mxnet", "numpy", "python", "driver", "gpus", "git_commit", "torch_git",
         "worker_scope", "workload_source", "cpus_per_rank", "caveat", "reason", "date", "gpu_name", "host", "hosts",
-        "node_gpu_names", "cpu", "platform", "command", "run_id", "gpu_topology", "environment", "output_tail"}
+        "node_gpu_names", "cpu", "platform", "command", "run_id", "gpu_topology", "environment", "output_tail",
+        "outliers", "step_ms_trials"}
 # Text fields that hold a JSON object.
 JSON_OBJECTS = ("options", "environment")
 # A step anatomy comes whole: the profiled step, its parts and its distance from the timed step.
@@ -241,6 +248,19 @@ def _validate(row: dict, where: str, fix: str) -> None:
             if not (row[low] <= row[mid] * (1 + 1e-9) and row[mid] <= row[high] * (1 + 1e-9)):
                 raise ResultsError(f"{where}: {mid} {row[mid]:g} lies outside {low}-{high} ({row[low]:g}-{row[high]:g}): "
                                    f"no measured spread is like that; {fix}")
+        lo, hi = row.get("img_per_s_ci_lo"), row.get("img_per_s_ci_hi")
+        if (lo is None) != (hi is None) or (lo is not None and not lo <= row["img_per_s"] * (1 + 1e-9) <= hi * (1 + 2e-9)):
+            raise ResultsError(f"{where}: the median's interval img_per_s_ci_lo-img_per_s_ci_hi ({lo}-{hi}) does not "
+                               f"hold its median {row['img_per_s']:g}; {fix}")
+        if row.get("step_ms_trials"):
+            try:
+                steps = sum(len(t) for t in stats.parse_series(row["step_ms_trials"]))
+            except ValueError:
+                raise ResultsError(f"{where}: field step_ms_trials is {row['step_ms_trials'][:40]!r}, not step times in "
+                                   f"ms ('1.2;1.3|1.2;1.4'); {fix}") from None
+            if row.get("n_timed_steps") is not None and steps != row["n_timed_steps"]:
+                raise ResultsError(f"{where}: step_ms_trials holds {steps} steps, n_timed_steps says "
+                                   f"{row['n_timed_steps']}; {fix}")
 
 
 # The largest results file read: a row takes about 10 kB at most (a failed case's traceback

@@ -67,7 +67,9 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
     if args.budget is not None and not args.search:
         raise UsageError("--budget bounds a --search: add --search")
     if args.search:
-        args.budget = 5.0 if args.budget is None else args.budget
+        from bench.run.search import DEFAULT_BUDGET_MIN
+
+        args.budget = DEFAULT_BUDGET_MIN if args.budget is None else args.budget
         if not (math.isfinite(args.budget) and 0 < args.budget <= 24 * 60):
             raise UsageError(f"--budget takes minutes, more than 0 and at most 1440, got {args.budget:g}")
     return Settings(
@@ -317,7 +319,8 @@ def add_parser(sub) -> None:
                      help="after the sweep, try each lever (execution, SGD kernels, memory format, the strategy's "
                      "options) on the leaders of every batch and measure the finalists again, interleaved, within "
                      "--budget; the plan and every decision are recorded in the results file (bench/run/search.py)")
-    run.add_argument("--budget", type=float, help="minutes the whole --search may take (default 5); what it cannot "
+    run.add_argument("--budget", type=float, help="minutes the whole --search may take (default 7: every strategy at "
+                     "every batch, then each regime's executions at every batch, on 2 or 4 GPUs); what it cannot "
                      "hold is recorded as not tried")
     run.add_argument("--anatomy", action="store_true",
                      help="after each case's timing, profile a few steps on every rank: traces under "

@@ -5,10 +5,12 @@ person can act on.
 
 Only cases of the same run (results file) are compared: a figure from another sweep, on a
 machine then busier or idler, would fake a difference. At one device the baseline (`single`)
-competes like any other strategy. The ranking rules are bench/cases/ranking.py's: a row whose
-trials were disturbed is left out (with why) until it is measured again, and among the
-configurations the fastest does not beat beyond the spreads (and beyond the run's own measured
-noise, where a search repeated cases) the simplest is recommended. A search's log (its levers,
+competes like any other strategy. The ranking rules are bench/cases/ranking.py's: each row's
+median with its confidence interval; among the configurations the fastest does not beat beyond
+both intervals (and beyond the run's own measured noise, where a search repeated cases) the
+simplest is recommended; a row whose process was stopped or starved is left out (with why) until
+it is measured again; where a configuration ahead by what matters overlaps the pick, the order is
+open (unjudged), and said so. A search's log (its levers,
 what it kept, dropped or did not try, bench/run/search.py) is read from the results file.
 No torch.
 """
@@ -131,10 +133,10 @@ def _measured_levers(log: dict, rows: list[dict], top: dict, group: tuple) -> li
             base, lever = (ra, rb) if usual.get(back, 0) > usual.get(moved[0], 0) else (rb, ra)
             (setting,) = difference(Case.from_row(dict(base)), Case.from_row(dict(lever)))
             gain = lever["img_per_s"] / base["img_per_s"]
-            verdict = ("beats the spread" if ranking.beats(lever, base)
-                       else "slower beyond the spread" if ranking.beats(base, lever) else "within the spread")
+            verdict = ("beats the intervals" if ranking.beats(lever, base)
+                       else "slower beyond the intervals" if ranking.beats(base, lever) else "within the intervals")
             out.append({"on": full(base), "lever": setting, "gain": round(gain, 4), "verdict": verdict,
-                        "kept": verdict == "beats the spread", "img_per_s": float(lever["img_per_s"]),
+                        "kept": verdict == "beats the intervals", "img_per_s": float(lever["img_per_s"]),
                         "base_img_per_s": float(base["img_per_s"])})
     return out
 
@@ -165,11 +167,12 @@ def _record(key, batch, at: pd.DataFrame, run: pd.DataFrame, legend: Legend) -> 
     noise = _noise(log, rows)
     chosen, tied, left_out = ranking.pick(rows, log.get("asked") if log else None, noise)
     fastest = max(rows, key=lambda r: r["img_per_s"])
-    open_ = ranking.unjudged(chosen, left_out)
-    # Unjudged: a disturbed row may be faster than every stable one. The answer recommends
-    # neither: it shows the stable one's figures, marked unjudged, beside the disturbed one's.
+    open_ = ranking.unjudged(chosen, tied, left_out)
+    # Unjudged: a row that may be faster could not be ranked against the pick. The answer
+    # recommends neither: it shows the pick's figures, marked unjudged, beside the other's.
     top = chosen if chosen is not None else max(open_, key=lambda r: r["img_per_s"])
-    shaky = ranking.disturbed(top)
+    shaky = ranking.stopped(top)
+    ci_lo, ci_hi = ranking.interval(top)
     speedup, efficiency, over = _speedup(pd.Series(top), run)
     share, peak = mfu(top)
     record.update({
@@ -177,9 +180,13 @@ def _record(key, batch, at: pd.DataFrame, run: pd.DataFrame, legend: Legend) -> 
         "variant": top.get("variant") or "", "recommended": chosen is not None and not open_, "searched": bool(log),
         "disturbed": shaky,
         "unjudged": [{"label": legend.short(pd.Series(r)), "img_per_s": float(r["img_per_s"]),
-                      "img_per_s_p10": float(r["img_per_s_p10"]), "why": ranking.disturbed(r)} for r in open_],
+                      "img_per_s_p10": float(r["img_per_s_p10"]), "why": ranking.open_reason(r, chosen)} for r in open_],
         "img_per_s": float(top["img_per_s"]), "img_per_s_p10": float(top["img_per_s_p10"]),
-        "img_per_s_p90": float(top["img_per_s_p90"]), "speedup": speedup, "efficiency": efficiency,
+        "img_per_s_p90": float(top["img_per_s_p90"]),
+        # The interval rankings compare (the p10-p90 where the row predates intervals).
+        "img_per_s_ci": [float(ci_lo), float(ci_hi)], "interval_is_ci": ranking.has_interval(top),
+        "outliers": str(top.get("outliers") or "") if pd.notna(top.get("outliers")) else "",
+        "speedup": speedup, "efficiency": efficiency,
         "speedup_over": over, "efficiency_lo": top.get("efficiency_lo") if not over else None,
         "peak_alloc_mib": None if pd.isna(top.get("peak_alloc_mib")) else float(top["peak_alloc_mib"]),
         "regime": top.get("regime") or "", "notes": str(top.get("notes") or "") if pd.notna(top.get("notes")) else "",
@@ -192,12 +199,12 @@ def _record(key, batch, at: pd.DataFrame, run: pd.DataFrame, legend: Legend) -> 
         "not_tried": [{"on": e.get("on"), "lever": e.get("lever"), "why": e.get("why")}
                       for e in log.get("not_tried", []) if _in_group(e.get("group", {}), *group)],
         "runner_up": None, "runner_up_config": None, "gap_pct": None, "tie": False,
-        # The order cannot be read where a case that may be faster was disturbed.
+        # The order cannot be read where a configuration that may be faster could not be ranked.
         "unstable": chosen is None or bool(open_)})
-    if fastest is not top and not ranking.disturbed(fastest):
+    if fastest is not top and not ranking.stopped(fastest):
         record["fastest"] = {"label": legend.short(pd.Series(fastest)), "img_per_s": float(fastest["img_per_s"]),
                              "gap_pct": round(100 * (fastest["img_per_s"] / top["img_per_s"] - 1), 1)}
-    others = sorted((r for r in rows if r["strategy"] != top["strategy"] and not ranking.disturbed(r)),
+    others = sorted((r for r in rows if r["strategy"] != top["strategy"] and not ranking.stopped(r)),
                     key=lambda r: -r["img_per_s"])
     record["others_left_out"] = sorted({str(r["strategy"]) for r, _ in left_out if r["strategy"] != top["strategy"]})
     if others:
@@ -260,6 +267,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
             "recommended": r["label"] + ("" if r["recommended"] else " (unjudged)")
             + (" (disturbed)" if r.get("disturbed") and r["recommended"] else "") + (" (caveat)" if r.get("caveat") else ""),
             "images/s (p10-p90)": f"{rate(r['img_per_s'])} ({rate(r['img_per_s_p10'])}-{rate(r['img_per_s_p90'])})",
+            "95% CI": _interval_cell(r),
             f"vs {BASELINE}": speed, **({} if per(r) == "replica" else {"MFU": _mfu_cell(r),
             "MiB/GPU": "" if r["peak_alloc_mib"] is None else f"{r['peak_alloc_mib']:.0f}"}),
             "regime": r["regime"], "runner-up": _runner_up(r), "gap": _verdict(r)})
@@ -272,13 +280,22 @@ def _runner_up(r: dict) -> str:
     if r["runner_up"]:
         return r["runner_up"]
     if r.get("others_left_out"):
-        return "none stable: " + ", ".join(r["others_left_out"]) + " left out (disturbed)"
+        return "none steady: " + ", ".join(r["others_left_out"]) + " left out (stopped or starved)"
     return "only one strategy"
 
 
+def _interval_cell(r: dict) -> str:
+    """The median's confidence interval, "" for a row that predates intervals."""
+    if not r.get("interval_is_ci"):
+        return ""
+    lo, hi = r["img_per_s_ci"]
+    return f"{rate(lo)}-{rate(hi)}"
+
+
 def _case(r: dict) -> str:
+    interval = _interval_cell(r)
     return (f"`{r['label']}` ({r['precision']}, {r['where']}, {r['batch_per_gpu']}/{per(r)}): {rate(r['img_per_s'])} "
-            f"img/s (p10-p90 {rate(r['img_per_s_p10'])}-{rate(r['img_per_s_p90'])})"
+            f"img/s ({f'95% CI {interval}, ' if interval else ''}p10-p90 {rate(r['img_per_s_p10'])}-{rate(r['img_per_s_p90'])})"
             + ("" if r["speedup"] is None else f", x{r['speedup']:.2f} over {BASELINE}")
             + ("" if r.get("mfu") is None else f", MFU {100 * r['mfu']:.1f}% of {r['mfu_peak']}")
             + ("" if r["peak_alloc_mib"] is None else f", {r['peak_alloc_mib']:.0f} MiB/{per(r)}")
@@ -349,15 +366,15 @@ def _ties(r: dict) -> str:
     parts = []
     if r.get("fastest"):
         f = r["fastest"]
-        parts.append(f"`{f['label']}` measured {f['gap_pct']:+.1f}% (within the spread"
+        parts.append(f"`{f['label']}` measured {f['gap_pct']:+.1f}% (within the intervals"
                      + (f" and the run's {r['noise_pct']:.1f}% noise" if r.get("noise_pct") else "")
                      + "): the simpler configuration is named")
     if r.get("disturbed") and r["recommended"]:
-        parts.append(f"its own trials were disturbed ({r['disturbed']}), but even its p10 beats every other "
-                     "configuration's p90")
+        parts.append(f"its own run was disturbed ({r['disturbed']}), but even its floor beats every other "
+                     "configuration's interval")
     for x in r.get("unjudged", []):
         if x["label"] != r["label"]:
-            parts.append(f"`{x['label']}` measured {rate(x['img_per_s'])} img/s but is unjudged ({x['why']}): re-run it")
+            parts.append(f"`{x['label']}` measured {rate(x['img_per_s'])} img/s and may be faster ({x['why']}): re-run it")
     return "; ".join(parts)
 
 
@@ -406,18 +423,18 @@ def actions(run: pd.DataFrame, recs: list[dict]) -> str:
     else:
         best = max(done, key=lambda r: (r["img_per_s"], r["label"]))
         if best.get("unjudged") and best["label"] not in {x["label"] for x in best["unjudged"]}:
-            parts.append(f"Unjudged: the fastest stable configuration is {_case(best)}; "
-                         + "; ".join(f"`{x['label']}` measured {rate(x['img_per_s'])} img/s and may be faster, but its "
-                                     f"trials were disturbed ({x['why']})" for x in best["unjudged"])
+            parts.append(f"Unjudged: the simplest configuration nothing beats is {_case(best)}; "
+                         + "; ".join(f"`{x['label']}` measured {rate(x['img_per_s'])} img/s and may be faster "
+                                     f"({x['why']})" for x in best["unjudged"])
                          + ": re-run before choosing.")
         else:
-            parts.append(f"No configuration can be recommended: every candidate's trials were disturbed (fastest "
+            parts.append(f"No configuration can be recommended: every candidate's run was stopped or starved (fastest "
                          f"measured: {_case(best)}, unstable); re-run.")
     unsettled = [r for r in done if r is not best and r["unstable"]]
     if unsettled:
         cells = sorted({(r["batch_per_gpu"], per(r), r["where"]) for r in unsettled})
         parts.append("Unjudged at " + ", ".join(f"{b}/{unit} on {w}" for b, unit, w in cells)
-                     + ": a case that may be faster there had disturbed trials; re-run before trusting the order.")
+                     + ": a configuration that may be faster there could not be ranked; re-run before trusting the order.")
     largest = max(r["batch_per_gpu"] for r in done)
     at = max((r for r in done if r["batch_per_gpu"] == largest), key=lambda r: (r["recommended"], r["img_per_s"], r["label"]))
     oom = sorted({r["batch_per_gpu"] for r in recs if r["strategy"] is None and r["out_of_memory"]})

@@ -2,23 +2,26 @@
 
 The question is asked at the GPUs the user has: the largest device count of the run comes first
 in every phase, one device next. Three phases, every case an ordinary row of the results file:
-1. **Survey**: the sweep the user asked for (every strategy at its defaults across the batch
-   ladder), the reference strategy at the largest device count first, so that the bar is set
-   early, one device's cases next, the rest after: a case whose first trial runs below SCREEN of the best measured at its
-   batch is far behind and is measured once, not `--trials` times (its row says so). The survey
-   may take SURVEY_SHARE of the budget; cases it cannot hold are `skipped` rows that say why.
-2. **Levers**: at each model, precision, device count and batch, on the leaders (the simplest
-   configuration nothing measured beats, and the fastest where it is another), one dimension
-   after another (bench/cases/levers.py: execution, SGD kernels, memory format, the strategy's
-   own options). The executions come in the order the survey suggests: where the GPU idles
-   (host-bound), a CUDA graph and compile reduce-overhead before any other lever anywhere; where
-   it is busy, compile reduce-overhead, the rest later. One lever at every batch of a device count is measured in one call,
-   so its batches share a worker's start. The best lever of a dimension is kept only where it
-   beats the current configuration beyond both spreads; the next dimension starts from it.
-3. **Finals**: where the fastest does not beat the others beyond their spreads, or a faster
-   candidate's trials were disturbed, the candidates are measured again side by side,
+1. **Survey**: the sweep the user asked for, every strategy the host can run at every batch of the
+   ladder at its defaults: the comparison the suite exists for. The reference strategy at the
+   largest device count comes first, so that the bar is set early, one device's cases next, the
+   rest after; a case whose first trial runs below SCREEN of the best measured at its batch is far
+   behind and is measured once, not `--trials` times (its row says so). A strategy the host cannot
+   run is a `skipped` row that says why; only a budget smaller than the survey (SURVEY_SHARE of it)
+   leaves cases out, and their rows name the budget.
+2. **Levers**: at each model, precision, device count and batch, on the leaders (the configuration
+   the ranking names, and the fastest where it is another), one dimension after another
+   (bench/cases/levers.py: execution, SGD kernels, memory format, the strategy's own options).
+   Before any other lever anywhere, every device count gets the executions its regime calls for
+   at every batch: compile reduce-overhead everywhere, and a whole-step CUDA graph where the GPU
+   idles (the regime from every series surveyed at that count, bench/cases/ranking.py `regimes`).
+   One lever at every batch of a device count is measured in one call, so its batches share a
+   worker's start. The best lever of a dimension is kept where it beats the current configuration
+   beyond both intervals; the next dimension starts from it.
+3. **Finals**: where the order is open (a configuration whose median is ahead by what matters, but
+   whose interval overlaps the pick's), the candidates are measured again side by side,
    interleaved (A, B, A), which also measures the run's own noise: a difference within it is a
-   tie. Noise never picks the answer (bench/cases/ranking.py `pick`).
+   tie (bench/cases/ranking.py `pick`).
 
 The budget is the whole command's wall time. Each case's cost is estimated from the rows this
 run already measured (by execution and device count; compiling costs the most), the finals are
@@ -38,29 +41,33 @@ from bench.cases.case import Case, identity
 from bench.cases.levers import DIMENSIONS, Lever, execution_of, levers
 
 SCHEMA = "parabench-search/1"
+# The default budget, minutes: what the whole job takes at 2 and 4 H200s (docs/search.md): every
+# strategy surveyed at every batch, then each regime's executions at every batch of every device
+# count, with room for the finals. A simulated 4 x H200 with the seconds its cases took there needs
+# 5.8 minutes for that (tests/test_search.py); 5 minutes left one GPU's levers out.
+DEFAULT_BUDGET_MIN = 7.0
 # A first guess of one case's seconds by execution, before this run has measured one (an H100:
 # eager resnet18-small cases took 4-6 s with the worker's start shared, compiled ones 12-25 s).
 PRIOR_COST_S = {"eager": 6.0, "cuda-graph": 8.0, "compile": 25.0}
 MAX_LEADERS = 2  # configurations per group that levers are tried on
 MAX_FINALISTS = 3  # configurations per group measured again side by side
-# The survey's share of the budget: the levers moved the answer 1.4-3x on H100 and H200
-# (compile reduce-overhead, CUDA graphs), the survey's slowest strategies never. On 4 H200s the
-# survey took 134 s of a 5-minute search, and the levers the answer needed at one GPU no longer
-# fitted in the rest (results/reference/h200x4/answer/search-x4.json, its search log).
-SURVEY_SHARE = 0.3
+# The most of the budget the survey may take. The default budget holds the whole survey and the
+# levers each regime calls for (docs/search.md: what they cost on 2 H200s); a smaller one keeps
+# the bar, the baseline and as much of the comparison as this share holds.
+SURVEY_SHARE = 0.6
 # A survey case whose first trial runs below this share of the best measured at its batch is far
 # behind: one trial tells that; measuring it in full would not change the answer.
 SCREEN = 0.5
 # The finals' share of what the budget has left after the survey: held back while levers are tried.
 FINALS_SHARE = 0.2
-# Configurations closer than this are not measured again: the simpler one is named either way.
-MIN_GAIN = 0.01
 # The share of the budget kept free: a case's cost is an estimate, and the command must end in time.
 SAFETY = 0.06
-# Execution levers that come before every other lever anywhere where the GPU idles (a CUDA graph
-# and compile reduce-overhead, the two that remove the host's launches); where it is busy, only
-# compile reduce-overhead comes first.
-FIRST_EXECUTIONS = 2
+# The executions that come before every other lever, at every batch of every device count:
+# compile reduce-overhead (it won at 1024-2048/GPU at every count and at every batch on one GPU,
+# on H100 and H200), and a whole-step CUDA graph where the GPU idles (it won at 256/GPU on 2 and
+# 4 H200s).
+BEATS = "beats the intervals"  # a lever's verdict where its interval lies above the leader's
+FIRST_TIER = {"compile:reduce-overhead": None, "cuda-graph": ranking.HOST}
 
 
 def group_of(case: Case) -> tuple:
@@ -156,9 +163,12 @@ class Search:
                      "batch_per_gpu": case.batch_per_gpu, "devices": case.n_replicas, "status": row["status"],
                      "date": row.get("date")}
             if row["status"] == "ok":
-                entry.update({k: row[k] for k in ("img_per_s", "img_per_s_p10", "img_per_s_p90")})
+                entry.update({k: row[k] for k in ("img_per_s", "img_per_s_p10", "img_per_s_p90", "img_per_s_ci_lo",
+                                                  "img_per_s_ci_hi") if row.get(k) is not None})
                 if row.get("screened"):
                     entry["screened"] = row["screened"]
+                if ranking.disturbed(row):
+                    entry["disturbed"] = ranking.disturbed(row)
             else:
                 entry["reason"] = row.get("reason")
             self.log["measurements"].append(entry)
@@ -185,6 +195,7 @@ class Search:
         self.counts = sorted({c.n_replicas for c in cases}, key=lambda n: (n == 1, -n))
         self.log["device_order"] = self.counts
         self._survey(cases)
+        self._survey_again(cases)
         groups = self._ok_rows(cases)
         leaders = {key: self._leaders(rows) for key, rows in sorted(groups.items(), key=lambda kv: self._serve(kv[0]))}
         self.reserve_s = self._finals_reserve(leaders)
@@ -230,6 +241,10 @@ class Search:
         try:
             for chunk in chunks:
                 todo = [c for c in chunk if not self.sweep.measured(c)]
+                # What the host cannot run says why, whatever the budget (mxnet-gluon on Hopper).
+                cannot = [c for c in todo if _unavailable(c)]
+                todo = [c for c in todo if c not in cannot]
+                self.sweep.run(cannot)
                 # The bar (the reference strategy at the largest count) and the divisor of every
                 # speed-up (the baseline at one device) are always measured; the rest within the share.
                 held = [c for c in todo if c in always]
@@ -259,6 +274,19 @@ class Search:
         finally:
             self.sweep.screen, self.sweep.screen_exempt = None, set()
 
+    def _survey_again(self, cases: list[Case]) -> None:
+        """Where the survey left a group's order open (a row too wide to rank by, or stopped, that
+        may lead, bench/cases/ranking.py `unjudged`), the pick and those rows are measured again
+        side by side before the levers go to one of them, within the survey's share."""
+        todo = []
+        for rows in self._ok_rows(cases).values():
+            chosen, tied, left_out = ranking.pick(rows, self.asked)
+            open_ = ranking.unjudged(chosen, tied, left_out)
+            if open_:
+                todo += [Case.from_row(dict(r)) for r in _unique([chosen] + open_)]
+        if todo and self.spent() + sum(self.cost(c) for c in todo) <= SURVEY_SHARE * self.budget_s:
+            self._measure("survey, again", todo, again=True)
+
     def _leaders(self, rows: list[dict]) -> list[Leader]:
         """The configuration the rules name first, then the fastest measured where it is another
         (disturbed or not: levers measure it again in a new configuration)."""
@@ -278,51 +306,53 @@ class Search:
         per_group = [3 * max(dearest, self.cost(Case.from_row(dict(ls[0].row)))) for ls in leaders.values() if ls]
         return min(sum(per_group), FINALS_SHARE * max(self.left(), 0.0)) if capped else sum(per_group)
 
-    def _host_bound(self, key: tuple, leader: Leader, groups: dict) -> bool:
-        """Whether the survey found the leader's strategy host-bound at this batch (its batch
-        ladder at this device count, bench/cases/ranking.py `ladder`)."""
-        base = Case.from_row(dict(leader.row))
-        series = sorted((r for k, rows in groups.items() if k[:4] == key[:4] for r in rows
-                         if Case.from_row(dict(r)).series_key() == base.series_key() and r.get("step_ms_p50")),
-                        key=lambda r: r["batch_per_gpu"])
-        regimes = ranking.ladder([r["batch_per_gpu"] for r in series], [float(r["step_ms_p50"]) for r in series])
-        return dict(zip((r["batch_per_gpu"] for r in series), regimes)).get(key[4]) == ranking.HOST
+    def _regime(self, key: tuple, groups: dict) -> str:
+        """The regime at the group's batch: the batch ladder (bench/cases/ranking.py `ladder`) of
+        the fastest eager step the survey measured at each batch of this model, precision and
+        device count, every strategy's rows and the fast end of their steps together, so that one
+        noisy row (a 31% spread at 1024/GPU on 4 H200s) decides nothing alone."""
+        fastest: dict[int, float] = {}
+        for k, rows in groups.items():
+            if k[:4] != key[:4]:
+                continue
+            for r in rows:
+                if Case.from_row(dict(r)).execution == "eager" and r.get("step_ms_p10"):
+                    batch = int(r["batch_per_gpu"])
+                    fastest[batch] = min(fastest.get(batch, float("inf")), float(r["step_ms_p10"]))
+        batches = sorted(fastest)
+        return dict(zip(batches, ranking.ladder(batches, [fastest[b] for b in batches]))).get(int(key[4]), ranking.UNKNOWN)
 
-    def _ordered_levers(self, key, leader: Leader, dimension: str, groups: dict) -> tuple[list[Lever], int]:
-        """The dimension's levers in the order the survey suggests, and how many of them come
-        before every later lever anywhere (the first tier)."""
+    def _ordered_levers(self, key, leader: Leader, dimension: str, groups: dict) -> list[tuple[Lever, bool]]:
+        """The dimension's levers, each with whether it is of the first tier (FIRST_TIER: the
+        executions the regime at this count and batch calls for, tried before every other lever)."""
         found = levers(Case.from_row(dict(leader.row)), dimension)
         if dimension != "execution":
-            return found, 0
-        if self._host_bound(key, leader, groups):
-            # The GPU idles: a whole-step graph removes the launches with nothing to compile, and
-            # compile reduce-overhead also fuses (on 4 H200s at 256/GPU the graph won, on one GPU
-            # compile reduce-overhead): both come first.
-            found.sort(key=lambda l: execution_of(l.case) != "cuda-graph")
-            return found, FIRST_EXECUTIONS
-        # The GPU is busy: fusing pays, replaying launches barely does (a graph ran well below compile
-        # reduce-overhead at 1024/GPU on 4 H200s): compile reduce-overhead first, the rest later.
-        found.sort(key=lambda l: execution_of(l.case) == "cuda-graph")
-        return found, 1
+            return [(lever, False) for lever in found]
+        regime = self._regime(key, groups)
+        first = {execution for execution, only in FIRST_TIER.items() if only is None or regime in (only, ranking.UNKNOWN)}
+        order = list(FIRST_TIER)
+        found.sort(key=lambda l: (execution_of(l.case) not in first, order.index(execution_of(l.case))
+                                  if execution_of(l.case) in order else len(order)))
+        return [(lever, execution_of(lever.case) in first) for lever in found]
 
     def _levers(self, dimension: str, leaders: dict, known: set, groups: dict) -> None:
         items = []
         for order, (key, group_leaders) in enumerate(leaders.items()):
             for rank, leader in enumerate(group_leaders):
-                ordered, first_tier = self._ordered_levers(key, leader, dimension, groups)
-                for priority, lever in enumerate(ordered):
+                for priority, (lever, first) in enumerate(self._ordered_levers(key, leader, dimension, groups)):
                     reason = _unavailable(lever.case)
                     if reason:
                         self._record_lever(key, leader, lever, None, f"declined: {reason}")
                         continue
-                    # The first execution levers everywhere before the rest; within that, every
-                    # group's first leader, then each lever at every device count and batch: a
-                    # count's cells want both (on 4 H200s at 256/GPU a CUDA graph won, on one GPU
-                    # compile reduce-overhead). The first lever goes to the largest count first;
-                    # the others to the count where they cost least, which buys the most cells.
-                    late = priority >= first_tier
-                    where = self._serve(key)[0] if priority == 0 else round(self.cost(lever.case), 1)
-                    items.append(_Item(key, leader, lever, (late, rank, priority, where, order)))
+                    # The first tier on every group's first leader before anything else: the largest
+                    # device count first, one execution at every batch of a count in one call. The
+                    # rest after, where they cost least first, which buys the most cells.
+                    late = not first or rank > 0
+                    if not late:
+                        where = (self._serve(key)[0], priority, key[4])
+                    else:
+                        where = (priority, round(self.cost(lever.case), 1), order)
+                    items.append(_Item(key, leader, lever, (late, rank) + where))
         items.sort(key=lambda i: i.rank)
         chosen, phase = [], f"levers: {dimension}"
         # One lever at every batch of a device count in one call: its cases share a worker's start.
@@ -357,9 +387,12 @@ class Search:
                                                       "lever": item.lever.label(),
                                                       "why": f"the budget ({self.budget_s / 60:g} min) was spent"})
                     break
-        unique = list({identity(self.sweep._row(i.lever.case)): i.lever.case for i in chosen}.values())
-        self._again(f"levers: {dimension}, again", [c for c in unique if (r := self._row(c)) is not None
-                                                    and r["status"] == "ok" and ranking.disturbed(r)])
+        # A stopped lever row that may lead its group is measured once more before it is judged
+        # (one whose interval is merely wide is ranked by it; the finals settle an open order).
+        unique = {identity(self.sweep._row(i.lever.case)): i for i in chosen}.values()
+        self._again(f"levers: {dimension}, again", [i.lever.case for i in unique if (r := self._row(i.lever.case))
+                                                    is not None and r["status"] == "ok" and ranking.stopped(r)
+                                                    and r["img_per_s"] > ranking.interval(i.leader.row)[1]])
         for key, group_leaders in leaders.items():
             for leader in group_leaders:
                 tried = [(i.lever, self._row(i.lever.case)) for i in chosen if i.leader is leader]
@@ -388,12 +421,12 @@ class Search:
         return 0.0 if first and not late else self.reserve_s if first else self._finals_reserve(leaders, capped=False)
 
     def _again_winners(self, phase: str, measured: list[_Item]) -> None:
-        """A lever row that would lead its group but whose trials were disturbed (a compiled step
-        re-recording its graphs in a timed trial, say) is measured again at once, before the
-        budget goes elsewhere: the answer cannot name it, nor rule it out, until then."""
+        """A lever row that may lead its group but was disturbed (stopped between steps, or an
+        interval too wide to rank by: a compiled step re-recording its graphs in a timed trial,
+        say) is measured again at once, before the budget goes elsewhere: the answer cannot
+        rank it against the other levers until then."""
         shaky = [i.lever.case for i in measured if (r := self._row(i.lever.case)) is not None and r["status"] == "ok"
-                 and ranking.disturbed(r) and r["img_per_s"] > i.leader.row["img_per_s_p90"]
-                 and not ranking.clear_of(r, i.leader.row)]  # one clear of the leader is named as it is
+                 and ranking.disturbed(r) and r["img_per_s"] > ranking.interval(i.leader.row)[1]]
         if shaky and sum(self.cost(c) for c in shaky) <= self.left():
             self._measure(f"{phase}, again", shaky, again=True)
 
@@ -403,7 +436,7 @@ class Search:
             self._measure(phase, cases, again=True)
 
     def _settle(self, key: tuple, leader: Leader, tried: list) -> None:
-        """Keep the best lever of a dimension where it beats the leader beyond the spread."""
+        """Keep the best lever of a dimension where it beats the leader beyond both intervals."""
         base = leader.row
         best = None
         for lever, row in tried:
@@ -412,14 +445,16 @@ class Search:
                 self._record_lever(key, leader, lever, None, f"dropped: {why}")
                 continue
             gain = row["img_per_s"] / base["img_per_s"]
-            if ranking.disturbed(row) and not ranking.clear_of(row, base):
-                verdict = f"dropped: {ranking.disturbed(row)}"
+            if ranking.stopped(row) and not ranking.clear_of(row, base):
+                verdict = f"dropped: {ranking.stopped(row)}"
             elif ranking.beats(row, base):
-                verdict = "beats the spread"
+                verdict = BEATS
             else:
-                verdict = "dropped: within the spread" if gain >= 1 else "dropped: slower"
+                verdict = "dropped: within the intervals" if gain >= 1 else "dropped: slower"
             self._record_lever(key, leader, lever, row, verdict)
-            if verdict == "beats the spread" and (best is None or row["img_per_s"] > best[1]["img_per_s"]):
+            # Of the levers that beat the leader, the one whose interval's low end is highest: the
+            # surest gain (a wide row's median may be its noise).
+            if verdict == BEATS and (best is None or ranking.low_end(row) > ranking.low_end(best[1])):
                 best = (lever, row)
         if best is not None:
             leader.row = best[1]
@@ -429,8 +464,8 @@ class Search:
                     continue
                 if entry["lever"] == best[0].label():
                     entry["kept"] = True
-                elif entry["verdict"] == "beats the spread":
-                    entry["verdict"] = f"dropped: beats the spread, below {best[0].setting}"
+                elif entry["verdict"] == BEATS:
+                    entry["verdict"] = f"dropped: {BEATS}, below {best[0].setting}"
             self._say(f"{_label(base)} at {key[4]}/GPU, {_where(key)}: {best[0].label()} kept "
                       f"(x{best[1]['img_per_s'] / base['img_per_s']:.2f})")
 
@@ -443,23 +478,20 @@ class Search:
         self.log["levers"].append(entry)
 
     def _finals(self, leaders: dict) -> None:
-        """Measure the candidates of each unsettled group again, interleaved A, B, A."""
+        """Measure the candidates of each group whose order is open again, interleaved A, B, A."""
         plans = []
         for key in leaders:
             rows = [r for r in self.sweep.rows.values() if r["status"] == "ok"
                     and group_of(Case.from_row(r)) == key]
             chosen, tied, left_out = ranking.pick(rows, self.asked)
-            fastest = max(rows, key=lambda r: r["img_per_s"]) if rows else None
-            open_ = ranking.unjudged(chosen, left_out)
-            shaky = chosen is not None and bool(ranking.disturbed(chosen))
-            close = chosen is not None and fastest["img_per_s"] <= chosen["img_per_s"] * (1 + MIN_GAIN)
-            candidates = _unique([chosen if shaky else fastest, chosen] + open_ + tied)
-            if not open_ and not shaky and (len(candidates) < 2 or close):
-                why = ("the fastest beats the rest beyond their spreads" if len(candidates) < 2 else
-                       f"the fastest is within {100 * MIN_GAIN:g}% of the simplest, which is named")
+            open_ = ranking.unjudged(chosen, tied, left_out)
+            if not open_:
+                why = ("the pick beats the rest beyond their intervals" if not tied else
+                       f"what ties with the pick lies within {100 * ranking.MATTERS:g}% of it: the simpler is named")
                 self.log["finals"].append({"group": group_dict(key), "verdict": f"settled: {why}"})
                 continue
-            if len(candidates) < 2:  # a disturbed pick alone: measured again against the next
+            candidates = _unique([chosen] + sorted(open_, key=lambda r: -r["img_per_s"]))
+            if len(candidates) < 2:  # nothing stable: the fastest ones measured again side by side
                 candidates = _unique(candidates + sorted(rows, key=lambda r: -r["img_per_s"]))
             plans.append((key, [Case.from_row(r) for r in candidates[:MAX_FINALISTS]]))
         for key, cases in sorted(plans, key=lambda p: self._serve(p[0])):
