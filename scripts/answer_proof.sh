@@ -1,49 +1,69 @@
 #!/usr/bin/env bash
-# The answer at the GPUs you have, against the fastest configuration the same call measures, on a
-# host of 4 GPUs:
-#   bash scripts/answer_proof.sh OUT_DIR
-# 1. `make bench GPUS=0,1,2,3` and `make bench GPUS=0,1`: the default searches (resnet18-small,
-#    amp-bf16, channels_last, 256/1024/2048 per GPU, 5 minutes), each with its wall time;
-# 2. the listing: single at one GPU, ddp at 2 and 4 GPUs, zero1 and fsdp2 at 4, in a CUDA graph and
-#    under compile reduce-overhead with fused SGD (the executions that won on H100 and H200), each
-#    its own `bench run` file; then the hand-written loop on one GPU (`bench check bareloop --variants`);
-# 3. `bench answer` of both searches, and `python -m bench check proof`: each search's answer at its
-#    largest device count and at one GPU over the fastest row of every file of the call.
+# The answer at the GPUs you have, against the fastest configuration the same machine measures, in
+# steps that each fit one command of a lent machine (run them in order while it stays warm):
+#   bash scripts/answer_proof.sh OUT_DIR search NAME GPUS   # the default `make bench GPUS=...`, its wall time and answer
+#   bash scripts/answer_proof.sh OUT_DIR listing GPUS       # the fastest configurations, listed; the hand loop
+#   bash scripts/answer_proof.sh OUT_DIR proof              # `check proof` of every search against every file
+# 1. search: `make bench GPUS=0,1` (or 0,1,2,3): the default search (resnet18-small, amp-bf16,
+#    channels_last, 256/1024/2048 per GPU, the default budget), with its wall time; run it twice.
+# 2. listing: `single` at one GPU and `ddp` at the largest count in a CUDA graph and under compile
+#    reduce-overhead with fused SGD (the executions that won on H100 and H200), each its own
+#    `bench run` file; `single` under compile reduce-overhead with foreach SGD at 256/GPU alone (what the
+#    search measured before it brought fused SGD along); then the hand-written loop on one GPU
+#    (`bench check bareloop --variants`).
+# 3. proof: `python -m bench check proof`: each search's answer at its largest device count and at one
+#    GPU over the fastest row of every file of OUT_DIR.
 # Every file lands in OUT_DIR; a step that fails is logged and the next one runs.
 set -uo pipefail
-out=${1:-results/proof}
+out=${1:?usage: answer_proof.sh OUT_DIR search NAME GPUS | listing GPUS | proof}
+step=${2:?usage: answer_proof.sh OUT_DIR search NAME GPUS | listing GPUS | proof}
 py=${PY:-python3}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-common=(--models resnet18-small --precisions amp-bf16 --channels-last --batch-sizes 256,1024,2048 --sgd-impl fused)
+common=(--models resnet18-small --precisions amp-bf16 --channels-last --batch-sizes 256,1024,2048)
 
-search() {  # GPUS NAME
+search() {  # NAME GPUS
   local start; start=$(date +%s)
   if command -v make >/dev/null; then
-    make bench GPUS="$1" PY="$py" ARGS="--out $out/search-$2.json" > "$out/search-$2.log" 2>&1
+    make bench GPUS="$2" PY="$py" ARGS="--out $out/search-$1.json" > "$out/search-$1.log" 2>&1
   else  # what `make bench GPUS=...` runs on a GPU host, for a machine without make
-    "$py" -m bench run --gpus "$1" --precisions amp-bf16 --models resnet18-small --batch-sizes 256,1024,2048 \
-      --channels-last --search --budget 5 --out "$out/search-$2.json" > "$out/search-$2.log" 2>&1
+    "$py" -m bench run --gpus "$2" --precisions amp-bf16 --models resnet18-small --batch-sizes 256,1024,2048 \
+      --channels-last --search --out "$out/search-$1.json" > "$out/search-$1.log" 2>&1
   fi
-  echo "make bench GPUS=$1 wall time: $(( $(date +%s) - start )) s" | tee -a "$out/search-$2.log"
-  "$py" -m bench answer "$out/search-$2.json" > "$out/answer-$2.txt" 2>&1
+  echo "make bench GPUS=$2 wall time: $(( $(date +%s) - start )) s" | tee -a "$out/search-$1.log"
+  "$py" -m bench answer "$out/search-$1.json" > "$out/answer-$1.txt" 2>&1
 }
 listing() {  # NAME ARGS...
   local name=$1; shift
-  timeout "${LISTING_TIMEOUT:-420}" "$py" -m bench run "${common[@]}" "$@" --out "$out/listing-$name.json" \
+  timeout "${LISTING_TIMEOUT:-300}" "$py" -m bench run "${common[@]}" "$@" --out "$out/listing-$name.json" \
     > "$out/listing-$name.log" 2>&1
   echo "listing $name: exit $?" | tee -a "$out/listing-$name.log"
 }
 
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpus.csv" 2>&1
-nvidia-smi topo -m >> "$out/gpus.csv" 2>&1
-search 0,1,2,3 x4
-search 0,1 x2
-listing graph --gpus 0,1,2,3 --gpu-counts 4,2 --strategies single,ddp --execution cuda-graph
-listing compile-ro --gpus 0,1,2,3 --gpu-counts 4,2 --strategies single,ddp,zero1,fsdp2 --execution compile \
-  --compile-mode reduce-overhead
-"$py" -m bench check bareloop --variants compile-ro,graph --batches 256,1024,2048 --model resnet18-small \
-  --precision amp-bf16 --channels-last --sgd-impl fused --warmup 20 --steps 30 --rounds 5 \
-  --out "$out/handloop.json" > "$out/handloop.log" 2>&1
-"$py" -m bench check proof "$out"/search-x4.json "$out"/search-x2.json --against "$out"/listing-*.json \
-  --handloop "$out/handloop.json" --out "$out/proof.json" 2>&1 | tee "$out/proof.txt"
+case $step in
+  search)
+    search "${3:?name}" "${4:?GPUS}"
+    ;;
+  listing)
+    gpus=${3:?GPUS}
+    n=$(( $(tr -cd , <<<"$gpus" | wc -c) + 1 ))
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpus.csv" 2>&1
+    nvidia-smi topo -m >> "$out/gpus.csv" 2>&1
+    listing graph --gpus "$gpus" --gpu-counts "$n" --strategies single,ddp --execution cuda-graph --sgd-impl fused
+    listing compile-ro --gpus "$gpus" --gpu-counts "$n" --strategies single,ddp --execution compile \
+      --compile-mode reduce-overhead --sgd-impl fused
+    listing compile-ro-foreach --gpus "${gpus%%,*}" --strategies single --execution compile \
+      --compile-mode reduce-overhead --sgd-impl foreach --batch-sizes 256
+    "$py" -m bench check bareloop --variants compile-ro,graph --batches 256,1024,2048 --model resnet18-small \
+      --precision amp-bf16 --channels-last --sgd-impl fused --warmup 20 --steps 30 --rounds 5 \
+      --out "$out/handloop.json" > "$out/handloop.log" 2>&1
+    ;;
+  proof)
+    "$py" -m bench check proof "$out"/search-*.json --against "$out"/listing-*.json \
+      --handloop "$out/handloop.json" --out "$out/proof.json" 2>&1 | tee "$out/proof.txt"
+    ;;
+  *)
+    echo "answer_proof.sh: no step '$step': search NAME GPUS, listing GPUS or proof" >&2
+    exit 2
+    ;;
+esac

@@ -52,3 +52,17 @@ def test_a_share_that_is_no_share_is_one_line(tmp_path, min_ratio):
     search = _write(tmp_path / "search.json", [row("single", 1, 256, ips=20000)])
     with pytest.raises(proof.ProofError, match="--min-ratio takes a share"):
         proof.main(_args([search], min_ratio=min_ratio))
+
+
+def test_two_searches_are_checked_for_the_same_pick_cell_by_cell(tmp_path, capsys):
+    """Run after run the answer should not move: the proof counts the cells where every search named
+    the same configuration."""
+    first = _write(tmp_path / "search-1.json", [row("single", 1, 256, ips=20000), row("ddp", 2, 256, ips=38000),
+                                                row("single", 1, 1024, ips=30000), row("ddp", 2, 1024, ips=58000)])
+    second = _write(tmp_path / "search-2.json", [row("single", 1, 256, ips=20000), row("ddp", 2, 256, ips=38000),
+                                                 row("single", 1, 1024, ips=30000), row("ddp", 2, 1024, ips=30000),
+                                                 row("zero1", 2, 1024, ips=57000)])
+    cells = proof.table([first, second], [], None)
+    assert proof.agreement(cells) == (3, 4)  # 2 GPUs at 1024: ddp, then zero1
+    proof.main(_args([first, second]))
+    assert "the same configuration named by all 2 searches in 3 of 4 cells" in capsys.readouterr().out

@@ -254,9 +254,9 @@ def test_a_cpu_search_records_its_plan_beside_its_rows(tmp_path):
     doc = json.loads(out.read_text())
     log = doc["search"]
     assert log["schema"] == "parabench-search/1" and log["phases"][0]["phase"] == "survey"
-    assert {e["lever"] for e in log["levers"]} | {n["lever"] for n in log["not_tried"]} >= {
+    assert {setting(e["lever"]) for e in log["levers"]} | {setting(n["lever"]) for n in log["not_tried"]} >= {
         "execution=cuda-graph", "sgd=fused", "channels_last=on"}
-    declined = {e["lever"]: e["verdict"] for e in log["levers"]}
+    declined = {setting(e["lever"]): e["verdict"] for e in log["levers"]}
     assert declined["execution=cuda-graph"] == "declined: CUDA graphs need a GPU"
     assert all(r["status"] in ("ok", "skipped") for r in doc["rows"])
     answer = run_cli("answer", "--json", str(out))

@@ -91,6 +91,18 @@ def loop_gpu(path: Path | None) -> str | None:
     return json.loads(results.read_text(path, kind="hand-loop file")).get("gpu")
 
 
+def agreement(cells: list[dict]) -> tuple[int, int]:
+    """In how many cells (model, precision, devices, batch) every search named the same
+    configuration, of the cells every search answered: (same, cells). Run after run, the
+    answer should not change where nothing else did."""
+    by_cell: dict[tuple, dict[str, str]] = {}
+    searches = {c["search"] for c in cells}
+    for c in cells:
+        by_cell.setdefault((c["model"], c["precision"], c["devices"], c["batch_per_gpu"]), {})[c["search"]] = c["answer"]
+    shared = [named for named in by_cell.values() if set(named) == searches]
+    return sum(len(set(named.values())) == 1 for named in shared), len(shared)
+
+
 class ProofError(Exception):
     """The files cannot be checked (missing, or nothing ran ok): one line, the command's fix."""
 
@@ -116,7 +128,11 @@ def main(args) -> int:
     named = ", ".join(f"{c['devices']} GPU(s) {c['batch_per_gpu']}/GPU" for c in low)
     print(f"{len(cells) - len(low)} of {len(cells)} cells at or above {args.min_ratio:g} of the best measured"
           + (f"; below or unrecommended: {named}" if low else ""))
+    same, shared = agreement(cells)
+    if len(searches) > 1:
+        print(f"the same configuration named by all {len(searches)} searches in {same} of {shared} cells")
     if args.out:
         Path(args.out).write_text(json.dumps({"schema": "parabench-proof/1", "min_ratio": args.min_ratio,
-                                              "cells": cells}, indent=1) + "\n")
+                                              "cells": cells, "same_named": same, "cells_shared": shared},
+                                             indent=1) + "\n")
     return 1 if low else 0

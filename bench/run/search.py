@@ -486,7 +486,8 @@ class Search:
             chosen, tied, left_out = ranking.pick(rows, self.asked)
             open_ = ranking.unjudged(chosen, tied, left_out)
             if not open_:
-                why = ("the pick beats the rest beyond their intervals" if not tied else
+                why = ("only one configuration was measured" if len(rows) < 2 else
+                       "the pick beats the rest beyond their intervals" if not tied else
                        f"what ties with the pick lies within {100 * ranking.MATTERS:g}% of it: the simpler is named")
                 self.log["finals"].append({"group": group_dict(key), "verdict": f"settled: {why}"})
                 continue
