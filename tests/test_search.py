@@ -551,3 +551,19 @@ def test_a_survey_case_far_behind_its_group_is_measured_once_and_the_bar_never_i
     job.best_seen["other"] = 10_000.0  # another group's best is no bar here
     assert screen(job, {**case, "group": "other-batch"}, [100.0] * 20) == ""
     assert screen(SimpleNamespace(spec={}, launcher=OneRank(), best_seen={}), case, [100.0] * 20) == ""
+
+
+def test_a_process_groups_compiled_cases_each_get_a_worker_of_their_own(tmp_path):
+    """On 2 H200s ddp's compile reduce-overhead at 1024/GPU ran 178-194k img/s after the 256/GPU case in
+    the same torchrun worker and 215-217k in a worker of its own (results/reference/h200x2/answer): a
+    process group's compiled cases run one to a worker; one process's share one, as they ran alike."""
+    from bench.run.sweep import Sweep
+
+    s = settings(channels_last=True, compile_mode="reduce-overhead")
+    ddp = build_cases(["ddp"], ["amp-bf16"], ["resnet18-small"], ["compile"], [0, 1], [2], 1, [256, 1024, 2048], s)
+    single = build_cases(["single"], ["amp-bf16"], ["resnet18-small"], ["compile"], [0], [1], 1, [256, 1024, 2048], s)
+    eager = build_cases(["ddp"], ["amp-bf16"], ["resnet18-small"], ["eager"], [0, 1], [2], 1, [256, 1024], s)
+    sweep = Sweep([], s, str(tmp_path / "run.json"), Quiet())
+    assert sweep._next_worker_cases(ddp) == ddp[:1]
+    assert sweep._next_worker_cases(eager + ddp) == eager + ddp[:1]  # eager cases before it share its worker
+    assert sweep._next_worker_cases(single) == single

@@ -1,8 +1,8 @@
 """What makes an ok row's figures mislead, said in the row itself (the `caveat` column).
 
 A row can be measured to the letter and still not say what its figures seem to say: its
-first timed step did one-time work, its steps are too few for a spread, or its median
-disagrees with the time the trials took. Each such fact is one short clause of the
+first timed step did one-time work, its steps are too few for a spread, or its steps
+disagree with the time the trials took. Each such fact is one short clause of the
 caveat; a row without one has none. Computed from the row's own fields, so that a row
 read back from any file gets the same caveat as when it was written.
 """
@@ -11,9 +11,30 @@ from __future__ import annotations
 # p10 and p90 (linear interpolation over n steps) lean on the single fastest and slowest
 # step while 0.1 * (n - 1) < 1: a spread needs at least 11 timed steps.
 MIN_STEPS_FOR_SPREAD = 11
-# Wall-clock against median throughput: in the 821 ok rows of results/reference the two
+# Wall-clock against the steps: in the 821 ok rows of results/reference the wall clock and the median
 # differed by at most 5.3% (GPUs, p10-p90 spreads of 0.1-4%); twice that is a disagreement.
 WALL_DISAGREEMENT = 0.10
+
+
+def wall_disagreement(row: dict) -> tuple[float, str] | None:
+    """How far the trials' wall-clock figure lies from what the row's steps say, and what it is
+    set against; None where it does not disagree. Rows that keep their steps' mean set it
+    against the steps' own total: time no step accounts for (the process stopped or starved
+    between trials, or the step timing broken). One slow step is in the steps' total, and is
+    an outlier (the row's `outliers`), not a disagreement. Older rows: against the median,
+    outside the p10-p90 spread."""
+    wall, median = row.get("wall_img_per_s"), row.get("img_per_s")
+    low, high = row.get("img_per_s_p10"), row.get("img_per_s_p90")
+    mean, batch = row.get("step_ms_mean"), row.get("global_batch")
+    if not wall or not median:
+        return None
+    if mean and batch and row.get("step_ms_trials"):
+        off = wall / (float(batch) * 1000 / float(mean)) - 1
+        return (off, "what its steps add up to") if abs(off) > WALL_DISAGREEMENT else None
+    if low is None or high is None:
+        return None
+    off = wall / median - 1
+    return (off, f"the median's {median:.3g}") if abs(off) > WALL_DISAGREEMENT and not low <= wall <= high else None
 
 
 def caveat(row: dict) -> str:
@@ -30,13 +51,16 @@ def caveat(row: dict) -> str:
     if steps is not None and steps < MIN_STEPS_FOR_SPREAD:
         said.append(f"{steps} timed step{'s' if steps != 1 else ''}: too few for a p10-p90 spread (it needs "
                     f"{MIN_STEPS_FOR_SPREAD})")
-    wall, median = row.get("wall_img_per_s"), row.get("img_per_s")
-    low, high = row.get("img_per_s_p10"), row.get("img_per_s_p90")
-    if wall and median and low is not None and high is not None:
-        off = wall / median - 1
-        if abs(off) > WALL_DISAGREEMENT and not low <= wall <= high:
+    disagreement = wall_disagreement(row)
+    if disagreement:
+        off, against = disagreement
+        if against.startswith("the median"):
             why = "some steps stalled far beyond what the median shows" if off < 0 else \
                 "the step times do not add up to the trials' time"
-            said.append(f"wall-clock {wall:.3g} img/s is {100 * off:+.0f}% off the median's {median:.3g}, beyond the "
+            said.append(f"wall-clock {row['wall_img_per_s']:.3g} img/s is {100 * off:+.0f}% off {against}, beyond the "
                         f"p10-p90 spread: {why}; re-run")
+        else:
+            why = "the process was stopped or starved outside its timed steps" if off < 0 else \
+                "the step times do not add up to the trials' time"
+            said.append(f"wall-clock {row['wall_img_per_s']:.3g} img/s is {100 * off:+.0f}% off {against}: {why}; re-run")
     return "; ".join(said)

@@ -8,8 +8,9 @@
   Anything less is a tie, as criterion.rs reads a change (its intervals, and its noise threshold);
   ties go to the simpler configuration.
 - **Stopped**: a row whose wall clock disagrees with its steps (the trials took far longer than
-  their steps add up to: the process was stopped or starved between steps). Its steps do not
-  describe the run, so it is left out until measured again.
+  their steps add up to: the process was stopped or starved outside them). Its steps do not
+  describe the run, so it is left out until measured again. One slow step is no such thing: it
+  is in the steps, an outlier.
 - **Wide**: a row whose interval is too wide to rank by (WIDE of its median). It is ranked by that
   interval all the same (a wide interval rarely beats anything); where it overlaps a rival and the
   medians differ by what matters (MATTERS), the order is open until both are measured again,
@@ -29,7 +30,7 @@ import math
 
 import strategies
 from bench.cases.case import Case
-from bench.cases.caveats import WALL_DISAGREEMENT
+from bench.cases.caveats import wall_disagreement
 
 # Rows without an interval (written before rows kept their steps): a p10-p90 spread wider than a
 # quarter of the median is no measurement to rank by (docs/findings.md, finding 4).
@@ -92,13 +93,14 @@ def low_end(row) -> float:
 
 
 def stopped(row) -> str:
-    """Why the row's steps do not describe its run (its wall clock disagrees), or ""."""
-    lo, hi = row["img_per_s_p10"], row["img_per_s_p90"]
-    wall = _number(row, "wall_img_per_s")
-    if wall is not None and not lo <= wall <= hi and abs(wall / row["img_per_s"] - 1) > WALL_DISAGREEMENT:
-        return (f"its wall-clock figure ({wall:.0f} img/s) is {100 * abs(wall / row['img_per_s'] - 1):.0f}% off its "
-                f"median and outside its p10-p90 ({lo:.0f}-{hi:.0f}): steps were stopped or starved")
-    return ""
+    """Why the row's steps do not describe its run (its wall clock disagrees with them,
+    bench/cases/caveats.py `wall_disagreement`), or ""."""
+    disagreement = wall_disagreement(row)
+    if disagreement is None:
+        return ""
+    off, against = disagreement
+    return (f"its wall-clock figure ({row['wall_img_per_s']:.0f} img/s) is {100 * abs(off):.0f}% off {against}: "
+            "it was stopped or starved")
 
 
 def wide(row) -> str:

@@ -26,6 +26,10 @@ class Launcher:
     name = "local"
     multi_process = False
     spans_nodes = False  # can one worker's processes run on several hosts (bench/run/nodes.py)
+    # Whether a compiled case may follow another in one of this launcher's workers
+    # (torch._dynamo.reset() between them): one process, yes (single's compile reduce-overhead at
+    # 1024 and 2048/GPU after 256 in one worker ran as fast as alone on 2 H200s).
+    shares_compiled = True
     # Options of the strategy that configure the launcher, not the step.
     options: tuple[str, ...] = ()
 
@@ -77,6 +81,11 @@ class ProcessGroupLauncher(Launcher):
 
     multi_process = True
     options = ("backend", "timeout_s")
+    # A process group's compiled case runs in a worker of its own: on 2 H200s ddp's compile
+    # reduce-overhead at 1024/GPU ran 178-194k img/s after the 256/GPU case in the same worker
+    # (three times) and 215-217k first in one (four times), torch._dynamo.reset() between them
+    # notwithstanding (results/reference/h200x2/answer).
+    shares_compiled = False
 
     def key(self, placement, options, execution):
         # The process group spans this device set. A captured DDP step needs the group's async

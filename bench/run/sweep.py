@@ -237,13 +237,16 @@ class Sweep:
         return list(self.rows.values())
 
     def _next_worker_cases(self, ordered: list[Case]) -> list[Case]:
-        """The leading cases of `ordered` that one worker runs, by --worker-scope."""
+        """The leading cases of `ordered` that one worker runs, by --worker-scope; one compiled
+        case at most where its launcher says compiled cases do not share a worker."""
         scope = self.settings.worker_scope
         if scope == "case":
             return ordered[:1]
-        if scope == "series":
-            return [c for c in ordered if c.series_key() == ordered[0].series_key()]
-        return list(ordered)
+        chunk = [c for c in ordered if c.series_key() == ordered[0].series_key()] if scope == "series" else list(ordered)
+        if not launcher_of(ordered[0]).shares_compiled:
+            compiled = [i for i, c in enumerate(chunk) if c.execution == "compile"]
+            chunk = chunk[:compiled[1]] if len(compiled) > 1 else chunk
+        return chunk
 
     def _anatomy_spec(self, case: Case) -> dict:
         """Where the case's traces go: <results folder>/traces/<results name>/<case>/, recorded
