@@ -29,9 +29,8 @@ from bench.cases import results
 # Folders moved as a whole after the run: (as the command shows it, where it lies now).
 MOVED = [
     ("results/baselines", "results/reference/baselines"),  # the CI baseline, before results/reference/ existed
-    # A device machine's output folders, brought back whole (scripts/answer_proof.sh wrote to /root/proof).
-    ("proof", "results/reference/h200x4/answer"),
-    ("out", "results/reference/h100x2/answer"),
+    # A device machine's output folder, brought back whole (scripts/answer_proof.sh wrote to /tmp/proof).
+    ("proof", "results/reference/h200x2/answer"),
 ]
 # Files that are the union of other runs' rows (a GPU baseline): file -> the runs its rows name.
 UNIONS = {

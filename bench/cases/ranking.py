@@ -40,10 +40,9 @@ UNSTABLE = 0.25
 # jump between two speeds, or a trial in another mode, make it wider.
 WIDE = 0.10
 # A difference of medians below this is no difference, however tight the intervals (criterion's
-# noise threshold, 1% by default): the same configuration measured by two searches of one call on
-# 4 H200s came within 0.5% at 1024-2048/GPU, and fused against foreach SGD, in a CUDA graph or
-# under compile reduce-overhead, 0.7-2.2% apart (results/reference/h200x4/answer: search-x4 and
-# the listings). A pick that turned on such a difference would change from run to run.
+# noise threshold is 1% by default): on one 2 x H200 machine the same configuration measured by two
+# searches and a listing came up to 1.6% apart (docs/search.md). A pick that turned on less would
+# change from run to run.
 THRESHOLD = 0.02
 # Medians closer than this are no difference worth measuring again: the simpler is named either way
 # (the answer's promise is the fastest within 5%).

@@ -83,8 +83,8 @@ class ProcessGroupLauncher(Launcher):
     options = ("backend", "timeout_s")
     # A process group's compiled case runs in a worker of its own: on 2 H200s ddp's compile
     # reduce-overhead at 1024/GPU ran 178-194k img/s after the 256/GPU case in the same worker
-    # (three times) and 215-217k first in one (four times), torch._dynamo.reset() between them
-    # notwithstanding (results/reference/h200x2/answer).
+    # (three times) and 215-217k first in one (five times), torch._dynamo.reset() between them
+    # notwithstanding (docs/search.md).
     shares_compiled = False
 
     def key(self, placement, options, execution):

@@ -249,8 +249,7 @@ class Search:
                 # speed-up (the baseline at one device) are always measured; the rest within the share.
                 held = [c for c in todo if c in always]
                 # A kind of worker not yet measured at this count is priced at twice the run's
-                # mean: on 4 H200s a one-process strategy's case cost several times a torchrun one's
-                # (results/reference/h200x4/answer/search-x4.json).
+                # mean: on 4 H200s a one-process strategy's case cost several times a torchrun one's.
                 kind = (_worker(chunk[0]), chunk[0].n_replicas)
                 known_kind = bool(held) or any((_worker(c := Case.from_row(dict(r))), c.n_replicas) == kind
                                                for r in self._ok())  # the bar's chunk pays its start anyway
