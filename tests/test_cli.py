@@ -138,3 +138,10 @@ def test_worker_scope_case_gives_every_case_a_fresh_worker(tmp_path):
     assert proc.returncode == 0, proc.stderr
     firsts = {(r["precision"], r["batch_per_gpu"]) for r in rows_of(tmp_path / "s.json") if r["worker_start_s"] is not None}
     assert firsts == {("fp32", 1), ("amp-bf16", 1)}  # one worker per series, its ladder inside
+
+
+def test_a_list_with_an_empty_item_is_refused_not_read_as_shorter():
+    """`--batch-sizes 8,,16` ran 8 and 16; a doubled comma is a typo the user should see."""
+    done = run_cli("run", "--gpus", "", "--strategies", "single", "--batch-sizes", "8,,16")
+    assert done.returncode == 2 and "has an empty item between its commas: write each one once, e.g. 8,16" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr

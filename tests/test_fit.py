@@ -596,3 +596,127 @@ def test_the_communicator_is_measured_by_torchrun_and_kept_per_host_and_driver(t
                         lambda command, env, **kw: subprocess.CompletedProcess(command, 1, "", "NCCL error: unhandled"))
     with pytest.raises(reserve.ReserveError, match="NCCL error: unhandled.*give --reserve-mib"):
         reserve.measure([0, 1], tmp_path, "h", "580")
+
+
+def _fit_with_knobs(channels_last: bool, options: dict | None = None) -> dict:
+    """A fit document as `bench fit` writes it (its cases made by bench/fit/fit.py, the knobs its
+    probes resolved), with a search at 2 devices that found 799 fits and 809 fails."""
+    from bench.cases.case import settings
+    from bench.fit import fit
+
+    knobs = settings(warmup=2, steps=3, trials=1, channels_last=channels_last, options=tuple((options or {}).items()))
+    items, _ = fit.cases("resnet18", ["zero1"], ["amp-bf16"], [1, 2], [0], knobs)
+    row = items[0]["rows"]["2"]
+    probes = [{**row, "devices": 2, "batch_per_gpu": b, "status": s, "gpu_name": "NVIDIA H200",
+               "peak_alloc_mib": 1000.0 if s == "ok" else None} for b, s in ((64, "ok"), (799, "ok"), (809, "oom"))]
+    outcome = {"model": "resnet18", "precision": "amp-bf16", "strategy": "zero1", "devices": 2, "largest_fit": 799,
+               "smallest_failed": 809, "probes": 3, "finished": True, "said": ""}
+    return fit.document(probes, [outcome], {"gpus": [0], "channels_last": channels_last})
+
+
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_the_real_run_of_a_fit_check_measures_what_the_fit_measured(tmp_path, channels_last):
+    """On 2 x H200 `make fit-check` ended in an error: the fit ran with channels_last, scripts/fit_check.sh
+    ran its real runs without it, and `bench fit-check` found no row to compare. The real run's flags now
+    come from the fit file: the case `bench run` makes of them is the fit's, knob for knob."""
+    from bench.cases.case import Case
+    from bench.cli import build_parser
+    from bench.cli.run import _settings
+    from bench.core.placement import Placement
+    from bench.fit import fit
+
+    doc = _fit_with_knobs(channels_last)
+    flags = fit.real_run(doc, "resnet18", "zero1", 2)
+    assert flags[flags.index("--batch-sizes") + 1] == "64,799,809"
+    args = build_parser().parse_args(["run", "--gpus", "0,1", *flags])
+    made = Case.make("zero1", "amp-bf16", "resnet18", Placement((0, 1), 2), 799, args.execution,
+                     _settings(args, True, ["zero1"]))
+    example = next(r for r in doc["rows"] if r["batch_per_gpu"] == 799)
+    assert fit._same_case(example, {**made.row(), "gpu_name": "NVIDIA H200"}), (flags, made.row())
+    assert ("--channels-last" in flags) == channels_last
+    with pytest.raises(fit.FitError, match="no largest batch for resnet18 zero1 at 4 devices"):
+        fit.real_run(doc, "resnet18", "zero1", 4)
+
+
+def test_fit_check_sh_runs_the_flags_the_fit_file_gives(tmp_path):
+    """scripts/fit_check.sh, with its interpreter standing in for `bench run` (it records the flags):
+    the real run carries the fit's channels_last."""
+    from bench.fit import fit
+
+    fit.write(tmp_path / "cl.fit.json", _fit_with_knobs(True))
+    fake = tmp_path / "py"
+    fake.write_text(f"""#!/bin/sh
+if [ "$1 $2 $3" = "-m bench run" ]; then shift 3; echo "$@" >> {tmp_path}/runs; exit 0; fi
+if [ "$1 $2 $3" = "-m bench fit-check" ]; then exit 0; fi
+exec {sys.executable} "$@"
+""")
+    fake.chmod(0o755)
+    done = subprocess.run(["bash", "scripts/fit_check.sh", str(tmp_path / "cl.fit.json"), "resnet18", "zero1", "0,1",
+                           str(tmp_path / "out")], cwd=REPO, env={**os.environ, "PY": str(fake), "PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    (run,) = (tmp_path / "runs").read_text().splitlines()
+    assert "--channels-last" in run.split() and "--batch-sizes 64,799,809" in run and "--gpus 0,1" in run
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--devices", ""], "--devices is empty"),
+    (["--devices", "1,,2"], "has an empty item between its commas"),
+])
+def test_a_device_list_with_nothing_in_it_is_refused(tmp_path, flags, said):
+    """`--devices ''` ran the default 1-64 and `--devices 1,,2` ran 1,2: both are refused in one line."""
+    done = run_cli("fit", "--gpus", "", "--memory-budget", "300", "--models", "resnet18-small", *flags,
+                   "--out", str(tmp_path / "x.fit.json"))
+    assert done.returncode == 2 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (tmp_path / "x.fit.json").exists()
+
+
+def test_a_second_fit_never_writes_over_the_first(tmp_path):
+    """The same --out twice: the first fit's probes were lost to the second. Now the second is refused,
+    and the first stays as it was."""
+    from bench.fit import fit
+
+    out = tmp_path / "first.fit.json"
+    fit.write(out, _fit_with_knobs(False))
+    before = out.read_bytes()
+    done = run_cli("fit", "--gpus", "", "--memory-budget", "300", "--models", "resnet18-small", "--devices", "8",
+                   "--out", str(out))
+    assert done.returncode == 2 and "holds a fit already: --resume" in done.stderr, done.stderr
+    assert out.read_bytes() == before
+
+
+def test_a_strategy_that_fits_nothing_is_said_so_in_plain_words():
+    """"ddp fits nothing fits, not even batch 1" read twice over."""
+    from bench.fit import fit
+
+    doc = _fit_with_knobs(False)
+    doc["outcomes"] = [{**doc["outcomes"][0], "devices": n, "largest_fit": None, "smallest_failed": 1,
+                        "said": "nothing fits, not even batch 1"} for n in (1, 2)]
+    (line,) = fit.sentences(doc)
+    assert "zero1: nothing fits, not even batch 1 at 1-2" in line and "fits nothing fits" not in line
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_fit_stopped_by_sigterm_says_where_its_probes_are_and_leaves_nothing_behind(tmp_path):
+    """SIGTERM ended a fit with exit 143, no word, and a parabench-fit-* folder left in TMPDIR. Now it
+    stops as on Ctrl-C: the worker goes, its folder goes, one line says where the probes are."""
+    import signal
+    import time
+
+    out = tmp_path / "stopped.fit.json"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "fit", "--gpus", "", "--memory-budget", "300",
+                             "--models", "resnet18-small", "--strategies", "ddp", "--devices", "1,2", "--out", str(out)],
+                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while not out.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)  # the first probe written
+    assert out.exists(), proc.communicate()[1][-2000:]
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr[-2000:]
+    assert f"fit stopped by SIGTERM: the probes measured so far are in {out}" in stdout
+    assert not list(scratch.glob("parabench-fit-*")), list(scratch.iterdir())

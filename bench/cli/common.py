@@ -25,6 +25,9 @@ def listed(text: str | None, flag: str) -> list[str] | None:
     items = csv(text)
     if not items:
         raise UsageError(f"{flag} is empty: name at least one, or leave {flag} out for its default")
+    if len(items) != len(text.split(",")):
+        raise UsageError(f"{flag} {text!r} has an empty item between its commas: write each one once, "
+                         f"e.g. {','.join(items)}")
     twice = sorted({x for x in items if items.count(x) > 1})
     if twice:
         raise UsageError(f"{flag} lists {', '.join(twice)} more than once: name each once")

@@ -61,7 +61,7 @@ def _devices(args) -> list[int]:
     from bench.fit import MAX_DEVICES
     from bench.fit.fit import DEFAULT_DEVICES
 
-    devices = sorted(ints(args.devices, "--devices")) if args.devices else list(DEFAULT_DEVICES)
+    devices = sorted(ints(args.devices, "--devices")) if args.devices is not None else list(DEFAULT_DEVICES)
     if max(devices) > MAX_DEVICES:
         raise UsageError(f"--devices {max(devices)}: a fake world is one process, but past {MAX_DEVICES:,} ranks "
                          "every rank holds one row of each parameter and nothing shrinks further; give at most "
@@ -124,6 +124,9 @@ def cmd_fit(args) -> int:
         f"{datetime.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}{fit.SUFFIX}")
     if not out.name.endswith(fit.SUFFIX):
         raise UsageError(f"--out {out}: a fit file's name ends in {fit.SUFFIX} (the report finds it by that)")
+    if out.exists() and not args.resume:  # its probes were measured: never written over
+        raise UsageError(f"--out {out} holds a fit already: --resume goes on with it (the same settings), or "
+                         "choose another --out")
     try:
         results.check_writable(out)
     except results.ResultsError as exc:
@@ -134,10 +137,33 @@ def cmd_fit(args) -> int:
                 "steps": args.steps, **search, "first": list(search["first"]), "probe_timeout_s": args.probe_timeout,
                 "startup_timeout_s": args.startup_timeout}
     environment = fit.environment_of(gpus)
-    rows, found, complete = [], [], True
+    rows, found = [], []
     if args.resume and out.exists():
         rows, found = _resumed(out, settings, models)
         settings["models"] = list(dict.fromkeys([o["model"] for o in found] + models))
+    from bench.run.signals import Terminated, ignore_further_signals, stop_on_signals
+
+    stop_on_signals()  # SIGTERM and SIGHUP stop the fit as Ctrl-C does: the worker goes, the file stays
+    try:
+        return _measure_all(args, out, models, chosen, precisions, devices, gpus, knobs, budget, search, held,
+                            settings, environment, rows, found)
+    except (KeyboardInterrupt, Terminated) as exc:
+        ignore_further_signals()
+        what = "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        kept = f"the probes measured so far are in {out}; `--resume --out {out}` goes on" if out.exists() else \
+            "no probe had ended"
+        print(f"fit stopped by {what}: {kept}", flush=True)
+        return 130 if isinstance(exc, KeyboardInterrupt) else exc.exit_status
+
+
+def _measure_all(args, out, models, chosen, precisions, devices, gpus, knobs, budget, search, held, settings,
+                 environment, rows, found) -> int:
+    """Every model's searches, the file written after each probe; 0 when every search ran to its end."""
+    from bench.fit import fit
+
+    import time
+
+    complete, started = True, time.monotonic()
     for model in models:
         items, skipped = fit.cases(model, chosen, precisions, devices, gpus, knobs)
         rows += [{**r, **environment, "hardware": _hardware(environment), "fake_world": True, "devices": r["n_replicas"]}
@@ -176,7 +202,8 @@ def cmd_fit(args) -> int:
     print()
     for line in fit.sentences(doc):
         print(line)
-    print(f"\nfit written to {out} (`bench report` and `bench answer` show it beside the results in its folder)")
+    print(f"\nfit written to {out} after {time.monotonic() - started:.0f} s (`bench report` and `bench answer` show it "
+          "beside the results in its folder)")
     return 0 if complete else 1
 
 

@@ -252,6 +252,38 @@ def _same_case(fit_row: dict, run_row: dict) -> bool:
     return all(str(fit_row.get(k)) == str(run_row.get(k)) for k in keys)
 
 
+def real_run(doc: dict, model: str, strategy: str, n: int) -> list[str]:
+    """The `bench run` flags of the real run that holds the fit at n devices: the fit's own case
+    (precision, every knob as its probes resolved it, the strategy's options, eager), so that the
+    run measures what the fit measured by construction, at the batches its search probed that tell
+    most: the smallest that fit (a peak to compare), the largest that fit and the smallest that
+    failed (the verdicts). FitError where the fit has no largest batch there."""
+    from bench.cases.case import Case
+    from bench.cases.knobs import KNOBS
+
+    found = next((o for o in doc["outcomes"] if (o["model"], o["strategy"], o["devices"]) == (model, strategy, n)), None)
+    probed = [r for r in doc["rows"] if (r.get("model"), r.get("strategy"), r.get("devices")) == (model, strategy, n)
+              and r.get("status") in PROBED and r.get("precision") == (found or {}).get("precision")]
+    fitted = sorted(r["batch_per_gpu"] for r in probed if r["status"] == "ok")
+    if found is None or not found["largest_fit"] or not fitted:
+        raise FitError(f"the fit has no largest batch for {model} {strategy} at {n} devices")
+    batches = dict.fromkeys([fitted[0], found["largest_fit"]] + ([found["smallest_failed"]] if found["smallest_failed"] else []))
+    case = Case.from_row(dict(probed[0]))
+    args = ["--strategies", strategy, "--models", model, "--precisions", found["precision"],
+            "--batch-sizes", ",".join(map(str, batches)), "--execution", case.execution]
+    for knob in KNOBS:
+        value = getattr(case, knob.name)
+        if value is None or knob.name == "compile_mode" and case.execution != "compile":
+            continue
+        if not knob.choices:  # an on/off switch
+            args += [knob.flag] if value else []
+        else:  # a request that resolved to a flag (cudnn.benchmark's auto) is given as what it resolved to
+            args += [knob.flag, ("on" if value else "off") if isinstance(value, bool) else str(value)]
+    for name, value in case.options:
+        args += ["--option", f"{name}={json.dumps(value) if isinstance(value, (bool, dict, list)) else value}"]
+    return args
+
+
 def against(doc: dict, rows: list[dict]) -> list[dict]:
     """The fit's figures held against real runs of n devices (rows of `bench run`, not a fake
     world). For each measured row of a case the fit covers at the row's device count: the fit's
@@ -355,8 +387,8 @@ def sentences(doc: dict, models=None) -> list[str]:
                 parts.append(f"{strategy} fits {min(sizes)} {unit} " + (f"at n = {counts[0]}" if len(counts) == 1 else
                              f"at every n measured ({counts[0]}-{counts[-1]})"))
             else:
-                parts.append(f"{strategy} fits " + _runs([(o["devices"], str(o["largest_fit"]) if o["largest_fit"]
-                                                           else o["said"]) for o in found]))
+                runs = _runs([(o["devices"], str(o["largest_fit"]) if o["largest_fit"] else o["said"]) for o in found])
+                parts.append(f"{strategy} fits {runs}" if any(sizes) else f"{strategy}: {runs}")
         lines.append(f"{model}, {precision}: " + "; ".join(parts) + f" ({where(doc)}; the largest batch that fit, to "
                      f"within {100 * resolution:g}%)")
     return lines
