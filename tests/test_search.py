@@ -268,7 +268,8 @@ def test_a_cpu_search_records_its_plan_beside_its_rows(tmp_path):
 
 # Hosts of 4 and 2 H200s, resnet18-small amp-bf16 channels_last: images/s by strategy, devices, execution
 # and per-GPU batch, as measured there for the configurations that lead (eager, CUDA graph and compile
-# reduce-overhead of single and ddp: results/reference/h200x4/answer, its searches and listings); rough
+# reduce-overhead of single and ddp: the 4-GPU answer proof of 2026-11-26, in git history, and
+# results/reference/h200x2/answer); rough
 # figures for those that never do (compile's default mode, zero1, fsdp2, allreduce-scratch, the three
 # DataParallels), which only need to trail.
 H200X4 = {
@@ -319,7 +320,7 @@ def h200x4_speed(case: Case) -> float:
 
 class DeviceSweep(SimulatedSweep):
     """A simulated GPU host: speeds from its table, each case's seconds as a call on 4 x H200 measured
-    them (results/reference/h200x4/answer, both searches: torchrun workers start in 9.5 s, local ones in
+    them (the 4-GPU answer proof of 2026-11-26, both searches: torchrun workers start in 9.5 s, local ones in
     3.5 s; an eager case takes 5 s after its worker's first, a one-process strategy's 12 s on 4 GPUs and
     5 s on 2; a graph 7 s; a compiled one 26 s on one GPU, 15 s on 2 and 30 s on 4), every worker
     paying its start; a screening survey measures far-behind cases once. `shaky` cases, by (strategy,
