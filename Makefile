@@ -2,6 +2,10 @@
 #   make bench GPUS=0,1 STRATEGIES=single,ddp BATCH_SIZES=64,128 PRECISION=fp32,amp-bf16 MODEL=resnet18 RESULTS=results
 # PY: the interpreter. The default is the project's virtual environment (made by `make setup`);
 # on a machine that already has torch, pandas and matplotlib, pass PY=python3 to skip setup.
+# A value given on the command line or in the environment is text, never make's own syntax:
+# `make plot RESULTS='$(shell ...)'` must not run it. Each such value is kept as written, once.
+GIVEN := GPUS STRATEGIES MODEL RESULTS PLOTS ARGS PRECISION BATCH_SIZES BUDGET REF_DIR CURRENT FIT FIT_STRATEGIES PYTEST_ARGS
+$(foreach v,$(GIVEN),$(if $(filter command line environment environment override,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
 PYTHON ?= python3
 VENV ?= .venv
 PY ?= $(VENV)/bin/python
@@ -27,7 +31,7 @@ LAYOUT ?= $(if $(ON_GPU),--channels-last)
 # finalists measured again, all within BUDGET minutes (empty: the search's default, 7, what the
 # whole job takes on 2 and 4 H200s). SEARCH= turns it off.
 BUDGET ?=
-SEARCH ?= $(if $(ON_GPU),--search$(if $(BUDGET), --budget $(call sq,$(BUDGET))))
+SEARCH ?= $(if $(ON_GPU),--search)
 , := ,
 # A value as one shell word, whatever it holds (`make plot RESULTS="my results"`).
 sq = '$(subst ','\'',$(1))'
@@ -84,7 +88,7 @@ $(MXNET_VENV)/parabench-wheel.txt:
 # One line, so that make echoes the command as it runs (no dangling `\`).
 RUN_ARGS = --gpus $(call sq,$(GPUS)) --precisions $(PRECISION) --models $(call sq,$(MODEL)) --results-dir $(call sq,$(RESULTS))$(if \
 	$(STRATEGIES), --strategies $(STRATEGIES))$(if $(BATCH_SIZES), --batch-sizes $(BATCH_SIZES))$(if $(LAYOUT), $(LAYOUT))$(if \
-	$(SEARCH), $(SEARCH))$(if $(ARGS), $(ARGS))
+	$(SEARCH), $(SEARCH))$(if $(BUDGET), --budget $(call sq,$(BUDGET)))$(if $(ARGS), $(ARGS))
 
 bench: $(NEEDS_SETUP)
 	$(PY) -m bench run $(RUN_ARGS)

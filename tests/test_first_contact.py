@@ -3,7 +3,9 @@
 runs in order on a fresh clone in CI (`bash scripts/first_contact.sh`, a step of `.ci/run`)."""
 import re
 import shlex
+import os
 import subprocess
+import sys
 
 from tests.conftest import REPO
 
@@ -60,3 +62,24 @@ def test_make_bench_echoes_one_whole_command():
     echoed = make_n("bench", "GPUS=", "STRATEGIES=single,ddp", "ARGS=--steps 3")
     assert [line for line in echoed.splitlines() if line.strip()] == [echoed.strip()], echoed
     assert not echoed.rstrip().endswith("\\") and "--strategies single,ddp --steps 3" in echoed
+
+
+def test_a_make_variable_is_text_never_make_syntax(tmp_path):
+    """`make plot RESULTS='$(shell touch X)'` ran the command: make expanded the value. A value given on
+    the command line or in the environment now reaches the command as written, one shell word."""
+    planted = tmp_path / "ran"
+    for given in ([f"RESULTS=$(shell touch {planted})"], [f"GPUS=$(shell touch {planted})"]):
+        shown = make_n("plot" if given[0].startswith("RESULTS") else "list", *given)
+        assert not planted.exists(), shown
+        assert f"'$(shell touch {planted})'" in shown
+    env = {**os.environ, "RESULTS": f"$(shell touch {planted})"}
+    subprocess.run(["make", "-n", "PY=python3", "answer"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert not planted.exists()
+
+
+def test_a_budget_on_the_cpu_reaches_the_command_line_that_refuses_it():
+    """`make bench BUDGET=-1` on the CPU was dropped without a word (only GPUs search)."""
+    assert "--budget '-1'" in make_n("bench", "GPUS=", "BUDGET=-1")
+    done = subprocess.run([sys.executable, "-m", "bench", "run", "--gpus", "", "--budget", "-1"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 2 and "--budget bounds a --search" in done.stderr

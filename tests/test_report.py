@@ -532,3 +532,20 @@ def test_unjudged_cells_name_their_device_count():
     frame = answer_frame(rows)
     line = answer.actions(frame, answer.records(frame))
     assert "64/GPU on 2 GPUs" in line and "128/GPU on 4 GPUs" in line and "Unstable at" not in line
+
+
+def test_the_html_pages_show_what_a_results_file_holds_as_text(tmp_path):
+    """A results row's text that looks like a tag (a strategy or reason `<script>alert(1)</script>`) was
+    written raw into index.html. The pages escape everything the report did not write itself."""
+    from bench.report.html import page
+
+    shown = page("| strategy |\n| --- |\n| <script>alert(1)</script> |\n\n<img src=x onerror=alert(1)>", "<title>")
+    assert "alert(1)</script>" not in shown and "<img src=x" not in shown
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in shown and "<title>&lt;title&gt;</title>" in shown
+    path = tmp_path / "run.json"
+    results.write(path, [row("single", 1, 64, ips=10000),
+                         row("ddp", 2, 64, status="error", reason="<script>alert(1)</script> worker died")])
+    out = tmp_path / "plots"
+    assert run_cli("report", str(path), "--out", str(out)).returncode == 0
+    pages = [p.read_text() for p in out.rglob("*.html")]
+    assert pages and not any("<script>alert" in p for p in pages)

@@ -39,14 +39,30 @@ window.addEventListener("load", function () {
 """
 
 
+def _escape_raw_html():
+    """Python-Markdown passes HTML written in its text through as HTML. The report writes none:
+    whatever looks like a tag came from a results file (a strategy named `<script>`), and is
+    shown as text."""
+    import markdown
+
+    class EscapeRawHtml(markdown.Extension):
+        def extendMarkdown(self, md):
+            md.preprocessors.deregister("html_block")
+            md.inlinePatterns.deregister("html")
+
+    return EscapeRawHtml()
+
+
 def page(markdown_text: str, title: str) -> str:
+    import html
+
     import markdown
 
     # SVG figures (sharp at any size) and links to the HTML pages instead of the Markdown ones.
     text = re.sub(r"(!\[[^]]*\]\([^)]+)\.png\)", r"\1.svg)", markdown_text)
     text = re.sub(r"(\]\([^)]+)\.md\)", r"\1.html)", text).replace("REPORT.html)", "index.html)")
-    body = markdown.markdown(text, extensions=["tables"])
-    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>"
+    body = markdown.markdown(text, extensions=["tables", _escape_raw_html()])
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style>{LOAD_CHECK}</head>\n<body>\n{body}\n</body></html>\n")
 
 
