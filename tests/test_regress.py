@@ -35,10 +35,10 @@ def test_an_injected_slowdown_is_flagged(baseline, tmp_path):
     # longer against the threshold alone (how the measured spread widens what is allowed has
     # its own tests below, on rows whose spreads are set).
     current = sweep(tmp_path / "slow.json", slow_ms=400)
-    slow = {r["strategy"]: r for r in results.load(current)}
+    slow = {r["strategy"]: r for r in json.loads(current.read_text())["rows"]}  # `faulty` is the tests' own strategy
     assert slow["faulty"]["step_ms_p10"] >= 400, slow["faulty"]
     proc = run_cli("compare", str(baseline), str(current), "--max-slowdown", "0.25", "--noise-factor", "0",
-                   "--ratios-only", "--json", str(tmp_path / "v.json"))
+                   "--ratios-only", "--json", str(tmp_path / "v.json"), env=TEST_STRATEGIES)
     assert proc.returncode == 1, proc.stdout
     verdicts = {v["case"].split()[0]: v for v in json.loads((tmp_path / "v.json").read_text())}
     assert verdicts["faulty"]["verdict"] == "regression"
@@ -51,7 +51,7 @@ def test_an_injected_slowdown_is_flagged(baseline, tmp_path):
 def test_the_same_code_again_passes(baseline, tmp_path):
     # As CI does: a regression must show in a repeat run too before it counts.
     runs = [sweep(tmp_path / "again1.json"), sweep(tmp_path / "again2.json")]
-    proc = run_cli("compare", str(baseline), *map(str, runs), *THRESHOLDS)
+    proc = run_cli("compare", str(baseline), *map(str, runs), *THRESHOLDS, env=TEST_STRATEGIES)
     assert proc.returncode == 0, proc.stdout
     assert "single fp32 resnet18-small CPU x1 batch 2" in proc.stdout and "NOT JUDGED" in proc.stdout
 
@@ -226,3 +226,11 @@ def test_a_missing_counter_is_unusable_not_a_pass(tmp_path, judge):
     # Both without counters (files from before counters existed): nothing judged, not a failure of input.
     base, cur = _cpu_rows()
     assert [v["verdict"] for v in compare.compare(base, cur, compare.Thresholds(), judge_timing=False)] == ["pass"] * 2
+
+
+def test_a_case_90_percent_slower_is_never_a_pass_however_wide_its_spread():
+    """On a busy host `compare` passed a case at -90% of its baseline: its noise allowance exceeded 100%.
+    An allowance that wide cannot judge anything: the case is not judged, and says why."""
+    base, cur = _rows(img_per_s=1000.0, img_per_s_p10=200.0, img_per_s_p90=1900.0)
+    (ddp,) = [v for v in compare.compare(base, cur, compare.Thresholds(noise_factor=1.5)) if v["case"].startswith("ddp")]
+    assert ddp["verdict"] == "not judged" and "too noisy to judge" in ddp["why"][0], ddp

@@ -563,3 +563,42 @@ def test_what_counts_as_out_of_memory():
     assert is_oom(RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"))
     assert is_oom(OSError(12, "Cannot allocate memory"))
     assert not is_oom(RuntimeError("CUDA error: CUBLAS_STATUS_EXECUTION_FAILED"))
+
+
+@pytest.mark.parametrize("changes, said", [
+    ({"img_per_s": 1e308, "img_per_s_p10": 1e308, "img_per_s_p90": 1e308, "flops_per_image": None,
+      "img_per_s_ci_lo": None, "img_per_s_ci_hi": None}, "beyond what any device trains"),
+    ({"img_per_s": 1e12, "img_per_s_p10": 1e12, "img_per_s_p90": 1e12, "flops_per_image": 2.73e9,
+      "img_per_s_ci_lo": None, "img_per_s_ci_hi": None}, "FLOP/s per device, beyond any device"),
+    ({"n_replicas": 10**9, "world_size": 10**9}, "more devices than any cluster has"),
+    ({"device": "cuda", "gpus": "0,1,2,3", "n_gpus": 4, "gpu_count_host": 2, "gpu_name": "NVIDIA H200"},
+     r"4 GPUs on 1 host\(s\) of 2 GPUs"),
+], ids=["1e308", "beyond-peak", "a-billion-replicas", "more-gpus-than-the-host"])
+def test_a_results_file_is_checked_for_sense_where_it_is_read(tmp_path, changes, said):
+    """img/s of 1e308 printed a 309-digit answer and "+inf% PASS"; 10^9 replicas read "CPU x1000000000".
+    Each is one line naming the row and the field."""
+    path = tmp_path / "bad.json"
+    results.write(path, [ok_row(**changes)])
+    with pytest.raises(results.ResultsError, match=said):
+        results.load(path)
+    done = run_cli("answer", str(path))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and said.split(" ")[1] in done.stderr
+
+
+def test_two_rows_of_one_case_in_one_file_are_refused_with_both_named(tmp_path):
+    """Two rows of one case that disagree (the second three times faster) were resolved silently, the
+    last kept. A sweep writes one row per case; two in one file are an edit, and the reader says so."""
+    path = tmp_path / "twice.json"
+    first = ok_row()
+    results.write(path, [first, {**first, "img_per_s": first["img_per_s"] * 3, "img_per_s_p10": first["img_per_s_p10"] * 3,
+                                 "img_per_s_p90": first["img_per_s_p90"] * 3}])
+    with pytest.raises(results.ResultsError, match="row 1 measures the same case as row 0"):
+        results.load(path)
+
+
+def test_an_integer_of_a_hundred_thousand_digits_is_one_line(tmp_path):
+    path = tmp_path / "digits.json"
+    path.write_text('{"schema": "parabench-results/1", "rows": [{"batch_per_gpu": ' + "9" * 100_000 + "}]}")
+    done = run_cli("answer", str(path))
+    assert done.returncode == 2 and "corrupt or truncated results file" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr

@@ -267,6 +267,35 @@ def _validate(row: dict, where: str, fix: str) -> None:
 # and output tail, 4 kB each), so this holds tens of thousands of cases; a larger file is no
 # results file, and reading it whole would take the host's memory.
 MAX_BYTES = 256 * 2**20
+# What no measurement can be: more devices than any cluster has, or a device that trains faster than
+# 10 PFLOP/s (ten times an H200's dense bf16 peak); without a FLOP count, a billion images a second
+# (the suite's workloads are 2.7 GFLOP an image and up).
+MAX_DEVICES = 65_536
+MAX_FLOPS_PER_DEVICE = 1e16
+MAX_IMG_PER_S = 1e9
+
+
+def _sense(row: dict, where: str, fix: str) -> None:
+    """Figures a measurement can have: a device count within the host's (and any cluster's), a
+    speed no device reaches refused."""
+    for c in ("n_gpus", "n_replicas", "world_size"):
+        if row.get(c) is not None and row[c] > MAX_DEVICES:
+            raise ResultsError(f"{where}: field {c} is {row[c]:,}, more devices than any cluster has; {fix}")
+    host, nodes = row.get("gpu_count_host"), row.get("nnodes") or 1
+    if row.get("n_gpus") and host and row["n_gpus"] > host * nodes:
+        raise ResultsError(f"{where}: {row['n_gpus']} GPUs on {nodes} host(s) of {host} GPUs; {fix}")
+    if row["status"] != "ok":
+        return
+    fastest = row["img_per_s_p90"]
+    devices = row.get("n_gpus") or row.get("n_replicas") or 1
+    flops = row.get("flops_per_image")
+    if flops and fastest * flops / devices > MAX_FLOPS_PER_DEVICE:
+        raise ResultsError(f"{where}: {fastest:.3g} img/s of {flops:.3g} FLOP each is {fastest * flops / devices:.3g} "
+                           f"FLOP/s per device, beyond any device ({MAX_FLOPS_PER_DEVICE:.0e}); {fix}")
+    if not flops and fastest > MAX_IMG_PER_S:
+        raise ResultsError(f"{where}: {fastest:.3g} img/s, beyond what any device trains; {fix}")
+
+
 # The most rows a results file holds: the committed runs have at most 135 and a sweep of every
 # knob a few thousand. It bounds what a reader does with a file of small rows (a million of
 # them took minutes and gigabytes to answer), as MAX_BYTES bounds the file.
@@ -343,8 +372,8 @@ def load(path: str | os.PathLike) -> list[dict]:
             doc = json.loads(text)
             schema = doc.get("schema") if isinstance(doc, dict) else None
             raw_rows = doc.get("rows") if isinstance(doc, dict) else None
-    except (json.JSONDecodeError, csv.Error) as exc:
-        raise ResultsError(f"{path}: corrupt or truncated results file ({exc}); {fix}") from None
+    except (ValueError, csv.Error) as exc:  # JSONDecodeError, and an integer of more digits than Python reads
+        raise ResultsError(f"{path}: corrupt or truncated results file ({str(exc)[:200]}); {fix}") from None
     except RecursionError:
         raise ResultsError(f"{path}: JSON nested too deeply to be a results file; {fix}") from None
     if schema is None:
@@ -355,7 +384,7 @@ def load(path: str | os.PathLike) -> list[dict]:
         raise ResultsError(f"{path}: 'rows' is not a list of result rows; {fix}")
     if len(raw_rows) > MAX_ROWS:
         raise ResultsError(f"{path} holds more than {MAX_ROWS:,} rows, more than any sweep writes; {fix}")
-    rows = []
+    rows, seen = [], {}
     for i, raw in enumerate(raw_rows):
         where = f"{path}: row {i}"
         missing = [c for c in ("strategy", "precision", "model", "batch_per_gpu", "status") if raw.get(c) in (None, "")]
@@ -375,6 +404,13 @@ def load(path: str | os.PathLike) -> list[dict]:
         except (TypeError, ValueError, OverflowError) as exc:
             raise ResultsError(f"{where} has a malformed number ({exc}); {fix}") from None
         _validate(row, where, fix)
+        _sense(row, where, fix)
+        key = case_mod.identity(row)
+        if key in seen:  # a sweep writes one row per case: two are an edit, and which one holds is no rule's
+            raise ResultsError(f"{where} measures the same case as row {seen[key]} "
+                               f"({case_mod.Case.from_row(row).label()}); a results file holds one row per case: "
+                               f"keep one, or put the other in a file of its own")
+        seen[key] = i
         row["caveat"] = caveats.caveat(row)  # by today's rules, also for rows written before them
         row["source"] = str(path)
         rows.append(row)
