@@ -238,7 +238,7 @@ def test_fit_on_the_cpu_finds_the_largest_batch_each_strategy_fits_in_a_small_bu
                     "2,8", "--out", str(out), "--resume")
     assert again.returncode == 0, again.stderr[-3000:]
     assert json.loads(out.read_text())["rows"] == rows and " ok, peak " not in again.stdout
-    said = [line for line in proc.stdout.splitlines() if line.startswith("tinynets:widenet, amp-bf16: ")]
+    said = [line for line in proc.stdout.splitlines() if line.startswith("tinynets:widenet, fp32: ")]  # the CPU default
     assert len(said) == 1 and f"ddp fits {min(ddp)} per rank at every n measured (1-4)" in said[0]
     assert "measured in a fake world of n on the CPU" in said[0]
 
@@ -720,3 +720,18 @@ def test_a_fit_stopped_by_sigterm_says_where_its_probes_are_and_leaves_nothing_b
     assert proc.returncode == 143, stderr[-2000:]
     assert f"fit stopped by SIGTERM: the probes measured so far are in {out}" in stdout
     assert not list(scratch.glob("parabench-fit-*")), list(scratch.iterdir())
+
+
+def test_the_answer_of_an_fp32_run_shows_no_amp_bf16_fit(tmp_path):
+    """`bench fit` on the CPU measured amp-bf16 while `make bench` measured fp32, and the fp32 run's answer
+    printed the amp-bf16 fit beside it. A fit is said beside the runs of its own precision only, and
+    `bench fit` measures by default what `make bench` measures on the device."""
+    from bench.fit import fit
+    from bench.report import fitted
+
+    path = tmp_path / "bf16.fit.json"
+    fit.write(path, _fit_with_knobs(False))
+    assert fitted.said_in_answer([path], {"resnet18"}, {"fp32"}) == []
+    assert fitted.said_in_answer([path], {"resnet18"}, {"amp-bf16"})[0].startswith("What fits (bf16.fit.json): resnet18")
+    shown = run_cli("fit", "--help").stdout
+    assert "amp-bf16 on GPUs, fp32 on the CPU" in " ".join(shown.split())

@@ -44,7 +44,8 @@ def cmd_answer(args) -> int:
             print(line)
     from bench.report import fitted
 
-    for line in fitted.said_in_answer(shown, set(runs["model"]) if "model" in runs else None):
+    for line in fitted.said_in_answer(shown, set(runs["model"]) if "model" in runs else None,
+                                      set(runs["precision"]) if "precision" in runs else None):
         print("\n" + line)
     return 0
 

@@ -95,7 +95,10 @@ def cmd_fit(args) -> int:
             fit.check_strategy(name)
     except fit.FitError as exc:
         raise UsageError(str(exc)) from None
-    precisions = check_names(listed(args.precisions, "--precisions"), list(PRECISIONS), "precision", "--precisions")
+    # The precision `make bench` measures on this device: amp-bf16 on GPUs, fp32 on the CPU.
+    precisions = check_names(listed(args.precisions, "--precisions") or (["fp32"] if resolve_gpus(args.gpus) == []
+                                                                           else ["amp-bf16"]),
+                             list(PRECISIONS), "precision", "--precisions")
     models = listed(args.models, "--models")
     try:
         for model in models:
@@ -288,7 +291,7 @@ def add_parser(sub) -> None:
 
     cmd = sub.add_parser("fit", help="peak memory per device and the largest batch per device that fits, at device "
                          "counts beyond this host's: each measured as rank 0 of a fake world of n on one device")
-    flags.what(cmd, models="resnet18", precisions="amp-bf16",
+    flags.what(cmd, models="resnet18", precisions=None,
                strategies="default: ddp and every strategy that declares it shards (Strategy.shards)")
     cmd.add_argument("--devices", help=f"device counts, each a fake world (default {','.join(map(str, DEFAULT_DEVICES))})")
     flags.gpus(cmd, "the one GPU to measure on (default: GPU 0 where there is one; '' or cpu: the CPU, with "

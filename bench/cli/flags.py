@@ -27,7 +27,8 @@ def what(parser, models: str, precisions: str, strategies: str) -> None:
                         f"torchvision:NAME or package.module:factory (default {models}; `list --models` shows them)")
     parser.add_argument("--strategies", help=strategies)
     parser.add_argument("--precisions", default=precisions,
-                        help=f"fp32,amp-fp16,amp-bf16,apex-O1,apex-O2 (default {precisions})")
+                        help="fp32,amp-fp16,amp-bf16,apex-O1,apex-O2 (default "
+                        + (precisions or "what `make bench` measures here: amp-bf16 on GPUs, fp32 on the CPU") + ")")
 
 
 def gpus(parser, help: str = "CUDA ordinals, e.g. 0,1 (default: all visible; '' or cpu: the CPU)") -> None:

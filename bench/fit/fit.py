@@ -362,18 +362,18 @@ def _runs(fits: list[tuple[int, str]]) -> str:
     return ", ".join(f"{said} at {ns[0]}" + (f"-{ns[-1]}" if len(ns) > 1 else "") for ns, said in groups)
 
 
-def sentences(doc: dict, models=None) -> list[str]:
+def sentences(doc: dict, models=None, precisions=None) -> list[str]:
     """Per model and precision, each strategy's largest batch per device at each count in one
     sentence: "vit-large, amp-bf16: ddp fits 256 per GPU at every n measured (1-64); fsdp2 fits
     240 at 1, 250 at 2-64 (measured in a fake world of n on one NVIDIA H100 ...)". A strategy
     whose figures differ by no more than the search's resolution fits the smallest at every n.
-    `models`: only the fits of these models (a run's own), where given."""
+    `models`, `precisions`: only the fits of these (a run's own), where given."""
     settings = doc["settings"]
     unit = "per GPU" if settings.get("gpus") else "per rank"
     resolution = float(settings.get("resolution") or 0)
     groups: dict = {}
     for o in doc["outcomes"]:
-        if models is not None and o["model"] not in models:
+        if (models is not None and o["model"] not in models) or (precisions is not None and o["precision"] not in precisions):
             continue
         groups.setdefault((o["model"], o["precision"]), {}).setdefault(o["strategy"], []).append(o)
     lines = []

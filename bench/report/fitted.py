@@ -77,13 +77,13 @@ def section(paths: list[Path], models=None) -> list[str]:
     return (["## What fits at n devices (measured in a fake world of n)", ""] + lines) if lines else []
 
 
-def said_in_answer(paths: list[Path], models=None) -> list[str]:
-    """One line per fit result beside the results, of the models they measured, apart from the
-    measured answer."""
+def said_in_answer(paths: list[Path], models=None, precisions=None) -> list[str]:
+    """One line per fit result beside the results, of the models and precisions they measured
+    (a fit in amp-bf16 answers nothing about an fp32 run), apart from the measured answer."""
     lines = []
     for found, doc, why in _readable(paths):
         if doc is None:
             lines.append(f"Fit file {found.name} left out: {why}")
             continue
-        lines += [f"What fits ({found.name}): {s}" for s in fit.sentences(doc, models)]
+        lines += [f"What fits ({found.name}): {s}" for s in fit.sentences(doc, models, precisions)]
     return lines
