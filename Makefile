@@ -44,6 +44,7 @@ NEEDS_SETUP := $(if $(filter $(VENV)/bin/python,$(PY)),setup)
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
+	@echo "setting up $(VENV): torch ($(TORCH_SPEC)) and the suite's packages, about a minute, once"
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	$(VENV)/bin/python -m pip install -q "$(TORCH_SPEC)"

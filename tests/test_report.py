@@ -549,3 +549,15 @@ def test_the_html_pages_show_what_a_results_file_holds_as_text(tmp_path):
     assert run_cli("report", str(path), "--out", str(out)).returncode == 0
     pages = [p.read_text() for p in out.rglob("*.html")]
     assert pages and not any("<script>alert" in p for p in pages)
+
+
+def test_a_cpu_run_speaks_of_replicas_not_gpus(tmp_path):
+    """"Largest batch that ran, 4/GPU" and "levers at 2/GPU" on a CPU run: a CPU has replicas."""
+    from bench.report import answer
+
+    cpu = {"gpu_name": "", "device": "cpu", "n_gpus": 0, "gpus": ""}
+    frame = answer_frame([row("single", 1, 2, ips=10.0, **cpu), row("single", 1, 4, ips=12.0, **cpu),
+                          row("ddp", 2, 2, ips=35.0, **cpu), row("ddp", 2, 4, ips=30.0, **cpu)])
+    recs = answer.records(frame)
+    text = answer.actions(frame, recs) + " ".join(answer.lever_lines(recs))
+    assert "/GPU" not in text and "Largest batch that ran, 4/replica" in text

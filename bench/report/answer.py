@@ -328,7 +328,7 @@ def lever_lines(recs: list[dict]) -> list[str]:
             parts.append(f"{_short_setting(lever['lever'])} x{lever['gain']:.2f} on `{lever['on']}` ({fate})")
         declined = sorted({f"{_short_setting(l['lever'])} ({l['verdict'].replace('declined: ', '')})"
                            for l in mine if l.get("gain") is None})
-        line = f"{r['batch_per_gpu']}/GPU, {r['where']}: " + ("; ".join(parts) if parts else "no lever measured")
+        line = f"{r['batch_per_gpu']}/{per(r)}, {r['where']}: " + ("; ".join(parts) if parts else "no lever measured")
         if declined:
             line += "; declined: " + "; ".join(declined)
         if skipped:
@@ -439,7 +439,7 @@ def actions(run: pd.DataFrame, recs: list[dict]) -> str:
     at = max((r for r in done if r["batch_per_gpu"] == largest), key=lambda r: (r["recommended"], r["img_per_s"], r["label"]))
     oom = sorted({r["batch_per_gpu"] for r in recs if r["strategy"] is None and r["out_of_memory"]})
     if at is not best:
-        parts.append(f"Largest batch that ran, {largest}/GPU" + (f" (OOM at {oom[0]})" if oom else "")
+        parts.append(f"Largest batch that ran, {largest}/{per(at)}" + (f" (OOM at {oom[0]})" if oom else "")
                      + f": {_case(at)}" + ("" if at["recommended"] else ", unstable") + ".")
     params = run["parameters"].dropna() if "parameters" in run else pd.Series(dtype=float)
     if len(params) and at["peak_alloc_mib"]:
