@@ -14,7 +14,7 @@ in every phase, one device next. Three phases, every case an ordinary row of the
    (bench/cases/levers.py: execution, SGD kernels, memory format, the strategy's own options).
    Before any other lever anywhere, every device count gets the executions its regime calls for
    at every batch: compile reduce-overhead everywhere, and a whole-step CUDA graph where the GPU
-   idles (the regime from every series surveyed at that count, bench/cases/ranking.py `regimes`).
+   idles (the batch ladder of the fastest eager step any strategy reached at each batch there).
    One lever at every batch of a device count is measured in one call, so its batches share a
    worker's start. The best lever of a dimension is kept where it beats the current configuration
    beyond both intervals; the next dimension starts from it.
@@ -62,11 +62,11 @@ SCREEN = 0.5
 FINALS_SHARE = 0.2
 # The share of the budget kept free: a case's cost is an estimate, and the command must end in time.
 SAFETY = 0.06
+BEATS = "beats the intervals"  # a lever's verdict where its interval lies above the leader's
 # The executions that come before every other lever, at every batch of every device count:
 # compile reduce-overhead (it won at 1024-2048/GPU at every count and at every batch on one GPU,
 # on H100 and H200), and a whole-step CUDA graph where the GPU idles (it won at 256/GPU on 2 and
 # 4 H200s).
-BEATS = "beats the intervals"  # a lever's verdict where its interval lies above the leader's
 FIRST_TIER = {"compile:reduce-overhead": None, "cuda-graph": ranking.HOST}
 
 
