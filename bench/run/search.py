@@ -44,7 +44,7 @@ SCHEMA = "parabench-search/1"
 # The default budget, minutes: what the whole job takes at 2 and 4 H200s (docs/search.md): every
 # strategy surveyed at every batch, then each regime's executions at every batch of every device
 # count, with room for the finals. A simulated 4 x H200 with the seconds its cases took there needs
-# 5.8 minutes for that (tests/test_search.py); 5 minutes left one GPU's levers out.
+# 5.7 minutes for that (tests/test_search.py); 5 minutes left one GPU's levers out.
 DEFAULT_BUDGET_MIN = 7.0
 # A first guess of one case's seconds by execution, before this run has measured one (an H100:
 # eager resnet18-small cases took 4-6 s with the worker's start shared, compiled ones 12-25 s).
