@@ -18,8 +18,8 @@ WALL_DISAGREEMENT = 0.10
 
 def wall_disagreement(row: dict) -> tuple[float, str] | None:
     """How far the trials' wall-clock figure lies from what the row's steps say, and what it is
-    set against; None where it does not disagree. Rows that keep their steps' mean set it
-    against the steps' own total: time no step accounts for (the process stopped or starved
+    set against; None where it does not disagree. Rows that keep their steps (`step_ms_trials`)
+    set it against the steps' own total (their mean): time no step accounts for (the process stopped or starved
     between trials, or the step timing broken). One slow step is in the steps' total, and is
     an outlier (the row's `outliers`), not a disagreement. Older rows: against the median,
     outside the p10-p90 spread."""

@@ -46,8 +46,9 @@ def _with_knobs(case: Case, **values) -> Case:
 
 # Executions that replay the step: their SGD update runs fused where the strategy can. Under
 # compile reduce-overhead the update runs eagerly after the replayed forward and backward: a
-# multi-tensor update's launches make a 256/GPU step host-bound again (one H200: 70.5k img/s with
-# two modes against 78.1k with fused SGD), and a captured GradScaler step needs it.
+# multi-tensor update's launches make a 256/GPU step host-bound again (`single` on one H200: 67.8k
+# img/s in two modes with foreach SGD, 79.2k fused; docs/search.md), and a captured GradScaler step
+# needs it.
 REPLAYED = (("compile", "reduce-overhead"), ("cuda-graph", "default"))
 
 

@@ -162,9 +162,9 @@ def cmd_fit(args) -> int:
 def _measure_all(args, out, models, chosen, precisions, devices, gpus, knobs, budget, search, held, settings,
                  environment, rows, found) -> int:
     """Every model's searches, the file written after each probe; 0 when every search ran to its end."""
-    from bench.fit import fit
-
     import time
+
+    from bench.fit import fit
 
     complete, started = True, time.monotonic()
     for model in models:

@@ -1,7 +1,7 @@
 """Summary statistics of step times (no torch, no numpy: shared with the MXNet worker).
 
 A case's estimate is its median step over every timed step, with a confidence interval by
-bootstrap, as criterion.rs and pytest-benchmark report theirs. The resampling is two-level
+bootstrap, as criterion.rs reports its estimates (and outliers as pytest-benchmark counts them). The resampling is two-level
 (trials, then steps within each trial drawn): steps of one trial share what that trial met
 (a clock, a neighbour's burst of work), so a trial that ran in another mode widens the
 interval, while one slow step in a trial of steady ones does not move it. scipy.stats.bootstrap

@@ -178,15 +178,17 @@ MAX_ALLOWANCE = 0.5
 
 def _judge_timing(entry, base, cur, baseline, current, th, ratios_only, same_hw) -> tuple[bool | None, list[str]]:
     """(regressed, reasons) from throughput; None where there is nothing to judge it by."""
-    regressed, why = _judge_timing_within(entry, base, cur, baseline, current, th, ratios_only, same_hw)
-    allowed = entry.pop("_allowed", 0.0)
-    if regressed is False and allowed >= MAX_ALLOWANCE and min(entry.get("ratio_change") or 0, entry["img_change"]) < 0:
+    regressed, why, allowed, change = _judge_timing_within(entry, base, cur, baseline, current, th, ratios_only,
+                                                           same_hw)
+    if regressed is False and allowed >= MAX_ALLOWANCE and change < 0:
         return None, [f"too noisy to judge: its p10-p90 spread allows {100 * allowed:.0f}% (at most "
                       f"{100 * MAX_ALLOWANCE:.0f}% judges anything); re-run on a quiet machine"]
     return regressed, why
 
 
-def _judge_timing_within(entry, base, cur, baseline, current, th, ratios_only, same_hw) -> tuple[bool | None, list[str]]:
+def _judge_timing_within(entry, base, cur, baseline, current, th, ratios_only, same_hw
+                         ) -> tuple[bool | None, list[str], float, float]:
+    """(regressed, reasons, the drop allowed, the change judged)."""
     entry["img_change"] = cur["img_per_s"] / base["img_per_s"] - 1
     allowed = max(th.slowdown, th.noise_factor * max(_width(base), _width(cur)))
     base_single, cur_single = _single_of(baseline, base), _single_of(current, cur)
@@ -198,19 +200,19 @@ def _judge_timing_within(entry, base, cur, baseline, current, th, ratios_only, s
         # A ratio of two measurements: their spreads add in quadrature.
         spread = math.hypot(max(_width(base), _width(cur)), max(_width(base_single), _width(cur_single)))
         allowed = max(th.slowdown, th.noise_factor * spread)
-        entry["_allowed"] = allowed
         if entry["ratio_change"] < -allowed:
             return True, [f"speed-up over single fell {-100 * entry['ratio_change']:.1f}% "
-                          f"({base_ratio:.3f} -> {cur_ratio:.3f}; allowed {100 * allowed:.0f}%)"]
-        return False, []
+                          f"({base_ratio:.3f} -> {cur_ratio:.3f}; allowed {100 * allowed:.0f}%)"], allowed, \
+                entry["ratio_change"]
+        return False, [], allowed, entry["ratio_change"]
     if ratios_only or not same_hw:
-        return None, ["no in-run reference; absolute change shown, not judged"]
+        return None, ["no in-run reference; absolute change shown, not judged"], allowed, entry["img_change"]
     disjoint = cur["img_per_s_p90"] < base["img_per_s_p10"]
-    entry["_allowed"] = allowed
     if entry["img_change"] < -allowed and disjoint:
         return True, [f"images/s fell {-100 * entry['img_change']:.1f}% ({base['img_per_s']:.1f} -> "
-                      f"{cur['img_per_s']:.1f}; allowed {100 * allowed:.0f}%, p10-p90 ranges apart)"]
-    return False, []
+                      f"{cur['img_per_s']:.1f}; allowed {100 * allowed:.0f}%, p10-p90 ranges apart)"], allowed, \
+            entry["img_change"]
+    return False, [], allowed, entry["img_change"]
 
 
 def _missing_counters(base: dict, cur: dict) -> list[str]:
