@@ -120,7 +120,7 @@ reference: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),$(if $(MXNET_FITS),setup-mxnet))
 # `make test`: everything but the tests marked slow (minutes of CPU each: Callgrind, compiled
 # parity, fault, multi-node and regression sweeps), which `make test-slow` runs; CI runs both.
 test: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),setup-models $(if $(MXNET_FITS),setup-mxnet))
-	@echo "make test: about 9 minutes on an idle 2-core machine, one dot per test (the README says so too)"
+	@echo "make test: about 10 minutes on an idle 2-core machine, one dot per test (the README says so too)"
 	$(PY) -m pytest -q -m "not slow" tests $(PYTEST_ARGS)
 
 test-slow: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),setup-models $(if $(MXNET_FITS),setup-mxnet))
