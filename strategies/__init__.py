@@ -18,6 +18,13 @@ from strategies.base import Placement, Strategy, TrainStep, WorkerContext
 
 _REGISTRY: dict[str, Strategy] = {}
 
+# What a strategy claims about itself is its own word: one built on another registered strategy
+# (docs/extending.md's MyZero on DDP) does not inherit these. Inherited, they would make it compile
+# or capture steps its own code was never checked under, run Apex levels it may not wire, take
+# ddp's place as the reference, or share ddp's place and colour in every table and figure. Claims
+# from a class that is not registered (dp.py's FromDeviceZero, a shared base) are inherited.
+OWN_CLAIMS = ("executions", "apex_levels", "apex_unavailable", "baseline", "reference", "order", "colour")
+
 
 class PluginError(ImportError):
     """A strategy file from PARABENCH_STRATEGY_PATH that cannot be loaded; the message names it."""
@@ -27,6 +34,11 @@ class PluginError(ImportError):
 def register(cls: type[Strategy]) -> type[Strategy]:
     """Add a strategy; a second strategy of the same name (a plug-in naming itself `ddp`) is
     refused, naming both files: one of them would silently measure in the other's place."""
+    registered = {type(s) for s in _REGISTRY.values()}
+    for claim in OWN_CLAIMS:
+        owner = next(k for k in cls.__mro__ if claim in vars(k))
+        if owner is not cls and owner in registered:
+            setattr(cls, claim, getattr(Strategy, claim))
     wrong = cls().declaration_error()
     if wrong:
         raise PluginError(f"strategy {cls.name!r} of {_file_of(cls)}: {wrong}")
@@ -34,6 +46,11 @@ def register(cls: type[Strategy]) -> type[Strategy]:
     if taken is not None and _file_of(type(taken)) != _file_of(cls):
         raise PluginError(f"strategy {cls.name!r} of {_file_of(cls)} has the name of the strategy in "
                           f"{_file_of(type(taken))}: give it a name of its own")
+    for role in ("baseline", "reference"):
+        holder = next((s for s in _REGISTRY.values() if getattr(s, role) and s.name != cls.name), None)
+        if getattr(cls, role) and holder is not None:
+            raise PluginError(f"strategy {cls.name!r} of {_file_of(cls)} claims {role} = True, which "
+                              f"{holder.name!r} holds: there is one {role}; leave the flag out")
     _REGISTRY[cls.name] = cls()
     return cls
 

@@ -30,6 +30,7 @@ class AllreduceScratch(Strategy):
     name = "allreduce-scratch"
     summary = "hand-written all-reduce: per-device replicas, sum grads, broadcast"
     order, colour = 30, "tab:purple"
+    executions = ("eager", "compile")  # each replica's forward compiled (training.maybe_compile)
     sends = (Collective("reduce", "gradients", when="onto the first device"),
              Collective("broadcast", "gradients", when="the sum, back to every replica"))
     apex_unavailable = ("one optimiser per replica, each with its own amp.scale_loss: Apex O2 unscales "

@@ -73,7 +73,9 @@ class Strategy:
     # The Apex amp opt levels ("O1", "O2", "O3") the strategy runs, and why it cannot run the others.
     apex_levels: tuple[str, ...] = ()
     apex_unavailable: str = "Apex amp is not wired into this strategy"
-    executions: tuple[str, ...] = ("eager", "compile")  # what `--execution` values it supports
+    # What `--execution` values it supports. Eager only unless the strategy says more: a step
+    # that never calls training.maybe_compile would record execution=compile and run eager.
+    executions: tuple[str, ...] = ("eager",)
     options: dict[str, Any] = {}  # strategy knobs and their defaults (--option name=value)
     # Option values a search tries as levers (bench/cases/levers.py), e.g. DDP's bucket view.
     search_options: dict[str, Any] = {}
@@ -103,7 +105,17 @@ class Strategy:
         return None
 
     def declaration_error(self) -> str | None:
-        """What is wrong with the strategy's declarations of shards and sends, or None."""
+        """What is wrong with the strategy's declarations (executions, Apex levels, the baseline's
+        one device, shards and sends), or None."""
+        from bench.cases.case import EXECUTIONS
+
+        unknown = [e for e in self.executions if e not in EXECUTIONS]
+        if unknown or "eager" not in self.executions:
+            return f"executions {self.executions!r}: eager and any of {', '.join(EXECUTIONS[1:])}"
+        if any(level not in ("O1", "O2", "O3") for level in self.apex_levels):
+            return f"apex_levels {self.apex_levels!r}: choose from O1, O2, O3"
+        if self.baseline and self.max_replicas != 1:
+            return "baseline = True: the baseline is the one-device strategy speed-ups divide by; set max_replicas = 1"
         for part in self.shards:
             if part not in STATE:
                 return f"shards {part!r}: choose from {', '.join(STATE)}"

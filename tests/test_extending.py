@@ -138,3 +138,55 @@ def test_every_declared_knob_is_a_field_read_one_way_in_the_parent_and_the_worke
         assert getattr(case, knob.name) == getattr(CaseSpec(case.spec()), knob.name) == getattr(ctx, knob.name), knob.name
     assert (asked.tf32, case.tf32, ctx.tf32) == ("on", "on", "on") and ctx.sgd_impl == "foreach" and ctx.data == "host"
     assert asked.cudnn_benchmark == "auto" and case.cudnn_benchmark is None  # resolved: no cuDNN on the CPU
+
+
+def _python(code: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_strategy_built_on_ddp_claims_only_what_it_declares(tmp_path):
+    """docs/extending.md's MyZero, renamed so that it sorts before ddp: it does not become the
+    reference, take ddp's place and colour, or inherit ddp's CUDA graph and Apex levels."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "amyzero.py").write_text(_recipe("MyZero").replace('"myzero"', '"amyzero"'))
+    proc = _python("import strategies as s; z = s.get('amyzero'); "
+                   "print(s.reference(), z.executions, z.apex_levels, z.reference, z.order == s.get('ddp').order, "
+                   "z.colour == s.get('ddp').colour)", {"PARABENCH_STRATEGY_PATH": str(folder)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["ddp", "('eager',)", "()", "False", "False", "False"], proc.stdout
+
+
+def test_a_second_reference_or_a_bad_claim_is_refused_when_it_registers(tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    claims = {"reference = True": "claims reference = True, which 'ddp' holds",
+              'executions = ("eager", "jit")': "executions ('eager', 'jit'): eager and any of compile, cuda-graph",
+              'apex_levels = ("O4",)': "apex_levels ('O4',): choose from O1, O2, O3"}
+    for claim, message in claims.items():
+        (folder / "bad.py").write_text(_recipe("MyZero").replace('    summary = "DDP + ZeroRedundancyOptimizer"',
+                                                                 f'    summary = "x"\n    {claim}'))
+        proc = _python("import strategies; strategies.names()", {"PARABENCH_STRATEGY_PATH": str(folder)})
+        assert proc.returncode != 0 and message in proc.stderr, (claim, proc.stderr[-2000:])
+
+
+def test_execution_compile_is_refused_unless_declared_and_checked_when_declared(tmp_path):
+    """The Toy recipe declares no executions: --execution compile is refused, with the reason in
+    the row. A strategy that declares compile but never compiles fails its case: a row that says
+    execution=compile is a compiled step."""
+    folder = tmp_path / "my_strategies"
+    folder.mkdir()
+    (folder / "toy.py").write_text(TOY_STRATEGY)
+    (folder / "liar.py").write_text(TOY_STRATEGY.replace("class Toy", "class Liar").replace('"toy"', '"liar"')
+                                    .replace("max_replicas = 1", 'max_replicas = 1\n    executions = ("eager", "compile")'))
+    out = tmp_path / "c.json"
+    run = subprocess.run([sys.executable, "-m", "bench", "run", "--gpus", "", "--strategies", "toy,liar",
+                          "--execution", "compile", "--batch-sizes", "2", "--warmup", "1", "--steps", "2",
+                          "--trials", "1", "--out", str(out)], cwd=REPO,
+                         env={**os.environ, "PARABENCH_STRATEGY_PATH": str(folder)},
+                         capture_output=True, text=True, timeout=300)
+    rows = {r["strategy"]: r for r in json.loads(out.read_text())["rows"]}
+    assert rows["toy"]["status"] == "skipped" and "supports --execution eager, not compile" in rows["toy"]["reason"]
+    assert rows["liar"]["status"] == "error", rows["liar"]
+    assert "declares --execution compile but its step compiled nothing" in rows["liar"]["reason"], run.stdout

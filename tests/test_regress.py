@@ -52,7 +52,13 @@ def test_the_same_code_again_passes(baseline, tmp_path):
     # As CI does: a regression must show in a repeat run too before it counts.
     runs = [sweep(tmp_path / "again1.json"), sweep(tmp_path / "again2.json")]
     proc = run_cli("compare", str(baseline), *map(str, runs), *THRESHOLDS, env=TEST_STRATEGIES)
-    assert proc.returncode == 0, proc.stdout
+    assert proc.returncode != 1 and "REGRESSION" not in proc.stdout, proc.stdout
+    if proc.returncode == 2:
+        # A busy host: steps this short can spread so widely that the allowance they ask for is
+        # no judgement. The run says so instead of passing; noise is still never a regression.
+        assert "too noisy to judge" in proc.stdout, proc.stdout
+    else:
+        assert proc.returncode == 0, proc.stdout
     assert "single fp32 resnet18-small CPU x1 batch 2" in proc.stdout and "NOT JUDGED" in proc.stdout
 
 

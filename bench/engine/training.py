@@ -82,6 +82,13 @@ def maybe_compile(module: nn.Module, ctx: WorkerContext) -> nn.Module:
     return torch.compile(module, mode=None if ctx.compile_mode == "default" else ctx.compile_mode)
 
 
+def compiled_graphs() -> int:
+    """Graphs torch.compile has made in this process so far (dynamo's own count)."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
+
+
 def shard(tensor: torch.Tensor, n: int, index: int) -> torch.Tensor:
     """Replica `index`'s equal slice of the batch."""
     per = tensor.shape[0] // n

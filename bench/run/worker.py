@@ -165,6 +165,7 @@ def measure_case(job: Job, case: dict) -> dict | None:
         now = time.perf_counter()
         phases[name], mark = now - mark, now
 
+    graphs = training.compiled_graphs()
     step, run = build_step(job, case)
     clock = StepClock(step.devices)
     clock.synchronize()
@@ -195,6 +196,10 @@ def measure_case(job: Job, case: dict) -> dict | None:
     finally:
         gc.enable()
     phase("timed_s")
+    if case["execution"] == "compile" and training.compiled_graphs() == graphs:
+        # A row saying execution=compile must be a compiled step, whatever the strategy declares.
+        raise RuntimeError(f"{case['strategy']} declares --execution compile but its step compiled nothing: "
+                           "its build() must pass the model through training.maybe_compile")
     memory = peak_memory_mib(step.devices)
     work = counters.count_step(run, step.devices)  # after the timing: the profiler never touches it
     clock.synchronize()
