@@ -112,10 +112,15 @@ def baseline() -> str:
     return found[0] if found else "single"
 
 
+def threaded() -> list[str]:
+    """The strategies whose replicas run in threads (cuDNN autotuning is off for them by default)."""
+    return [n for n in names() if _REGISTRY[n].replicas_in_threads]
+
+
 def reference() -> str:
     """The process-per-device strategy that DataParallel-style strategies are set against."""
     found = [n for n in names() if _REGISTRY[n].reference]
     return found[0] if found else "ddp"
 
 
-__all__ = ["Placement", "Strategy", "TrainStep", "WorkerContext", "register", "names", "get", "info", "baseline"]
+__all__ = ["Placement", "Strategy", "TrainStep", "WorkerContext", "register", "names", "get", "info", "baseline", "reference", "threaded"]

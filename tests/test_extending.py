@@ -190,3 +190,35 @@ def test_execution_compile_is_refused_unless_declared_and_checked_when_declared(
     assert rows["toy"]["status"] == "skipped" and "supports --execution eager, not compile" in rows["toy"]["reason"]
     assert rows["liar"]["status"] == "error", rows["liar"]
     assert "declares --execution compile but its step compiled nothing" in rows["liar"]["reason"], run.stdout
+
+
+def test_no_module_copies_a_registry_fact_at_import():
+    """Facts about strategies are asked of the registry when needed: a module-level name bound to
+    strategies.names(), baseline(), reference() or a strategy's flag would miss a strategy that
+    registers later, or change the report silently when one inherits a flag."""
+    import ast
+
+    copied = []
+    for path in sorted((REPO / "bench").rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and any(
+                    isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "strategies"
+                    for n in ast.walk(node.value)):
+                copied.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert not copied, copied
+
+
+def test_a_strategy_registered_after_the_report_is_imported_is_in_its_order_and_colours():
+    proc = _python(textwrap.dedent('''
+        from bench.report import figures, frame
+        import strategies
+        from strategies.base import Strategy
+
+        @strategies.register
+        class Late(Strategy):
+            name, summary, order, colour = "late", "registered after the report's import", 5, "tab:pink"
+
+        print(figures.colour("late"), strategies.names().index("late"))
+    '''), {})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["tab:pink", "1"], proc.stdout

@@ -5,6 +5,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import strategies
 from bench.report import frame as report
 from bench.report import pages, sections
 from bench.cases import results
@@ -19,7 +20,7 @@ ENV = {"gpu_name": "NVIDIA H200", "device": "cuda", "cpu": "x", "torch": "2.11",
 def row(strategy, n, batch, precision="fp32", status="ok", ips=None, reason="", cudnn=None, **extra):
     r = {**ENV, "strategy": strategy, "precision": precision, "n_gpus": n, "n_replicas": n, "gpus": ",".join(map(str, range(n))),
          "batch_per_gpu": batch, "global_batch": batch * n, "status": status, "reason": reason,
-         "cudnn_benchmark": cudnn if cudnn is not None else strategy not in report.THREADED, "date": "2026-11-21", **extra}
+         "cudnn_benchmark": cudnn if cudnn is not None else strategy not in strategies.threaded(), "date": "2026-11-21", **extra}
     if status == "ok":
         step = batch * n / ips * 1000
         r.update(img_per_s=ips, img_per_s_p10=ips * 0.95, img_per_s_p90=ips * 1.05, step_ms_p50=step,
@@ -162,7 +163,7 @@ def test_the_answer_names_the_fastest_and_the_runner_up_with_the_gap():
     # 19000 vs 18500: 2.7% apart, and the spreads (+-5%) overlap: a tie, said so.
     assert rec["runner_up"] == "zero1" and rec["gap_pct"] == 2.7 and rec["tie"] and not rec["unstable"]
     (line,) = answer.table([rec]).to_dict("records")
-    assert line["recommended"] == "ddp" and line[f"vs {answer.BASELINE}"] == "x1.90 (95%)" and line["gap"] == "+2.7%, tie"
+    assert line["recommended"] == "ddp" and line[f"vs {strategies.baseline()}"] == "x1.90 (95%)" and line["gap"] == "+2.7%, tie"
     assert line["images/s (p10-p90)"] == "19.0k (18.1k-19.9k)" and line["MiB/GPU"] == "6400"
 
 
@@ -277,7 +278,7 @@ def test_missing_and_out_of_memory_cells_say_so():
     lines = {line["batch/GPU"]: line for line in answer.table(one_group(frame)).to_dict("records")}
     assert lines[64]["runner-up"] == "only one strategy" and lines[64]["gap"] == ""
     assert lines[128]["recommended"] == "none ran (OOM)"
-    assert lines[256][f"vs {answer.BASELINE}"] == ""  # no single at 256 in this run: no speed-up invented
+    assert lines[256][f"vs {strategies.baseline()}"] == ""  # no single at 256 in this run: no speed-up invented
     sentence = answer.actions(frame, one_group(frame))
     assert sentence.startswith("Recommended: `ddp` (fp32, 2 GPUs, 256/GPU): 40.0k img/s")
     assert "At 64/GPU every fastest case is host-bound" in sentence
@@ -288,7 +289,7 @@ def test_efficiency_above_100_percent_is_flagged():
 
     for ips, expected in ((20400, "x2.04 (102%, noise)"), (24000, "x2.40 (120%, above linear)")):
         recs = one_group(answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=ips)]))
-        assert answer.table(recs).to_dict("records")[0][f"vs {answer.BASELINE}"] == expected
+        assert answer.table(recs).to_dict("records")[0][f"vs {strategies.baseline()}"] == expected
 
 
 def test_small_rates_keep_their_digits():

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 
+import strategies
 from bench.report import findings as answer
 from bench.report.figures import _save, plt, slug
-from bench.report.frame import BASELINE, DDP, _order, label
+from bench.report.frame import _order, label
 from bench.report.regime import IDLE_SHARE
 from bench.cases.knobs import STEP_KNOBS
 
@@ -87,8 +88,8 @@ def anatomy_findings(rows: pd.DataFrame, every: pd.DataFrame) -> list[str]:
         return {p: r[f"anatomy_{p}_ms"] for p in ANATOMY_PARTS}
 
     eager = rows[rows["execution"] == "eager"]
-    for _, r in eager[(eager["strategy"] == DDP)].iterrows():
-        same = answer.twins(eager, r, ("channels_last",), strategy=BASELINE)  # profiled in the same run
+    for _, r in eager[(eager["strategy"] == strategies.reference())].iterrows():
+        same = answer.twins(eager, r, ("channels_last",), strategy=strategies.baseline())  # profiled in the same run
         if same.empty:
             continue
         # The baseline that agrees on every knob of the step where there is one.
@@ -99,7 +100,7 @@ def anatomy_findings(rows: pd.DataFrame, every: pd.DataFrame) -> list[str]:
         ranked = sorted(delta.items(), key=lambda kv: -kv[1])
         out.append(f"{label(r)} takes {extra:+.2f} ms per profiled step against {label(b)}: "
                    + ", ".join(f"{p.replace('_', ' ')} {v:+.2f}" for p, v in ranked) + " ms.")
-    for _, r in eager[~eager["strategy"].isin([BASELINE, DDP])].iterrows():
+    for _, r in eager[~eager["strategy"].isin([strategies.baseline(), strategies.reference()])].iterrows():
         share = {p: 100 * parts(r)[p] / r["anatomy_step_ms"] for p in ANATOMY_PARTS}
         out.append(f"{label(r)}: idle {share['idle']:.0f}% of its step, copies {share['copy']:.0f}%, "
                    f"exposed communication {share['exposed_comm']:.0f}%, compute {share['compute']:.0f}%.")

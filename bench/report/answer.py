@@ -33,7 +33,6 @@ from bench.report.frame import run_name
 from bench.report.labels import Legend, full, knobs
 from bench.report.regime import GPU, HOST
 
-BASELINE = strategies.baseline()
 
 
 def spread(row) -> float:
@@ -88,7 +87,7 @@ def _speedup(top, run: pd.DataFrame) -> tuple[float | None, float | None, str]:
     measured, else over the fastest baseline case at that batch (named)."""
     if pd.notna(top.get("speedup")):
         return float(top["speedup"]), float(top["efficiency"]), ""
-    base = run[(run["strategy"] == BASELINE) & (run["status"] == "ok") & (run["precision"] == top["precision"])
+    base = run[(run["strategy"] == strategies.baseline()) & (run["status"] == "ok") & (run["precision"] == top["precision"])
                & (run["batch_per_gpu"] == top["batch_per_gpu"]) & (run["model"] == top["model"])
                & (run["hardware"] == top["hardware"])]
     base = base[[not ranking.disturbed(r) for _, r in base.iterrows()]] if len(base) else base  # never over noise
@@ -270,7 +269,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
             + (" (disturbed)" if r.get("disturbed") and r["recommended"] else "") + (" (caveat)" if r.get("caveat") else ""),
             "images/s (p10-p90)": f"{rate(r['img_per_s'])} ({rate(r['img_per_s_p10'])}-{rate(r['img_per_s_p90'])})",
             "95% CI": _interval_cell(r),
-            f"vs {BASELINE}": speed, **({} if per(r) == "replica" else {"MFU": _mfu_cell(r),
+            f"vs {strategies.baseline()}": speed, **({} if per(r) == "replica" else {"MFU": _mfu_cell(r),
             "MiB/GPU": "" if r["peak_alloc_mib"] is None else f"{r['peak_alloc_mib']:.0f}"}),
             "regime": r["regime"], "runner-up": _runner_up(r), "gap": _verdict(r)})
         lines.append(line)
@@ -298,7 +297,7 @@ def _case(r: dict) -> str:
     interval = _interval_cell(r)
     return (f"`{r['label']}` ({r['precision']}, {r['where']}, {r['batch_per_gpu']}/{per(r)}): {rate(r['img_per_s'])} "
             f"img/s ({f'95% CI {interval}, ' if interval else ''}p10-p90 {rate(r['img_per_s_p10'])}-{rate(r['img_per_s_p90'])})"
-            + ("" if r["speedup"] is None else f", x{r['speedup']:.2f} over {BASELINE}")
+            + ("" if r["speedup"] is None else f", x{r['speedup']:.2f} over {strategies.baseline()}")
             + ("" if r.get("mfu") is None else f", MFU {100 * r['mfu']:.1f}% of {r['mfu_peak']}")
             + ("" if r["peak_alloc_mib"] is None else f", {r['peak_alloc_mib']:.0f} MiB/{per(r)}")
             + (f", {r['regime']}" if r["regime"] else "")

@@ -18,7 +18,7 @@ import strategies  # noqa: E402
 from bench.cases import results  # noqa: E402
 from bench.core.precision import PRECISIONS  # noqa: E402
 from bench.measure import envinfo  # noqa: E402
-from bench.report.frame import BASELINE, STRATEGY_ORDER, amp_speedups, label, same_run  # noqa: E402
+from bench.report.frame import amp_speedups, label, same_run  # noqa: E402
 
 PRECISION_ORDER = list(PRECISIONS)
 
@@ -51,15 +51,20 @@ def _save(fig, folder: Path, name: str) -> list[Path]:
     return paths
 
 
-COLORS = {name: strategies.get(name).colour for name in STRATEGY_ORDER}
 MARKERS = {0: "D", 1: "o", 2: "s", 4: "^", 8: "v"}
+
+
+def colour(strategy: str) -> str:
+    """The strategy's own colour, asked of the registry; grey for one this checkout does not know."""
+    declared = strategies.info(strategy)
+    return declared.colour if declared is not None else "grey"
 
 
 def style(row) -> dict:
     """Colour says the strategy, marker the GPU count, line style the knobs."""
     var = row["variant"]
     ls = "-" if not var else "--" if var == "channels_last" else ":"
-    return {"color": COLORS.get(row["strategy"], "grey"), "marker": MARKERS.get(int(row["n_gpus"]), "x"), "ls": ls}
+    return {"color": colour(row["strategy"]), "marker": MARKERS.get(int(row["n_gpus"]), "x"), "ls": ls}
 
 
 def _hatch_repeats(ax, columns) -> None:
@@ -175,7 +180,7 @@ def figure_knobs(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
             line = line.sort_values("batch_per_gpu")
             yerr = [line["img_per_s"] - line["img_per_s_p10"], line["img_per_s_p90"] - line["img_per_s"]]
             ax.errorbar(line["batch_per_gpu"], line["img_per_s"], yerr=yerr, capsize=2,
-                        color=COLORS.get(strategy, "grey"), marker=markers[i % len(markers)],
+                        color=colour(strategy), marker=markers[i % len(markers)],
                         ls=styles[i % len(styles)], label=_wrap(f"{int(gpus)} GPU: {variant or 'defaults'}"))
         _log2_axis(ax)
         ax.set_title(title)
@@ -209,7 +214,7 @@ def _bar_panel(ax, table: pd.DataFrame, title: str, ylabel: str, reference: floa
     strategy's colour, hatching for its other GPU counts and knobs; a dashed reference line;
     `yerr` (columns x 2 x rows), asymmetric error bars."""
     table = table.set_axis([_wrap(c) for c in table.columns], axis=1)
-    colors = [COLORS.get(c.split(" ")[0], "grey") for c in table.columns]
+    colors = [colour(c.split(" ")[0]) for c in table.columns]
     table.plot.bar(ax=ax, rot=0, width=0.8, color=colors, edgecolor="white", yerr=yerr, capsize=2,
                    error_kw={"elinewidth": 0.8, "ecolor": "black"})
     _hatch_repeats(ax, table.columns)
@@ -247,14 +252,14 @@ def _bar_figure(frame: pd.DataFrame, title: str, names, value: str, panel_title,
 
 
 def figure_efficiency(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
-    sub = group[(group["status"] == "ok") & (group["strategy"] != BASELINE) & group["efficiency"].notna()
+    sub = group[(group["status"] == "ok") & (group["strategy"] != strategies.baseline()) & group["efficiency"].notna()
                 & (group["n_gpus"] > 1)]
     if sub.empty:
         return []
     sub = primary(sub)  # knob variants: the knobs figure and the tables
     return _bar_figure(sub.assign(efficiency_pct=sub["efficiency"] * 100, efficiency_lo_pct=sub["efficiency_lo"] * 100,
                                   efficiency_hi_pct=sub["efficiency_hi"] * 100),
-                       f"Scaling efficiency (speed-up over {BASELINE} / GPUs; bars: both p10-p90 spreads; fastest knobs) - "
+                       f"Scaling efficiency (speed-up over {strategies.baseline()} / GPUs; bars: both p10-p90 spreads; fastest knobs) - "
                        f"{caption(group)}",
                        lambda p: p.apply(label, axis=1), "efficiency_pct", lambda precision: precision,
                        "scaling efficiency, % (100% = perfect)", 100, folder, name,
@@ -279,7 +284,7 @@ def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
     """images/s against GPU count for each multi-device strategy and setting, one panel per
     precision, anchored at `single` of the same run and settings (hollow marker at 1 GPU, the
     row's own same-run baseline); dotted: linear from it."""
-    ok = group[(group["status"] == "ok") & (group["n_gpus"] > 0) & (group["strategy"] != BASELINE)]
+    ok = group[(group["status"] == "ok") & (group["n_gpus"] > 0) & (group["strategy"] != strategies.baseline())]
     keys = same_run(["precision", "variant", "batch_per_gpu"], group)
     curves = []
     for (strategy, *key), line in ok.groupby(["strategy"] + keys):
@@ -298,7 +303,7 @@ def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
         counts = set()
         for strategy, (_, var, batch, *_), line, base in [c for c in curves if c[1][0] == precision]:
             line = line.sort_values("n_gpus")
-            color = COLORS.get(strategy, "grey")
+            color = colour(strategy)
             hosts = line["nnodes"].fillna(1)
             one, many = line[hosts <= 1], line[hosts > 1]
             series = f"{strategy}{' ' + var if var else ''}, {batch}/GPU"
@@ -318,7 +323,7 @@ def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
             counts |= set(line["n_gpus"])
         ax.set_xticks(sorted(counts))
         ax.set_xlabel("GPUs")
-        ax.set_ylabel(f"images/s (hollow: {BASELINE}; dotted: linear from {BASELINE})")
+        ax.set_ylabel(f"images/s (hollow: {strategies.baseline()}; dotted: linear from {strategies.baseline()})")
         ax.set_title(precision)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.12))

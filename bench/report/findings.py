@@ -13,8 +13,6 @@ import strategies
 from bench.report.frame import amp_speedups
 from bench.report.regime import GPU, HOST
 
-BASELINE = strategies.baseline()
-
 
 def rate(x: float) -> str:
     """Images/s with their significant digits (0.7 img/s is not "1")."""

@@ -16,14 +16,6 @@ from bench.cases.case import Case, hardware
 from bench.cases.knobs import STEP_KNOBS
 from bench.report.regime import add_regimes
 
-STRATEGY_ORDER = strategies.names()
-BASELINE = strategies.baseline()
-# The process-per-device strategy the threaded ones are set against.
-DDP = strategies.reference()
-# Strategies whose replicas run in threads: cuDNN autotuning is off for them by default.
-THREADED = {name for name in STRATEGY_ORDER if strategies.get(name).replicas_in_threads}
-
-
 def default_inputs(folder: Path) -> list[Path]:
     """Results files under `folder`, leaving out the CI baselines, probe files, superseded
     runs kept in `archive-*` folders (report those by naming the files), the traces of
@@ -139,7 +131,7 @@ def label(row) -> str:
 
 
 def _order(frame: pd.DataFrame) -> pd.DataFrame:
-    rank = {s: i for i, s in enumerate(STRATEGY_ORDER)}
+    rank = {s: i for i, s in enumerate(strategies.names())}
     return frame.assign(_r=frame["strategy"].map(lambda s: rank.get(s, 99))).sort_values(
         ["_r", "n_gpus", "variant", "batch_per_gpu"]).drop(columns="_r")
 
@@ -157,7 +149,7 @@ def add_speedups(frame: pd.DataFrame) -> pd.DataFrame:
     added = ["single_img_per_s", "single_img_per_s_p10", "single_img_per_s_p90", "speedup", "efficiency",
              "efficiency_lo", "efficiency_hi"]
     frame = frame.drop(columns=added, errors="ignore")  # idempotent
-    base = frame[(frame["strategy"] == BASELINE) & (frame["status"] == "ok")]
+    base = frame[(frame["strategy"] == strategies.baseline()) & (frame["status"] == "ok")]
     # A disturbed baseline divides nothing: a speed-up over it would be the disturbance's.
     base = base[[not ranking.disturbed(r) for _, r in base.iterrows()]] if len(base) else base
     rates = ["img_per_s", "img_per_s_p10", "img_per_s_p90"]

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 
+import strategies
 from bench.cases import results
 from bench.report import findings as answer
 from bench.report import sections
 from bench.report.figures import PRECISION_ORDER, caption, slug
-from bench.report.findings import BASELINE
 from bench.report.frame import _order, label, load_anatomy, load_frame, load_runs, newest, run_labels, run_name
 
 _k = answer.rate  # images/s with their significant digits: 19.0k, 47, 0.7
@@ -34,6 +34,7 @@ def _caveat(row) -> str:
 
 
 CAVEATS = "caveats (what makes a figure mislead)"
+SPEEDUP = "speed-up over the baseline (scaling efficiency)"
 CELLS = {
     "images/s (median, p10-p90)": lambda r: f"{_k(r['img_per_s'])} ({_k(r['img_per_s_p10'])}-{_k(r['img_per_s_p90'])})"
                                             + (" [caveat]" if _caveat(r) else ""),
@@ -41,7 +42,7 @@ CELLS = {
     "peak memory per GPU, MiB (max / min over GPUs)": lambda r: (
         f"{r['peak_alloc_mib']:.0f} / {r['peak_alloc_mib_min']:.0f}"
         if pd.notna(r.get("peak_alloc_mib")) and pd.notna(r.get("peak_alloc_mib_min")) else "n/a (CPU)"),
-    f"speed-up over {BASELINE} (scaling efficiency)": lambda r: (
+    SPEEDUP: lambda r: (
         f"x{r['speedup']:.2f} ({100 * r['efficiency']:.0f}%)" if pd.notna(r.get("speedup")) else "no baseline"),
     # Two significant digits below 1 (a CPU's 0.04 is not 0.0).
     "achieved TFLOP/s": lambda r: (f"{r['tflops']:.1f}" if r["tflops"] >= 0.95 else f"{r['tflops']:.2g}")
@@ -65,7 +66,8 @@ def tables(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
         table = wide.pivot_table(index="row", columns="batch_per_gpu", values="cell", aggfunc="first", sort=False)
         table = table[sorted(table.columns)]  # rows keep the strategy order; batches ascend
         table.columns = [f"batch {c}" for c in table.columns]
-        out[title] = table.fillna("not run")
+        # The registry's baseline asked now, not at import: a strategy registered later counts.
+        out[title.replace("the baseline", strategies.baseline()) if title == SPEEDUP else title] = table.fillna("not run")
     return out
 
 

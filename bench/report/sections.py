@@ -20,11 +20,10 @@ from bench.report import fitted
 from bench.report.anatomy import anatomy_section as _anatomy_details
 from bench.report.figures import (PRECISION_ORDER, figure_amp, figure_efficiency, figure_knobs, figure_memory,
                                   figure_scaling, figure_throughput, slug)
-from bench.report.frame import STRATEGY_ORDER, THREADED, _flag, label, run_name
+from bench.report.frame import _flag, label, run_name
 from bench.report.labels import Legend
 
 _k = answer.rate
-REFERENCE = strategies.reference()
 
 
 @dataclass
@@ -79,7 +78,7 @@ def answer_section(rep: Report) -> list[str]:
         said = answers.search_lines(path, name)
         lines += [f"- {line}" for line in said] + ([""] if said else [])
     return lines + [f"Per batch: the recommended configuration (the simplest that the fastest does not beat beyond "
-                    f"the spreads), its images/s (median, p10-p90), speed-up over {answers.BASELINE} of the same run "
+                    f"the spreads), its images/s (median, p10-p90), speed-up over {strategies.baseline()} of the same run "
                     "(* over its fastest setting where none had the same knobs), MFU (model FLOPs per second over the "
                     "GPU's dense datasheet peak for the precision), peak memory per GPU, regime, and the fastest other "
                     "strategy. A tie: the spreads overlap; unstable: a faster case's steps or trials were disturbed "
@@ -139,7 +138,7 @@ def cudnn_section(rep: Report) -> list[str]:
     effect = cudnn_effect(rep.frame)
     if not effect:
         return []
-    threaded = ", ".join(s for s in STRATEGY_ORDER if s in THREADED)
+    threaded = ", ".join(s for s in strategies.names() if s in strategies.threaded())
     return ["## DataParallel and cuDNN autotuning", "",
             "DataParallel runs each replica in a new Python thread every step; cuDNN's plan cache is "
             "thread-local, so with `cudnn.benchmark` on every step autotunes every convolution again. "
@@ -208,7 +207,7 @@ def findings(group: pd.DataFrame) -> list[str]:
             if min(x for _, x in ratios) < 0.9:
                 worst = min(ratios, key=lambda t: t[1])
                 out.append(f"{precision}: {threaded} reaches {100 * min(x for _, x in ratios):.0f}-"
-                           f"{100 * max(x for _, x in ratios):.0f}% of {REFERENCE}'s throughput on the same GPUs "
+                           f"{100 * max(x for _, x in ratios):.0f}% of {strategies.reference()}'s throughput on the same GPUs "
                            f"(worst at batch {worst[0]}/GPU; batches {', '.join(str(b) for b, _ in ratios)}).")
     for precision, prow in group.groupby("precision", sort=False):
         fits = []
@@ -228,7 +227,7 @@ def _step_ms(row) -> str:
 def cudnn_effect(frame: pd.DataFrame) -> list[str]:
     """The DataParallel cuDNN-autotuning effect, where both settings were measured."""
     out = []
-    ok = frame[(frame["status"] == "ok") & frame["strategy"].isin(THREADED)]
+    ok = frame[(frame["status"] == "ok") & frame["strategy"].isin(strategies.threaded())]
     keys = ["hardware", "model", "precision", "strategy", "n_gpus", "batch_per_gpu", "source"]  # within one run
     for key, g in ok.groupby(keys):
         on = g[g["cudnn_benchmark"].map(_flag)]
@@ -310,21 +309,21 @@ def memory_section(group: pd.DataFrame) -> list[str]:
         n = int(base["n_gpus"] or base["n_replicas"])  # a CPU run's ranks count as its devices
         rows.append({"precision": r["precision"], "GPUs": n, "batch/GPU": int(r["batch_per_gpu"]),
                      "case": label(r), "peak MiB": f"{r['peak_alloc_mib']:.0f}",
-                     f"{REFERENCE} peak MiB": f"{base['peak_alloc_mib']:.0f}",
+                     f"{strategies.reference()} peak MiB": f"{base['peak_alloc_mib']:.0f}",
                      "saved MiB": f"{base['peak_alloc_mib'] - r['peak_alloc_mib']:.0f}",
                      "at most MiB": f"{strategies.get(r['strategy']).sharded_bytes(parameters) / 2**20 * (n - 1) / n:.0f}",
-                     f"images/s vs {REFERENCE}": f"{100 * r['img_per_s'] / base['img_per_s']:.0f}% "
+                     f"images/s vs {strategies.reference()}": f"{100 * r['img_per_s'] / base['img_per_s']:.0f}% "
                                         f"({100 * r['img_per_s_p10'] / base['img_per_s_p90']:.0f}-"
                                         f"{100 * r['img_per_s_p90'] / base['img_per_s_p10']:.0f})"})
     share, at = max((((b["peak_alloc_mib"] - 3 * tensor_mib) / b["peak_alloc_mib"], b) for _, b in pairs),
                     key=lambda t: t[0])
-    shown = sorted({r["strategy"] for r, _ in pairs} | {REFERENCE}, key=STRATEGY_ORDER.index)
+    shown = sorted({r["strategy"] for r, _ in pairs} | {strategies.reference()}, key=strategies.names().index)
     who = "; ".join(_keeps_and_sends(strategies.get(name), parameters) for name in shown)
-    return [f"## Memory, explained: sharding against {REFERENCE}", "",
+    return [f"## Memory, explained: sharding against {strategies.reference()}", "",
             f"{model} has {parameters / 1e6:.2f} M parameters: its model state (fp32 weights, gradients and "
             f"SGD momentum) is {3 * tensor_mib:.0f} MiB per replica. {who}. On N GPUs a strategy can save at most "
             "(N-1)/N of what it shards, per GPU ('at most'). The rest of the peak is activations and workspace, "
-            f"which no strategy here shards: up to {100 * share:.0f}% of {REFERENCE}'s peak ({label(at)}, {at['precision']}, "
+            f"which no strategy here shards: up to {100 * share:.0f}% of {strategies.reference()}'s peak ({label(at)}, {at['precision']}, "
             f"batch {int(at['batch_per_gpu'])}/GPU). Where the saving exceeds the bound or is negative, the "
             "difference is the strategies' own buffers (DDP's gradient buckets, gathered parameters).", "",
             pd.DataFrame(rows).to_markdown(index=False), ""]
