@@ -121,6 +121,7 @@ reference: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),$(if $(MXNET_FITS),setup-mxnet))
 # parity, fault, multi-node and regression sweeps), which `make test-slow` runs; CI runs both.
 test: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),setup-models $(if $(MXNET_FITS),setup-mxnet))
 	@echo "make test: about 10 minutes on an idle 2-core machine, one dot per test (the README says so too)"
+	$(PY) -m ruff check --quiet .  # the linter first: pyproject.toml's [tool.ruff], a second
 	$(PY) -m pytest -q -m "not slow" tests $(PYTEST_ARGS)
 
 test-slow: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),setup-models $(if $(MXNET_FITS),setup-mxnet))

@@ -1,4 +1,4 @@
-"""The measurement behind results/reference/h100/x2/comm-memory.jsonl, kept runnable as it was run:
+"""The measurement behind bench/fit/comm-memory.jsonl (the reserve the fit ships), kept runnable as it was run:
     torchrun --standalone --nproc-per-node N scripts/comm_memory.py
 It lives in bench/fit/comm_memory.py, which bench fit runs itself (bench/fit/reserve.py)."""
 import sys

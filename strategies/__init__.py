@@ -82,7 +82,8 @@ def _load() -> None:
                 raise
             except Exception as exc:  # the plug-in's own error, with its file: not a traceback through ours
                 raise PluginError(f"strategy plug-in {path} (PARABENCH_STRATEGY_PATH) does not load: "
-                                  f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from exc
+                                  f"{type(exc).__name__}: "
+                                  f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from exc
 
 
 def names() -> list[str]:
@@ -123,4 +124,5 @@ def reference() -> str:
     return found[0] if found else "ddp"
 
 
-__all__ = ["Placement", "Strategy", "TrainStep", "WorkerContext", "register", "names", "get", "info", "baseline", "reference", "threaded"]
+__all__ = ["Placement", "Strategy", "TrainStep", "WorkerContext", "register", "names", "get", "info", "baseline",
+           "reference", "threaded"]

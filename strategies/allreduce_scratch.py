@@ -57,7 +57,8 @@ class AllreduceScratch(Strategy):
 
         def place(inputs, targets):
             return [
-                (common.inputs_to(common.shard(inputs, n, i), d, ctx), common.shard(targets, n, i).to(d, non_blocking=True))
+                (common.inputs_to(common.shard(inputs, n, i), d, ctx),
+                 common.shard(targets, n, i).to(d, non_blocking=True))
                 for i, d in enumerate(devices)
             ]
 

@@ -47,7 +47,8 @@ class FromDeviceZero(Strategy):
             # The whole batch goes to device 0; the forward scatters it.
             return training.inputs_to(inputs, devices[0], ctx), targets.to(devices[0], non_blocking=True)
 
-        return TrainStep(model, devices, place, training.standard_step(forward, optimizer, runtime, ctx.criterion), optimizer)
+        return TrainStep(model, devices, place, training.standard_step(forward, optimizer, runtime, ctx.criterion),
+                         optimizer)
 
 
 @register

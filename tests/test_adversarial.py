@@ -135,8 +135,9 @@ def test_a_count_no_sweep_writes_is_one_line_naming_file_row_and_field(field, va
     rows = [row("single", 1, 64, ips=10000), {**row("ddp", 2, 64, ips=19000), field: value}]
     path.write_text(json.dumps({"schema": results.SCHEMA, "rows": rows}))
     assert main(["answer", str(path)]) == 2
-    assert capsys.readouterr().err.strip() == (f"parabench: error: {path}: row 1: field {field} is {value}, not a usable "
-                                               "count; re-run the sweep into a new file, or pass another results file")
+    assert capsys.readouterr().err.strip() == (f"parabench: error: {path}: row 1: field {field} is {value}, "
+                                               "not a usable count; re-run the sweep into a new file, "
+                                               "or pass another results file")
 
 
 @pytest.mark.parametrize("size", ["1e400", "nan", "inf", "2", "65G"])

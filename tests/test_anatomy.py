@@ -213,7 +213,8 @@ def test_the_exposed_communication_of_a_real_h200_trace_is_mostly_waiting():
     for where in ("0:cuda:0", "1:cuda:1"):
         assert wait[where] + transfer[where] == pytest.approx(exposed[where], rel=1e-3)
         assert 0.1 < transfer[where] < 0.3 and wait[where] > 1.0, (wait, transfer)
-    assert row["anatomy_wait_ms"] + row["anatomy_transfer_ms"] == pytest.approx(row["anatomy_exposed_comm_ms"], rel=1e-3)
+    assert row["anatomy_wait_ms"] + row["anatomy_transfer_ms"] == pytest.approx(row["anatomy_exposed_comm_ms"],
+                                                                                 rel=1e-3)
 
 
 def test_the_row_notes_a_profiled_step_off_the_timed_median_exactly_when_past_the_tolerance():
@@ -277,7 +278,8 @@ def test_holistic_trace_analysis_agrees(tmp_path):
 
 
 def test_bad_anatomy_input_gets_one_line(tmp_path):
-    proc = run_cli("run", "--strategies", "single", "--gpus", "", "--anatomy-steps", "2", "--out", str(tmp_path / "r.json"))
+    proc = run_cli("run", "--strategies", "single", "--gpus", "", "--anatomy-steps", "2",
+                   "--out", str(tmp_path / "r.json"))
     assert proc.returncode == 2 and "--anatomy-steps sets the profiled window of --anatomy" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     (tmp_path / "case").mkdir()

@@ -2,12 +2,11 @@
 committed results file says which command wrote it, where. Torch-free and fast: `pytest -k claims`."""
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from bench.cases import provenance, results
-from bench.report import claims
+from bench.cases import results
+from tests import claims, provenance
 
 CLAIMS, SCAN = claims.load()
 ENFORCED, PENDING = claims.documents(SCAN)
@@ -137,8 +136,10 @@ def test_an_output_path_edited_after_the_run_is_caught(tmp_path):
     ok = write_rows(tmp_path / "results/reference/h200/a.json", "bench/__main__.py run --out .../a.json")
     renamed = write_rows(tmp_path / "results/reference/h200/b.json", "bench/__main__.py run --out .../a.json")
     moved = write_rows(tmp_path / "results/reference/h100/c.json", "bench/__main__.py run --out results/h200/c.json")
-    documented = write_rows(tmp_path / "results/reference/baselines/d.json", "bench/__main__.py run --out results/baselines/d.json")
-    default = write_rows(tmp_path / "results/reference/x/bench/run-20261123-152454-vm.json", "run --results-dir .../bench")
+    documented = write_rows(tmp_path / "results/reference/baselines/d.json",
+                            "bench/__main__.py run --out results/baselines/d.json")
+    default = write_rows(tmp_path / "results/reference/x/bench/run-20261123-152454-vm.json",
+                         "run --results-dir .../bench")
     wrong_host = write_rows(tmp_path / "results/reference/x/run-20261123-152454-other.json", "run --results-dir .../x")
     nothing = write_rows(tmp_path / "results/reference/e.json", "bench/__main__.py run --gpus 0")
     found = {p.name: provenance.results_problems(p, tmp_path)
@@ -159,11 +160,13 @@ python3 -m bench run --gpus 0,1 --gpu-counts 1 --anatomy --out $dir/bases.json; 
 probe written to /tmp/pv/predict-20261123-190317/link.comm.json
 24 cases (24 ok) written to /tmp/pv/predict-20261123-190317/bases.json and /tmp/pv/predict-20261123-190317/bases.csv
 """
-LOG_EDITED = """set -e; dir=results/reference/h200x2/predict-validate/run-3/predict-$(date +%Y%m%d-%H%M%S); mkdir -p $dir; \\
+LOG_EDITED = """set -e; dir=results/reference/h200x2/predict-validate/run-3/predict-$(date +%Y%m%d-%H%M%S); \
+mkdir -p $dir; \\
 python3 -m bench probe-comm --gpus 0,1 --devices 2 --out $dir/link.comm.json; \\
 python3 -m bench run --gpus 0,1 --gpu-counts 1 --anatomy --out $dir/bases.json; \\
 probe written to results/reference/h200x2/predict-validate/run-3/link.comm.json
-24 cases (24 ok) written to results/reference/h200x2/predict-validate/run-3/bases.json and results/reference/h200x2/predict-validate/run-3/bases.csv
+24 cases (24 ok) written to results/reference/h200x2/predict-validate/run-3/bases.json and \
+results/reference/h200x2/predict-validate/run-3/bases.csv
 """
 
 
@@ -173,7 +176,8 @@ def test_a_log_whose_output_lines_were_edited_is_caught(tmp_path):
     moved_as_a_whole = {f"results/reference/h200x2/predict-validate/predict-20261123-190317/{n}"
                         for n in ("link.comm.json", "bases.json", "bases.csv")}
     assert provenance.log_problems(tmp_path / "run-1.log", tmp_path, moved_as_a_whole) == []
-    as_committed = {f"results/reference/h200x2/predict-validate/run-3/{n}" for n in ("link.comm.json", "bases.json", "bases.csv")}
+    as_committed = {f"results/reference/h200x2/predict-validate/run-3/{n}"
+                    for n in ("link.comm.json", "bases.json", "bases.csv")}
     edited = provenance.log_problems(tmp_path / "run-3.log", tmp_path, as_committed)
     assert len(edited) == 2 and all("which none of its commands names" in p for p in edited), edited
     # The file the log wrote must be committed under its name, in a folder of its name.

@@ -19,7 +19,8 @@ def test_tiny_sweep_writes_well_formed_rows(tmp_path):
     rows = rows_of(out)
     assert len(rows) == 6 and set(rows[0]) == set(results.COLUMNS)
     ok = [r for r in rows if r["status"] == "ok"]
-    assert {(r["strategy"], r["batch_per_gpu"]) for r in ok} == {(s, b) for s in ("single", "allreduce-scratch") for b in (1, 2)}
+    assert {(r["strategy"], r["batch_per_gpu"]) for r in ok} == {(s, b) for s in ("single", "allreduce-scratch")
+                                                                 for b in (1, 2)}
     for r in ok:
         assert r["step_ms_p10"] <= r["step_ms_p50"] <= r["step_ms_p90"]
         assert r["img_per_s"] == pytest.approx(r["global_batch"] / (r["step_ms_p50"] / 1000))
@@ -136,12 +137,14 @@ def test_worker_scope_case_gives_every_case_a_fresh_worker(tmp_path):
     proc = run_cli("run", "--strategies", "single", "--precisions", "fp32,amp-bf16", *TINY, "--worker-scope", "series",
                    "--out", str(tmp_path / "s.json"))
     assert proc.returncode == 0, proc.stderr
-    firsts = {(r["precision"], r["batch_per_gpu"]) for r in rows_of(tmp_path / "s.json") if r["worker_start_s"] is not None}
+    firsts = {(r["precision"], r["batch_per_gpu"]) for r in rows_of(tmp_path / "s.json")
+              if r["worker_start_s"] is not None}
     assert firsts == {("fp32", 1), ("amp-bf16", 1)}  # one worker per series, its ladder inside
 
 
 def test_a_list_with_an_empty_item_is_refused_not_read_as_shorter():
     """`--batch-sizes 8,,16` ran 8 and 16; a doubled comma is a typo the user should see."""
     done = run_cli("run", "--gpus", "", "--strategies", "single", "--batch-sizes", "8,,16")
-    assert done.returncode == 2 and "has an empty item between its commas: write each one once, e.g. 8,16" in done.stderr
+    assert done.returncode == 2 and ("has an empty item between its commas: write each one once, e.g. 8,16"
+                                     in done.stderr)
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr

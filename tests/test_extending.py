@@ -37,7 +37,8 @@ TOY_STRATEGY = textwrap.dedent('''
             def place(inputs, targets):
                 return training.inputs_to(inputs, device, ctx), targets.to(device)
 
-            return TrainStep(model, [device], place, training.standard_step(model, optimizer, runtime, ctx.criterion), optimizer)
+            step = training.standard_step(model, optimizer, runtime, ctx.criterion)
+            return TrainStep(model, [device], place, step, optimizer)
 ''')
 
 
@@ -135,7 +136,8 @@ def test_every_declared_knob_is_a_field_read_one_way_in_the_parent_and_the_worke
     case = Case.make("ddp", "fp32", "resnet18-small", Placement((), 2), 4, "eager", asked)
     ctx = WorkerContext(case.spec(), case.placement, None, {})
     for knob in KNOBS:
-        assert getattr(case, knob.name) == getattr(CaseSpec(case.spec()), knob.name) == getattr(ctx, knob.name), knob.name
+        spec = CaseSpec(case.spec())
+        assert getattr(case, knob.name) == getattr(spec, knob.name) == getattr(ctx, knob.name), knob.name
     assert (asked.tf32, case.tf32, ctx.tf32) == ("on", "on", "on") and ctx.sgd_impl == "foreach" and ctx.data == "host"
     assert asked.cudnn_benchmark == "auto" and case.cudnn_benchmark is None  # resolved: no cuDNN on the CPU
 
@@ -178,8 +180,9 @@ def test_execution_compile_is_refused_unless_declared_and_checked_when_declared(
     folder = tmp_path / "my_strategies"
     folder.mkdir()
     (folder / "toy.py").write_text(TOY_STRATEGY)
-    (folder / "liar.py").write_text(TOY_STRATEGY.replace("class Toy", "class Liar").replace('"toy"', '"liar"')
-                                    .replace("max_replicas = 1", 'max_replicas = 1\n    executions = ("eager", "compile")'))
+    liar = TOY_STRATEGY.replace("class Toy", "class Liar").replace('"toy"', '"liar"')
+    claim = 'max_replicas = 1\n    executions = ("eager", "compile")'
+    (folder / "liar.py").write_text(liar.replace("max_replicas = 1", claim))
     out = tmp_path / "c.json"
     run = subprocess.run([sys.executable, "-m", "bench", "run", "--gpus", "", "--strategies", "toy,liar",
                           "--execution", "compile", "--batch-sizes", "2", "--warmup", "1", "--steps", "2",
@@ -222,3 +225,58 @@ def test_a_strategy_registered_after_the_report_is_imported_is_in_its_order_and_
     '''), {})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["tab:pink", "1"], proc.stdout
+
+
+def test_the_package_names_no_committed_results_file_and_finds_its_code_one_way():
+    """What `pip install .` carries reads no file of this repository's results/ or plots/ (the
+    claims and provenance machinery lives with the tests), and where the code is imported from
+    (the folder workers get on PYTHONPATH) is worked out in one module, bench/core/imports.py."""
+    import ast
+
+    tracked = subprocess.run(["git", "ls-files", "results", "plots"], cwd=REPO, capture_output=True, text=True,
+                             check=True).stdout.split()
+    names = {p for path in tracked for p in (path, path.split("/", 1)[1]) if "/" in path}
+    named, rooted = [], []
+    for path in sorted([*(REPO / "bench").rglob("*.py"), *(REPO / "strategies").rglob("*.py")]):
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings \
+                    and any(name in node.value for name in names):
+                named.append(f"{path.relative_to(REPO)}:{node.lineno}")
+            if isinstance(node, ast.Name) and node.id == "__file__" and path.name != "imports.py" \
+                    and "parent" in ast.get_source_segment(path.read_text(), _statement_of(tree, node)):
+                rooted.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert len(names) > 50 and not named, named
+    assert not rooted, rooted
+
+
+def _statement_of(tree, node):
+    """The innermost statement holding `node`."""
+    import ast
+
+    found = None
+    for stmt in ast.walk(tree):
+        if isinstance(stmt, ast.stmt) and any(n is node for n in ast.walk(stmt)):
+            if found is None or (stmt.lineno >= found.lineno and stmt.end_lineno <= found.end_lineno):
+                found = stmt
+    return found
+
+
+def test_every_entry_point_takes_its_measurement_defaults_from_one_table():
+    """bench/cases/defaults.py: the flags of run, fit and probe-comm say its defaults, and a
+    Settings or Case made in code (checks, tests, instruction counts) starts from run's CPU column."""
+    from bench.cases.case import Case, Settings
+    from bench.cases.defaults import MEASUREMENT, default
+    from bench.core.placement import Placement
+
+    case = Case.make("single", "fp32", "resnet18-small", Placement((), 1), 2, "eager", Settings())
+    for name in ("warmup", "steps", "trials"):
+        assert getattr(Settings(), name) == getattr(case, name) == default("run", name, on_gpu=False), name
+    for command, entries in MEASUREMENT.items():
+        usage = run_cli(command, "--help").stdout
+        for name, ((on_gpu, on_cpu), _, _) in entries.items():
+            said = f"default {on_gpu}" if on_gpu == on_cpu else f"default {on_gpu} on GPUs, {on_cpu} on the CPU"
+            assert said in " ".join(usage.split()), (command, name, usage[-1500:])

@@ -31,7 +31,8 @@ def test_the_first_block_answers_and_every_command_in_it_exists():
     for command in commands:
         words = shlex.split(command)
         if words[0] == "make":
-            runs = {"bench": "-m bench run", "plot": "-m bench report", "answer": "-m bench answer", "test": "-m pytest"}
+            runs = {"bench": "-m bench run", "plot": "-m bench report", "answer": "-m bench answer",
+                    "test": "-m pytest"}
             assert runs[words[1]] in make_n(words[1]), command
         elif words[0] == "parabench":
             # `parabench` comes from .venv (pyproject's [project.scripts]), after `. .venv/bin/activate`
@@ -73,7 +74,8 @@ def test_a_make_variable_is_text_never_make_syntax(tmp_path):
         assert not planted.exists(), shown
         assert f"'$(shell touch {planted})'" in shown
     env = {**os.environ, "RESULTS": f"$(shell touch {planted})"}
-    subprocess.run(["make", "-n", "PY=python3", "answer"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    subprocess.run(["make", "-n", "PY=python3", "answer"], cwd=REPO, env=env, capture_output=True, text=True,
+                   timeout=60)
     assert not planted.exists()
 
 

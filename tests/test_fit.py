@@ -222,7 +222,8 @@ def test_fit_on_the_cpu_finds_the_largest_batch_each_strategy_fits_in_a_small_bu
     assert set(found) == {(s, n) for s in ("ddp", "zero1", "fsdp2") for n in (1, 4)}
     for row in rows:
         assert row["status"] in ("ok", "oom") and row["fake_world"] and row["devices"] == row["n_replicas"]
-        assert row["hardware"].startswith("CPU") and row["command"] and row["date"] and row["model"] == "tinynets:widenet"
+        assert (row["hardware"].startswith("CPU") and row["command"] and row["date"]
+                and row["model"] == "tinynets:widenet")
         if row["status"] == "ok":
             assert row["peak_alloc_mib"] <= 16
     for (strategy, n), o in found.items():
@@ -371,7 +372,8 @@ def _fit_of(row: dict, largest: int, failed: int, peak_scale: float) -> dict:
     times `peak_scale`."""
     from bench.fit import fit
 
-    case = {k: row[k] for k in ("model", "precision", "strategy", "channels_last", "execution", "sgd_impl", "options", "gpu_name")}
+    case = {k: row[k] for k in ("model", "precision", "strategy", "channels_last", "execution", "sgd_impl", "options",
+                                "gpu_name")}
     probes = [{**case, "devices": 2, "batch_per_gpu": row["batch_per_gpu"], "status": "ok",
                "peak_alloc_mib": row["peak_alloc_mib"] * peak_scale},
               {**case, "devices": 2, "batch_per_gpu": failed, "status": "oom", "peak_alloc_mib": None}]
@@ -394,7 +396,8 @@ def test_a_fit_is_held_against_a_real_2_gpu_run_and_a_wrong_one_fails(tmp_path):
     assert [(c["fit_says"], c["run"], c["agrees"]) for c in checked] == [("fits", "fits", True)]
     assert checked[0]["peak_error"] == pytest.approx(0.001) and fit.against_holds(checked)
 
-    for name, doc in (("good", good), ("too-small", _fit_of(row, 200, 240, 1.0)), ("peak-off", _fit_of(row, 1100, 1122, 1.05))):
+    for name, doc in (("good", good), ("too-small", _fit_of(row, 200, 240, 1.0)),
+                      ("peak-off", _fit_of(row, 1100, 1122, 1.05))):
         fit.write(tmp_path / f"{name}.fit.json", doc)
     held = run_cli("fit-check", str(tmp_path / "good.fit.json"), str(REAL_X2))  # its 256 and 1024 rows
     assert held.returncode == 0 and "verdicts: 2 of 2 agree" in held.stdout, held.stdout
@@ -407,7 +410,8 @@ def test_a_fit_is_held_against_a_real_2_gpu_run_and_a_wrong_one_fails(tmp_path):
                                                                '"reshard_after_forward": false')}, 1100, 1122, 1.0)
     fit.write(tmp_path / "other.fit.json", other)
     none = run_cli("fit-check", str(tmp_path / "other.fit.json"), str(REAL_X2))
-    assert none.returncode == 2 and "no row of" in none.stderr and len(none.stderr.strip().splitlines()) == 1, none.stderr
+    assert (none.returncode == 2 and "no row of" in none.stderr
+            and len(none.stderr.strip().splitlines()) == 1), none.stderr
 
 
 def test_the_reserve_is_held_back_at_2_and_more_and_given_back_at_1(monkeypatch):
@@ -444,8 +448,8 @@ def test_the_verdict_at_a_batch_does_not_depend_on_what_was_asked_or_on_a_resume
     found = {}
     for name, args in asked.items():
         out = tmp_path / f"{name.replace(' ', '-')}.fit.json"
-        proc = run_cli("fit", "--gpus", "", "--models", "tinynets:widenet", "--precisions", "fp32", "--strategies", "ddp",
-                       "--memory-budget", "16", *args, "--out", str(out), env=ENV)
+        proc = run_cli("fit", "--gpus", "", "--models", "tinynets:widenet", "--precisions", "fp32",
+                       "--strategies", "ddp", "--memory-budget", "16", *args, "--out", str(out), env=ENV)
         assert proc.returncode == 0, proc.stderr[-3000:]
         found[name] = next(o["largest_fit"] for o in json.loads(out.read_text())["outcomes"] if o["devices"] == 2)
     assert len(set(found.values())) == 1 and found["alone"] > 4, found
@@ -501,7 +505,8 @@ def test_make_fit_check_runs_the_fit_then_the_real_runs_then_the_table():
         pytest.skip("no make here")
 
     def make(*args):
-        return subprocess.run(["make", "-n", "fit-check", "PY=python3", *args], cwd=REPO, capture_output=True, text=True)
+        return subprocess.run(["make", "-n", "fit-check", "PY=python3", *args], cwd=REPO, capture_output=True,
+                              text=True)
 
     planned = make("GPUS=2,3,5", "MODEL=vit-large")
     assert planned.returncode == 0, planned.stderr
@@ -525,10 +530,10 @@ def test_what_a_real_world_holds_beside_the_allocator_is_held_back_by_default(tm
         raise AssertionError("measured where a figure was at hand")
 
     one = reserve.choose(None, [0], [0], "2.28.9", "h", "580", tmp_path, measure=no_measuring)
-    assert one.mib == 1000.1 and "committed measurement for NCCL 2.28.9" in one.source
-    assert "results/reference/h100/x2/comm-memory.jsonl" in one.source
+    assert one.mib == 1000.1 and "shipped measurement for NCCL 2.28.9" in one.source
+    assert "bench/fit/comm-memory.jsonl" in one.source
     unknown = reserve.choose(None, [0], [0], "2.99.1", "h", "580", tmp_path, measure=no_measuring)
-    assert unknown.mib == 0 and "no committed measurement for NCCL 2.99.1" in unknown.source
+    assert unknown.mib == 0 and "no shipped measurement for NCCL 2.99.1" in unknown.source
     assert reserve.choose(750.0, [0], [0, 1], "2.28.9", "h", "580", tmp_path, measure=no_measuring) == \
         reserve.Reserve(750.0, "given with --reserve-mib")
     assert reserve.choose(None, [], [], None, "h", None, tmp_path, measure=no_measuring).mib == 0
@@ -591,7 +596,8 @@ def test_the_communicator_is_measured_by_torchrun_and_kept_per_host_and_driver(t
     assert ran == [([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m",
                      "bench.fit.comm_memory"], "3,5")]
     assert [e["communicator_mib"] for e in entries] == [1000.0, 1001.0] and all(e["host"] == "h" for e in entries)
-    assert reserve.kept(tmp_path, "h", "580", "2.28.9").mib == 1001.0 and reserve.kept(tmp_path, "h", "590", "2.28.9") is None
+    assert (reserve.kept(tmp_path, "h", "580", "2.28.9").mib == 1001.0
+            and reserve.kept(tmp_path, "h", "590", "2.28.9") is None)
     monkeypatch.setattr(reserve.subprocess, "run",
                         lambda command, env, **kw: subprocess.CompletedProcess(command, 1, "", "NCCL error: unhandled"))
     with pytest.raises(reserve.ReserveError, match="NCCL error: unhandled.*give --reserve-mib"):
@@ -652,7 +658,8 @@ exec {sys.executable} "$@"
 """)
     fake.chmod(0o755)
     done = subprocess.run(["bash", "scripts/fit_check.sh", str(tmp_path / "cl.fit.json"), "resnet18", "zero1", "0,1",
-                           str(tmp_path / "out")], cwd=REPO, env={**os.environ, "PY": str(fake), "PYTHONPATH": str(REPO)},
+                           str(tmp_path / "out")], cwd=REPO,
+                          env={**os.environ, "PY": str(fake), "PYTHONPATH": str(REPO)},
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     (run,) = (tmp_path / "runs").read_text().splitlines()
@@ -708,7 +715,8 @@ def test_a_fit_stopped_by_sigterm_says_where_its_probes_are_and_leaves_nothing_b
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "bench", "fit", "--gpus", "", "--memory-budget", "300",
-                             "--models", "resnet18-small", "--strategies", "ddp", "--devices", "1,2", "--out", str(out)],
+                             "--models", "resnet18-small", "--strategies", "ddp", "--devices", "1,2",
+                             "--out", str(out)],
                             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
@@ -732,6 +740,7 @@ def test_the_answer_of_an_fp32_run_shows_no_amp_bf16_fit(tmp_path):
     path = tmp_path / "bf16.fit.json"
     fit.write(path, _fit_with_knobs(False))
     assert fitted.said_in_answer([path], {"resnet18"}, {"fp32"}) == []
-    assert fitted.said_in_answer([path], {"resnet18"}, {"amp-bf16"})[0].startswith("What fits (bf16.fit.json): resnet18")
+    assert fitted.said_in_answer([path], {"resnet18"}, {"amp-bf16"})[0].startswith(
+        "What fits (bf16.fit.json): resnet18")
     shown = run_cli("fit", "--help").stdout
     assert "amp-bf16 on GPUs, fp32 on the CPU" in " ".join(shown.split())

@@ -49,8 +49,8 @@ def test_a_case_measures_the_same_first_and_after_others(tmp_path, strategy):
 
 def test_the_comparison_refuses_unusable_files_in_one_line(tmp_path):
     def run(folder):
-        return subprocess.run([sys.executable, "-m", "bench", "check", "isolation", str(folder)], cwd=REPO, capture_output=True,
-                              text=True, timeout=60)
+        return subprocess.run([sys.executable, "-m", "bench", "check", "isolation", str(folder)], cwd=REPO,
+                              capture_output=True, text=True, timeout=60)
 
     proc = run(tmp_path)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1

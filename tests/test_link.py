@@ -13,7 +13,8 @@ from tests.conftest import REPO, run_cli
 def test_bad_input_gets_one_line():
     for args, says in ((["probe-comm", "--gpus", "", "--devices", "1"], "2 or more devices"),
                        (["probe-comm", "--gpus", "", "--sizes", "4K,lots"], "--sizes takes sizes"),
-                       (["probe-comm", "--gpus", "", "--collectives", "all_to_all"], "unknown collective 'all_to_all'")):
+                       (["probe-comm", "--gpus", "", "--collectives", "all_to_all"],
+                        "unknown collective 'all_to_all'")):
         proc = run_cli(*args)
         assert proc.returncode == 2 and says in proc.stderr, (args, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
@@ -47,8 +48,10 @@ def test_a_cpu_probe_writes_the_table(tmp_path):
                    "--collectives", "all_reduce", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
-    assert [(p["collective"], p["n"], p["bytes"]) for p in doc["points"]] == [("all_reduce", 2, 4096), ("all_reduce", 2, 65536)]
-    assert all(p["busbw_gbps"] == pytest.approx(p["algbw_gbps"]) and p["algbw_gbps"] > 0 for p in doc["points"])  # 2(n-1)/n = 1
+    assert [(p["collective"], p["n"], p["bytes"]) for p in doc["points"]] == [("all_reduce", 2, 4096),
+                                                                              ("all_reduce", 2, 65536)]
+    # 2(n-1)/n = 1
+    assert all(p["busbw_gbps"] == pytest.approx(p["algbw_gbps"]) and p["algbw_gbps"] > 0 for p in doc["points"])
     assert "algbw (GB/s)" in proc.stdout and "busbw (GB/s)" in proc.stdout
 
 

@@ -27,7 +27,8 @@ def test_training_flops_per_image(name, gflop):
     assert training_flops_per_image(name) / 1e9 == pytest.approx(gflop, rel=1e-3)
 
 
-@pytest.mark.parametrize("name, shape, classes", [("resnet18", (3, 224, 224), 1000), ("resnet18-small", (1, 28, 28), 10)])
+@pytest.mark.parametrize("name, shape, classes", [("resnet18", (3, 224, 224), 1000),
+                                                  ("resnet18-small", (1, 28, 28), 10)])
 def test_output_shape_and_stem(name, shape, classes):
     workload = get_workload(name)
     model = workload.build()
@@ -200,7 +201,8 @@ def test_mxnet_declines_workloads_it_lacks():
     gluon = strategies.get("mxnet-gluon")
     assert gluon.workload_unavailable_reason("resnet18") is None
     for name in ("vit-large", "timm:resnet18", "own_models:build"):
-        assert gluon.workload_unavailable_reason(name) == "MXNet has only the reference workload (resnet18-small, resnet18)"
+        assert (gluon.workload_unavailable_reason(name)
+                == "MXNet has only the reference workload (resnet18-small, resnet18)")
     assert strategies.get("ddp").workload_unavailable_reason("vit-large") is None
 
 

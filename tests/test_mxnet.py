@@ -58,8 +58,9 @@ def test_same_parameter_count_and_forward_output(model, tmp_path):
     net = workload.build()
     x, _ = workload.synthetic_batch(2)
     np.savez(tmp_path / "in.npz", x=x.numpy(), **{f"w:{k}": v.numpy() for k, v in net.state_dict().items()})
-    proc = subprocess.run([str(mxnet_python()), "-c", GLUON_FORWARD, str(tmp_path / "in.npz"), json.dumps(workload.mxnet),
-                           str(tmp_path / "out.npz")], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+    proc = subprocess.run([str(mxnet_python()), "-c", GLUON_FORWARD, str(tmp_path / "in.npz"),
+                           json.dumps(workload.mxnet), str(tmp_path / "out.npz")],
+                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = np.load(tmp_path / "out.npz")
@@ -81,7 +82,8 @@ def test_one_training_step_matches_pytorch():
     atol = FRAMEWORK_UPDATE_FRACTION * update
     diff = max_abs_difference(mapped, reference)
     assert all_close(mapped, reference, rtol=0.0, atol=atol), \
-        f"max |diff| {diff:.3g}, allowed {atol:.3g} ({FRAMEWORK_UPDATE_FRACTION:.0%} of the largest update, {update:.3g})"
+        (f"max |diff| {diff:.3g}, allowed {atol:.3g} "
+         f"({FRAMEWORK_UPDATE_FRACTION:.0%} of the largest update, {update:.3g})")
     # The check can fail: a one-shard (whole-batch BatchNorm) step is far outside it.
     wrong = reference_parameters("resnet18-small", 8, shards=1)
     assert not all_close(wrong, reference, rtol=0.0, atol=atol)
@@ -111,7 +113,8 @@ def test_reasons_when_it_cannot_run(monkeypatch):
     strategy = strategies.get("mxnet-gluon")
     fp32 = get_precision("fp32")
     assert "amp-bf16" in strategy.unavailable_reason(Placement((), 2), get_precision("amp-bf16"))
-    assert "supports --execution eager, not cuda-graph" in strategy.unavailable_reason(Placement((), 2), fp32, "cuda-graph")
+    assert ("supports --execution eager, not cuda-graph"
+            in strategy.unavailable_reason(Placement((), 2), fp32, "cuda-graph"))
     monkeypatch.setenv("PARABENCH_MXNET_PYTHON", "/nonexistent/python")
     reason = strategy.unavailable_reason(Placement((), 2), fp32)
     assert "run `make setup-mxnet`" in reason and "/nonexistent" not in reason  # no machine's local path

@@ -95,7 +95,8 @@ def _compiled_check(label, params, reference, initial):
 @pytest.mark.slow
 def test_cpu_compiled_step_keeps_the_step(reference):
     params = strategy_parameters("single", MODEL, GLOBAL_BATCH, (), 1, execution="compile")
-    _compiled_check("single compile", params, reference[1], reference_parameters(MODEL, GLOBAL_BATCH, shards=1, steps=0))
+    _compiled_check("single compile", params, reference[1],
+                    reference_parameters(MODEL, GLOBAL_BATCH, shards=1, steps=0))
 
 
 @pytest.mark.slow

@@ -42,7 +42,8 @@ def test_cpu_runs_and_a_hand_loop_of_the_same_gpu_are_compared_by_their_devices(
     gpu = _write(tmp_path / "gpu.json", [row("single", 1, 256, ips=20000)])
     loop = tmp_path / "handloop.json"
     loop.write_text(json.dumps({"schema": "parabench-handloop/1", "gpu": "NVIDIA H200", "rows": [
-        {"model": "resnet18-small", "precision": "fp32", "batch_per_gpu": 256, "variant": "graph", "img_per_s": 25000.0}]}))
+        {"model": "resnet18-small", "precision": "fp32", "batch_per_gpu": 256, "variant": "graph",
+         "img_per_s": 25000.0}]}))
     (cell,) = proof.table([gpu], [], loop)
     assert cell["best"] == "hand loop (graph)" and cell["ratio"] == pytest.approx(0.8)
 

@@ -93,7 +93,8 @@ def _rows(**changes):
 
 
 @pytest.mark.parametrize("changes, verdict, why", [
-    ({"img_per_s": 8000.0, "img_per_s_p10": 7900.0, "img_per_s_p90": 8100.0}, "regression", "speed-up over single fell"),
+    ({"img_per_s": 8000.0, "img_per_s_p10": 7900.0, "img_per_s_p90": 8100.0}, "regression",
+     "speed-up over single fell"),
     ({"img_per_s": 9600.0, "img_per_s_p10": 9500.0, "img_per_s_p90": 9700.0}, "pass", None),
     ({"peak_alloc_mib": 6000.0}, "regression", "peak memory grew 20.0%"),
     ({"status": "oom", "reason": "CUDA out of memory"}, "regression", "was ok, now oom"),
@@ -113,10 +114,12 @@ def test_rows_from_before_an_option_existed_still_match():
     # A baseline written before DDP had `broadcast_buffers` ran with its default (True).
     base, cur = _rows(options='{"broadcast_buffers": true, "bucket_cap_mb": 25}')
     base[0]["options"] = '{"bucket_cap_mb": 25}'
-    assert [v["verdict"] for v in compare.compare(base, cur, compare.Thresholds()) if v["case"].startswith("ddp")] == ["pass"]
+    assert [v["verdict"] for v in compare.compare(base, cur, compare.Thresholds())
+            if v["case"].startswith("ddp")] == ["pass"]
     # A knob set away from its default is another case.
     _, cur = _rows(options='{"broadcast_buffers": false}')
-    assert "new" in [v["verdict"] for v in compare.compare(base, cur, compare.Thresholds()) if v["case"].startswith("ddp")]
+    assert "new" in [v["verdict"] for v in compare.compare(base, cur, compare.Thresholds())
+                     if v["case"].startswith("ddp")]
 
 
 def test_a_wide_spread_is_noise_not_a_regression():
@@ -238,5 +241,6 @@ def test_a_case_90_percent_slower_is_never_a_pass_however_wide_its_spread():
     """On a busy host `compare` passed a case at -90% of its baseline: its noise allowance exceeded 100%.
     An allowance that wide cannot judge anything: the case is not judged, and says why."""
     base, cur = _rows(img_per_s=1000.0, img_per_s_p10=200.0, img_per_s_p90=1900.0)
-    (ddp,) = [v for v in compare.compare(base, cur, compare.Thresholds(noise_factor=1.5)) if v["case"].startswith("ddp")]
+    (ddp,) = [v for v in compare.compare(base, cur, compare.Thresholds(noise_factor=1.5))
+              if v["case"].startswith("ddp")]
     assert ddp["verdict"] == "not judged" and "too noisy to judge" in ddp["why"][0], ddp

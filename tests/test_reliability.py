@@ -63,7 +63,8 @@ def good_rows(**changes):
 # 1. Two sweeps on one file: the second is refused while the first holds the lock.
 def test_a_second_sweep_on_the_same_file_is_refused(tmp_path):
     out, env = tmp_path / "r.json", tagged()
-    first = start([*FAULTY, "--batch-sizes", "1", "--option", "fault=hang", "--case-timeout", "60", "--out", str(out)], env)
+    first = start([*FAULTY, "--batch-sizes", "1", "--option", "fault=hang", "--case-timeout", "60",
+                   "--out", str(out)], env)
     try:
         assert wait_for(lambda: (tmp_path / "r.json.lock").exists())
         proc = run_cli("run", *FAULTY, "--batch-sizes", "1", "--out", str(out), "--resume", env=env)
@@ -92,7 +93,8 @@ MOMENTS = {
     # The worker's first process exists: it is still starting Python and importing torch.
     "worker starting": lambda tag, mark: bool(worker_processes(tag)),
     # torchrun has started both ranks (they import torch now); local: the one process.
-    "ranks starting": lambda tag, mark: len([c for c in worker_processes(tag) if "torch.distributed.run" not in c]) >= 2,
+    "ranks starting": lambda tag, mark: len([c for c in worker_processes(tag)
+                                             if "torch.distributed.run" not in c]) >= 2,
     # The case is under way (the fault fired): the worker hangs in it.
     "case running": lambda tag, mark: mark.exists(),
 }
@@ -103,9 +105,11 @@ def kill_sweep_at(tmp_path, launcher, replicas, moment):
     tag, mark = env["PARABENCH_TEST_TAG"], tmp_path / "fault-fired"
     sweep = start(["--strategies", "faulty", "--cpu-replicas", replicas, *FAST, "--batch-sizes", "1",
                    "--option", f"launcher={launcher}", "--option", "fault=hang", "--case-timeout", "300",
-                   "--out", str(tmp_path / "r.json")], {**env, "TMPDIR": str(tmp_path), "PARABENCH_FAULTY_MARK": str(mark)})
+                   "--out", str(tmp_path / "r.json")],
+                  {**env, "TMPDIR": str(tmp_path), "PARABENCH_FAULTY_MARK": str(mark)})
     try:
-        assert wait_for(lambda: MOMENTS[moment](tag, mark), 300), sweep.stderr.read() if sweep.poll() is not None else ""
+        assert wait_for(lambda: MOMENTS[moment](tag, mark), 300), \
+            sweep.stderr.read() if sweep.poll() is not None else ""
     finally:
         sweep.send_signal(signal.SIGKILL)
         sweep.communicate()
@@ -120,7 +124,9 @@ def test_workers_die_with_a_killed_sweep(tmp_path, launcher, replicas, moment):
     tag = kill_sweep_at(tmp_path, launcher, replicas, moment)
     assert wait_for(lambda: not processes_with(tag), 60), [p.cmdline() for p in processes_with(tag)]
     # The workers' folder (spec, events) went with the sweep: nothing is left in the temp folder.
-    assert wait_for(lambda: not list(tmp_path.glob("parabench-*")), 60), list(tmp_path.rglob("*"))
+    # torchrun's own run folders (torchelastic_*) went with the workers' folder too.
+    assert wait_for(lambda: not [*tmp_path.glob("parabench-*"), *tmp_path.glob("torchelastic_*")], 60), \
+        list(tmp_path.rglob("*"))
 
 
 @pytest.fixture
@@ -556,12 +562,14 @@ def test_a_sweep_where_every_case_failed_exits_3(tmp_path):
     out = tmp_path / "r.json"
     proc = run_cli("run", *FAULTY, "--batch-sizes", "1,2", "--option", "fault=raise", "--out", str(out), env=tagged())
     assert proc.returncode == 3, proc.stderr
-    assert proc.stderr.strip().splitlines()[-1] == "parabench: error: no case was measured ok (2 error): the rows say why"
+    assert (proc.stderr.strip().splitlines()[-1]
+            == "parabench: error: no case was measured ok (2 error): the rows say why")
     assert [r["status"] for r in rows_of(out)] == ["error", "error"]
 
 
 # A strategy plug-in that does not load is one line naming its file.
-@pytest.mark.parametrize("source, error", [("def broken(:\n", "SyntaxError"), ("import no_such_module\n", "ModuleNotFoundError")])
+@pytest.mark.parametrize("source, error", [("def broken(:\n", "SyntaxError"),
+                                           ("import no_such_module\n", "ModuleNotFoundError")])
 def test_a_broken_strategy_plug_in_is_one_line(tmp_path, source, error):
     (tmp_path / "mine.py").write_text(source)
     for args in (["run", *FAST, "--strategies", "single", "--batch-sizes", "1", "--out", str(tmp_path / "r.json")],

@@ -56,12 +56,14 @@ def test_a_factory_that_prints_without_a_newline_resolves(factories):
     from bench import workloads
 
     found = workloads.probe(["userfactories:noisy"])
-    assert found["userfactories:noisy"]["num_classes"] == 10 and found["userfactories:noisy"]["input_shape"] == [3, 8, 8]
+    assert (found["userfactories:noisy"]["num_classes"] == 10
+            and found["userfactories:noisy"]["input_shape"] == [3, 8, 8])
 
 
 def test_resolving_a_factory_keeps_to_the_start_up_limit(factories):
-    proc = run_cli("run", "--gpus", "", "--strategies", "single", "--models", "userfactories:sleepy", "--startup-timeout",
-                   "2", "--out", str(factories / "r.json"), env={"PYTHONPATH": os.environ["PYTHONPATH"]}, timeout=60)
+    proc = run_cli("run", "--gpus", "", "--strategies", "single", "--models", "userfactories:sleepy",
+                   "--startup-timeout", "2", "--out", str(factories / "r.json"),
+                   env={"PYTHONPATH": os.environ["PYTHONPATH"]}, timeout=60)
     assert proc.returncode == 2 and proc.stderr.strip() == (
         "parabench: error: resolving userfactories:sleepy took over 2 s: give its factory more time with a larger "
         "--startup-timeout (--models)")
@@ -91,7 +93,8 @@ def test_a_sweep_killed_while_resolving_a_factory_leaves_no_process(factories):
 
     def probes():
         try:
-            return [p for p in psutil.Process(sweep.pid).children(recursive=True) if "bench.workloads._probe" in p.cmdline()]
+            return [p for p in psutil.Process(sweep.pid).children(recursive=True)
+                    if "bench.workloads._probe" in p.cmdline()]
         except psutil.NoSuchProcess:
             return []
 
@@ -284,11 +287,12 @@ def test_a_row_says_what_makes_its_figures_mislead():
     assert caveat(ok_row()) == ""
     assert caveat(ok_row(warmup=0)) == ("no warm-up: the first timed step includes one-time work (allocator growth, "
                                         "autotuning, lazy loading)")
-    assert caveat(ok_row(steps=1, trials=1, n_timed_steps=1)) == "1 timed step: too few for a p10-p90 spread (it needs 11)"
+    assert caveat(ok_row(steps=1, trials=1, n_timed_steps=1)) == ("1 timed step: too few for a p10-p90 spread "
+                                                                  "(it needs 11)")
     # A rank stopped (SIGSTOP) inside the timed steps: one step of minutes, the median untouched.
     stalled = ok_row(img_per_s=72.0, img_per_s_p10=70.0, img_per_s_p90=74.0, wall_img_per_s=8.1)
-    assert caveat(stalled) == ("wall-clock 8.1 img/s is -89% off the median's 72, beyond the p10-p90 spread: some steps "
-                               "stalled far beyond what the median shows; re-run")
+    assert caveat(stalled) == ("wall-clock 8.1 img/s is -89% off the median's 72, beyond the p10-p90 spread: "
+                               "some steps stalled far beyond what the median shows; re-run")
     # Within 10% of the median, a wall-clock outside a tight spread is no disagreement (committed GPU rows: 5.3%).
     assert caveat(ok_row(img_per_s=100.0, img_per_s_p10=99.9, img_per_s_p90=100.1, wall_img_per_s=94.7)) == ""
     assert caveat(ok_row(status="error")) == ""
@@ -414,9 +418,10 @@ def test_a_worker_the_oom_killer_ends_is_oom_and_larger_batches_are_skipped(tmp_
         (memory_cgroup / "cgroup.procs").write_text(str(os.getpid()))
 
     out = tmp_path / "r.json"
-    proc = subprocess.run([sys.executable, "-m", "bench", "run", "--gpus", "", "--strategies", "faulty", "--cpu-replicas",
-                           "1", "--warmup", "1", "--steps", "2", "--trials", "1", "--batch-sizes", "1,2", "--option",
-                           "fault=memhog", "--out", str(out)], cwd=REPO, preexec_fn=enter, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "bench", "run", "--gpus", "", "--strategies", "faulty",
+                           "--cpu-replicas", "1", "--warmup", "1", "--steps", "2", "--trials", "1",
+                           "--batch-sizes", "1,2", "--option", "fault=memhog", "--out", str(out)],
+                          cwd=REPO, preexec_fn=enter, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(REPO),
                                           "PARABENCH_STRATEGY_PATH": str(REPO / "tests" / "strategies")}, timeout=300)
     rows = {r["batch_per_gpu"]: r for r in json.loads(out.read_text())["rows"]}
@@ -514,7 +519,8 @@ def test_a_python_without_a_dependency_is_told_which_and_how(monkeypatch, capsys
 
     monkeypatch.chdir(tmp_path)  # a folder without a .venv
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("psutil", "rich") else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("psutil", "rich") else real(name, *a))
     assert cli.main(["list"]) == 2
     assert capsys.readouterr().err.strip() == (
         f"parabench: error: this Python ({sys.executable}) lacks psutil, rich: {sys.executable} -m pip install psutil "
@@ -590,7 +596,8 @@ def test_two_rows_of_one_case_in_one_file_are_refused_with_both_named(tmp_path):
     last kept. A sweep writes one row per case; two in one file are an edit, and the reader says so."""
     path = tmp_path / "twice.json"
     first = ok_row()
-    results.write(path, [first, {**first, "img_per_s": first["img_per_s"] * 3, "img_per_s_p10": first["img_per_s_p10"] * 3,
+    results.write(path, [first, {**first, "img_per_s": first["img_per_s"] * 3,
+                                 "img_per_s_p10": first["img_per_s_p10"] * 3,
                                  "img_per_s_p90": first["img_per_s_p90"] * 3}])
     with pytest.raises(results.ResultsError, match="row 1 measures the same case as row 0"):
         results.load(path)
@@ -602,3 +609,17 @@ def test_an_integer_of_a_hundred_thousand_digits_is_one_line(tmp_path):
     done = run_cli("answer", str(path))
     assert done.returncode == 2 and "corrupt or truncated results file" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_a_torchrun_sweep_leaves_nothing_in_the_temp_folder(tmp_path):
+    """torchrun makes a torchelastic_* folder in the temp folder for every launch and leaves it; a
+    sweep's workers get their own folder as TMPDIR, removed with them."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    proc = run_cli("run", "--gpus", "", "--strategies", "ddp", "--cpu-replicas", "2", "--batch-sizes", "2",
+                   "--warmup", "0", "--steps", "1", "--trials", "1", "--out", str(tmp_path / "r.json"),
+                   env={"TMPDIR": str(temp)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads((tmp_path / "r.json").read_text())["rows"][0]["status"] == "ok"
+    left = [p.name for p in temp.iterdir() if not p.name.startswith("torchinductor_")]
+    assert left == [], left

@@ -18,9 +18,11 @@ ENV = {"gpu_name": "NVIDIA H200", "device": "cuda", "cpu": "x", "torch": "2.11",
 
 
 def row(strategy, n, batch, precision="fp32", status="ok", ips=None, reason="", cudnn=None, **extra):
-    r = {**ENV, "strategy": strategy, "precision": precision, "n_gpus": n, "n_replicas": n, "gpus": ",".join(map(str, range(n))),
+    r = {**ENV, "strategy": strategy, "precision": precision, "n_gpus": n, "n_replicas": n,
+         "gpus": ",".join(map(str, range(n))),
          "batch_per_gpu": batch, "global_batch": batch * n, "status": status, "reason": reason,
-         "cudnn_benchmark": cudnn if cudnn is not None else strategy not in strategies.threaded(), "date": "2026-11-21", **extra}
+         "cudnn_benchmark": cudnn if cudnn is not None else strategy not in strategies.threaded(),
+         "date": "2026-11-21", **extra}
     if status == "ok":
         step = batch * n / ips * 1000
         r.update(img_per_s=ips, img_per_s_p10=ips * 0.95, img_per_s_p90=ips * 1.05, step_ms_p50=step,
@@ -37,8 +39,10 @@ def everything(out: Path) -> str:
 @pytest.fixture
 def fixture_file(tmp_path):
     rows = [
-        row("single", 1, 64, ips=10000), row("single", 1, 128, ips=18000), row("single", 1, 256, status="oom", reason="CUDA out of memory"),
-        row("ddp", 2, 64, ips=19000), row("ddp", 2, 128, ips=35000), row("ddp", 2, 256, status="skipped", reason="not attempted"),
+        row("single", 1, 64, ips=10000), row("single", 1, 128, ips=18000),
+        row("single", 1, 256, status="oom", reason="CUDA out of memory"),
+        row("ddp", 2, 64, ips=19000), row("ddp", 2, 128, ips=35000),
+        row("ddp", 2, 256, status="skipped", reason="not attempted"),
         row("dp", 2, 64, ips=6000), row("dp", 2, 128, status="error", reason="worker died"),
         row("dp", 2, 64, ips=200, cudnn=True),
         row("single", 1, 64, precision="amp-bf16", ips=16000), row("ddp", 2, 64, precision="amp-bf16", ips=30000),
@@ -137,7 +141,8 @@ def test_the_report_shows_the_step_anatomy_of_the_committed_h200_rows(tmp_path):
     text = everything(tmp_path)
     assert text.count("## Step anatomy") == 3  # REPORT.md's pointer, and one section on each details page
     assert (tmp_path / "nvidia-h200-resnet18-anatomy-amp-fp16-b256.svg").exists()
-    assert "ddp (2 GPU, channels_last) takes +1.83 ms per profiled step against single (1 GPU, channels_last): idle +1.20" in text
+    assert ("ddp (2 GPU, channels_last) takes +1.83 ms per profiled step against single (1 GPU, channels_last): "
+            "idle +1.20") in text
     assert "dp (2 GPU, channels_last) is host-bound" in text
 
 
@@ -163,7 +168,8 @@ def test_the_answer_names_the_fastest_and_the_runner_up_with_the_gap():
     # 19000 vs 18500: 2.7% apart, and the spreads (+-5%) overlap: a tie, said so.
     assert rec["runner_up"] == "zero1" and rec["gap_pct"] == 2.7 and rec["tie"] and not rec["unstable"]
     (line,) = answer.table([rec]).to_dict("records")
-    assert line["recommended"] == "ddp" and line[f"vs {strategies.baseline()}"] == "x1.90 (95%)" and line["gap"] == "+2.7%, tie"
+    assert (line["recommended"] == "ddp" and line[f"vs {strategies.baseline()}"] == "x1.90 (95%)"
+            and line["gap"] == "+2.7%, tie")
     assert line["images/s (p10-p90)"] == "19.0k (18.1k-19.9k)" and line["MiB/GPU"] == "6400"
 
 
@@ -220,7 +226,7 @@ def test_a_lever_that_beats_the_spread_is_recommended_and_its_gain_carried():
             row("ddp", 2, 256, ips=19100, sgd_impl="fused")]
     (rec,) = one_group(answer_frame(rows))
     assert rec["strategy"] == "ddp" and rec["config"] == {"execution": "compile"}
-    gains = {(l["on"], l["lever"]): l for l in rec["levers"]}
+    gains = {(lever["on"], lever["lever"]): lever for lever in rec["levers"]}
     assert gains[("ddp", "execution=compile")]["gain"] == pytest.approx(25000 / 19000, abs=1e-4)
     assert gains[("ddp", "execution=compile")]["kept"]
     assert gains[("ddp", "sgd=fused")]["verdict"] == "within the intervals" and not gains[("ddp", "sgd=fused")]["kept"]
@@ -319,9 +325,11 @@ def test_the_regime_comes_from_the_batch_ladder_or_the_anatomy():
 def test_summaries_name_their_regime():
     from bench.report import findings
 
-    rows = (ladder("single", 1, {32: 6.0, 1024: 40.0}) + ladder("single", 1, {32: 6.3, 1024: 25.0}, precision="amp-bf16"))
+    rows = (ladder("single", 1, {32: 6.0, 1024: 40.0})
+            + ladder("single", 1, {32: 6.3, 1024: 25.0}, precision="amp-bf16"))
     text = " ".join(findings.sentences(answer_frame(rows)))
-    assert "Mixed precision over fp32" in text and "over 1 GPU-bound cases" in text and "over 1 host-bound cases" in text
+    assert ("Mixed precision over fp32" in text and "over 1 GPU-bound cases" in text
+            and "over 1 host-bound cases" in text)
     assert "where the host sets the pace" in text
 
 
@@ -338,7 +346,8 @@ def answer_json(*args):
 
 def test_answer_json_names_single_at_one_gpu_and_the_fastest_at_two(tmp_path):
     path = write_run(tmp_path / "run.json", [row("single", 1, 64, ips=10000), row("ddp", 1, 64, ips=9000),
-                                             row("ddp", 2, 64, ips=19000), row("zero1", 2, 64, ips=15000)], "2026-11-21")
+                                             row("ddp", 2, 64, ips=19000), row("zero1", 2, 64, ips=15000)],
+                     "2026-11-21")
     recs = {r["devices"]: r for r in answer_json(path)}
     assert recs[1]["strategy"] == "single" and recs[1]["runner_up"] == "ddp"
     assert recs[2]["strategy"] == "ddp" and recs[2]["speedup"] == pytest.approx(1.9) and recs[2]["runner_up"] == "zero1"
@@ -367,7 +376,8 @@ def test_a_strategy_skipped_in_the_newest_run_is_not_named_from_an_older_one(tmp
         return {**r, **cpu, "gpus": "", "n_gpus": 0, "cudnn_benchmark": None,
                 **({"peak_alloc_mib": None, "peak_alloc_mib_min": None} if r["status"] == "ok" else {})}
 
-    write_run(tmp_path / "run-old.json", [cpu_row("single", 1, ips=50), cpu_row("mxnet-gluon", 2, ips=200)], "2026-11-01")
+    write_run(tmp_path / "run-old.json", [cpu_row("single", 1, ips=50), cpu_row("mxnet-gluon", 2, ips=200)],
+              "2026-11-01")
     write_run(tmp_path / "run-new.json", [cpu_row("single", 1, ips=56), cpu_row("allreduce-scratch", 2, ips=47),
                                           cpu_row("mxnet-gluon", 2, status="skipped", reason="MXNet not installed")],
               "2026-11-22")
@@ -423,7 +433,8 @@ def test_make_plot_twice_gives_identical_files(fixture_file, tmp_path):
     def plot():
         proc = subprocess.run(["make", "-s", "plot", f"PY={sys.executable}", f"RESULTS={fixture_file.parent}",
                                f"PLOTS={out}"], cwd=Path(__file__).resolve().parent.parent, capture_output=True,
-                              text=True, env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+                              text=True, env={**__import__("os").environ,
+                                              "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
         assert proc.returncode == 0, proc.stderr
         return {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
 
@@ -463,7 +474,8 @@ def test_sentences_divide_cases_of_one_run_only():
 def test_the_end_of_a_sweep_says_where_its_time_went():
     from bench.report.phases import summary
 
-    rows = [{"status": "ok", "worker_start_s": 5.0, "build_s": 2.0, "warmup_s": 10.0, "timed_s": 30.0, "counters_s": 3.0},
+    rows = [{"status": "ok", "worker_start_s": 5.0, "build_s": 2.0, "warmup_s": 10.0, "timed_s": 30.0,
+             "counters_s": 3.0},
             {"status": "skipped"}]
     assert summary(rows, 60.0) == ("60 s in all: measuring 40 s (warm-up 10, timed 30), worker start-up 5 s, "
                                    "building and compiling 2 s, counting 3 s, the rest 10 s")

@@ -107,7 +107,8 @@ class Quiet:
 def search(tmp_path, budget_s=600, disturb=(), strategy_names=("single", "dp-fn"), batches=(256, 2048),
            cost_s=None):
     s = settings(channels_last=True, warmup=10, steps=20, trials=3)
-    cases = build_cases(list(strategy_names), ["amp-bf16"], ["resnet18-small"], ["eager"], [0], [1], 1, list(batches), s)
+    cases = build_cases(list(strategy_names), ["amp-bf16"], ["resnet18-small"], ["eager"], [0], [1], 1,
+                        list(batches), s)
     clock = Clock()
     sweep = SimulatedSweep(tmp_path / "run.json", cost_s or {"eager": 5.0, "cuda-graph": 7.0, "compile": 20.0}, clock,
                            disturb)
@@ -143,7 +144,8 @@ def test_the_levers_that_beat_the_intervals_are_kept_and_the_answer_names_them(t
     recs = answers(tmp_path / "run.json")
     assert recs[256]["strategy"] == "single" and recs[256]["config"]["execution"] == "compile:reduce-overhead"
     assert recs[256]["config"]["sgd"] == "fused" and recs[2048]["config"]["execution"] == "compile:reduce-overhead"
-    gains = {setting(l["lever"]): l["gain"] for l in recs[256]["levers"] if l["on"] == "single (channels_last)"}
+    gains = {setting(lever["lever"]): lever["gain"] for lever in recs[256]["levers"]
+             if lever["on"] == "single (channels_last)"}
     assert gains["execution=compile:reduce-overhead"] == pytest.approx(3.0 * 1.015, abs=0.01)
     assert gains["execution=cuda-graph"] == pytest.approx(2.5 * 1.015, abs=0.01)
     named = Case.make("single", "amp-bf16", "resnet18-small", sweep_placement(), 256, "compile",
@@ -170,7 +172,8 @@ def test_an_open_order_is_measured_again_interleaved_in_the_finals(tmp_path):
     assert settled["verdict"].startswith("settled")
     order = finals[0]["order"]
     assert len(order) == 3 and order[0] == order[-1] and order[0] != order[1]  # A, B, A
-    assert {o.split(", ")[0] for o in order} == {"single (execution=compile", "single (execution=compile:reduce-overhead"}
+    assert {o.split(", ")[0] for o in order} == {"single (execution=compile",
+                                                 "single (execution=compile:reduce-overhead"}
     repeated = [m for m in doc["search"]["measurements"] if m["phase"] == "finals"]
     assert len(repeated) == sum(len(f["order"]) for f in finals)
     # Measured steadily at last, compile's default mode is 8% behind: reduce-overhead is named.
@@ -190,7 +193,8 @@ def test_a_disturbed_case_is_measured_again_before_it_can_win(tmp_path):
     again = [p for p in phases if p[0] == "levers: execution, again"]
     assert [(p[1].split(" (")[0], p[2]) for p in again] == [("single", 256)]
     assert "compile:reduce-overhead" in again[0][1]
-    assert [p for p in phases if p[1] == "dp-fn (channels_last)" and p[2] == 2048] == [("survey", "dp-fn (channels_last)", 2048)]
+    assert [p for p in phases if p[1] == "dp-fn (channels_last)" and p[2] == 2048] == [
+        ("survey", "dp-fn (channels_last)", 2048)]
     recs = answers(tmp_path / "run.json")
     assert recs[256]["config"]["execution"] == "compile:reduce-overhead" and recs[256]["strategy"] == "single"
 
@@ -496,7 +500,8 @@ def test_a_steady_row_with_a_slow_trial_mean_keeps_the_levers(tmp_path):
           and e["lever"].startswith("execution=") and e.get("gain")}
     assert on == {"ddp (channels_last)"}, on
     recs = {(r["devices"], r["batch_per_gpu"]): r for r in answers_all(tmp_path / "run.json")}
-    assert recs[(2, 2048)]["label"].startswith("ddp") and recs[(2, 2048)]["config"]["execution"] == "compile:reduce-overhead"
+    assert (recs[(2, 2048)]["label"].startswith("ddp")
+            and recs[(2, 2048)]["config"]["execution"] == "compile:reduce-overhead")
     assert not recs[(2, 2048)]["disturbed"] and not recs[(2, 2048)]["unstable"]
 
 
@@ -505,7 +510,8 @@ def test_a_wide_eager_row_does_not_decide_a_regime(tmp_path):
     compile reduce-overhead to 256 only, and the cells at 1024 and 2048 missed it (0.73, 0.68).
     Compile reduce-overhead now reaches every batch, and the regime is every surveyed series' word."""
     sweep, doc = device_search(tmp_path, shaky={("ddp", 4, 1024, "eager"): "wide"})
-    tried = {e["group"]["batch_per_gpu"] for e in doc["search"]["levers"] if e["group"]["devices"] == 4 and e.get("gain")
+    tried = {e["group"]["batch_per_gpu"] for e in doc["search"]["levers"]
+             if e["group"]["devices"] == 4 and e.get("gain")
              and e["lever"].startswith("execution=compile:reduce-overhead")}
     assert tried == {256, 1024, 2048}
     recs = {(r["devices"], r["batch_per_gpu"]): r for r in answers_all(tmp_path / "run.json")}

@@ -3,7 +3,6 @@ import json
 
 import pandas as pd
 
-from bench.report import frame as report
 from tests.test_report import row
 
 
@@ -35,9 +34,11 @@ def test_the_throughput_title_names_the_knobs_figure_only_where_one_is_drawn(mon
 
     titles = []
     monkeypatch.setattr(figures, "_batch_panels", lambda group, title, *rest: titles.append(title) or [])
-    one = pd.DataFrame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000)]).assign(variant="", nnodes=1, hardware="NVIDIA H200")
+    one = pd.DataFrame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000)]).assign(
+        variant="", nnodes=1, hardware="NVIDIA H200")
     figures.figure_throughput(one, tmp_path, "one")
-    two = pd.concat([one, pd.DataFrame([row("ddp", 2, 64, ips=21000)]).assign(variant="sgd=fused", nnodes=1, hardware="NVIDIA H200")])
+    two = pd.concat([one, pd.DataFrame([row("ddp", 2, 64, ips=21000)]).assign(
+        variant="sgd=fused", nnodes=1, hardware="NVIDIA H200")])
     figures.figure_throughput(two, tmp_path, "two")
     assert "knobs figure" not in titles[0] and "others: knobs figure" in titles[1], titles
     assert figures.figure_knobs(one, tmp_path, "one") == [] and figures.figure_knobs(two, tmp_path, "two")
@@ -47,7 +48,8 @@ def test_a_short_sweep_never_reads_as_measuring_nothing():
     """Cases of a few tenths of a second: the time line keeps a decimal, not 'measuring 0 s (warm-up 0, timed 0)'."""
     from bench.report.phases import summary
 
-    rows = [{"status": "ok", "worker_start_s": 1.2, "build_s": 0.4, "warmup_s": 0.05, "timed_s": 0.3, "counters_s": 0.2}]
+    rows = [{"status": "ok", "worker_start_s": 1.2, "build_s": 0.4, "warmup_s": 0.05, "timed_s": 0.3,
+             "counters_s": 0.2}]
     line = summary(rows, 4.0)
     assert line == ("4 s in all: measuring 0.3 s (warm-up 0.1, timed 0.3), worker start-up 1 s, "
                     "building and compiling 0.4 s, counting 0.2 s, the rest 2 s"), line
@@ -56,7 +58,8 @@ def test_a_short_sweep_never_reads_as_measuring_nothing():
 
 def cpu_rows():
     cpu = {"gpu_name": "", "device": "cpu", "gpus": ""}
-    return [{**row("single", 1, 4, ips=46.0), **cpu, "peak_alloc_mib": None, "peak_alloc_mib_min": None, "tflops": 0.01},
+    return [{**row("single", 1, 4, ips=46.0), **cpu, "peak_alloc_mib": None, "peak_alloc_mib_min": None,
+             "tflops": 0.01},
             {**row("ddp", 2, 4, ips=35.0), **cpu, "n_gpus": 0, "peak_alloc_mib": None, "peak_alloc_mib_min": None,
              "tflops": 0.01}]
 
@@ -160,7 +163,8 @@ def test_ddp_builds_without_a_deprecation_warning_and_keeps_the_buffer_option(tm
             with warnings.catch_warnings():
                 warnings.simplefilter("error", FutureWarning)
                 ddp = DistributedDataParallel(torch.nn.BatchNorm1d(4), **buffer_sync(on))
-            assert ddp.forward_sync_buffers is on if hasattr(ddp, "forward_sync_buffers") else ddp.broadcast_buffers is on
+            assert (ddp.forward_sync_buffers is on if hasattr(ddp, "forward_sync_buffers")
+                    else ddp.broadcast_buffers is on)
     finally:
         dist.destroy_process_group()
 

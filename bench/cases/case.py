@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import strategies
+from bench.cases.defaults import default
 from bench.cases.knobs import BY_NAME as KNOB, COMPILE_MODES, KNOBS as DECLARED, NAMES as KNOB_NAMES  # noqa: F401
 from bench.core.placement import Placement
 from bench.core.step import KnobFields
@@ -44,9 +45,9 @@ class _Knobs(KnobFields):
 class Settings(_Knobs):
     """The knobs and measurement settings a sweep applies to every case (`bench run` flags)."""
 
-    warmup: int = 2
-    steps: int = 5
-    trials: int = 2
+    warmup: int = default("run", "warmup", on_gpu=False)
+    steps: int = default("run", "steps", on_gpu=False)
+    trials: int = default("run", "trials", on_gpu=False)
     seed: int = 0
     knobs: tuple = ()  # (name, requested value) pairs of bench/cases/knobs.py; absent: the knob's default
     options: tuple = ()  # (name, value) pairs, applied to the strategies that declare them
@@ -102,9 +103,9 @@ class Case(_Knobs):
     execution: str = "eager"
     knobs: tuple[tuple[str, Any], ...] = ()  # every knob of bench/cases/knobs.py, resolved for the strategy
     options: tuple[tuple[str, Any], ...] = ()  # every option of the strategy, sorted
-    warmup: int = 2
-    steps: int = 5
-    trials: int = 2
+    warmup: int = default("run", "warmup", on_gpu=False)
+    steps: int = default("run", "steps", on_gpu=False)
+    trials: int = default("run", "trials", on_gpu=False)
     seed: int = 0
 
     # --- construction ---------------------------------------------------------------
@@ -224,7 +225,8 @@ class Case(_Knobs):
         declared = strategies.info(self.strategy)
         out = {}
         if self.execution != "eager":
-            out["execution"] = self.execution if self.compile_mode == "default" else f"{self.execution}:{self.compile_mode}"
+            out["execution"] = (self.execution if self.compile_mode == "default"
+                                else f"{self.execution}:{self.compile_mode}")
         for knob in DECLARED:
             shown = knob.shown(getattr(self, knob.name), declared, bool(self.gpus), self.execution)
             if shown:

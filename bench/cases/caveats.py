@@ -62,5 +62,6 @@ def caveat(row: dict) -> str:
         else:
             why = "the process was stopped or starved outside its timed steps" if off < 0 else \
                 "the step times do not add up to the trials' time"
-            said.append(f"wall-clock {row['wall_img_per_s']:.3g} img/s is {100 * off:+.0f}% off {against}: {why}; re-run")
+            said.append(f"wall-clock {row['wall_img_per_s']:.3g} img/s is {100 * off:+.0f}% off {against}: "
+                        f"{why}; re-run")
     return "; ".join(said)

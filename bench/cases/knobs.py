@@ -99,7 +99,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("channels_last", "--channels-last", False, "channels_last memory format for model and inputs",
          legacy=False, label="channels_last"),
     Knob("cudnn_benchmark", "--cudnn-benchmark", "auto",
-         "auto: on, but off for strategies that run replicas in threads (docs/findings.md: DataParallel and cuDNN autotuning)",
+         "auto: on, but off for strategies that run replicas in threads "
+         "(docs/findings.md: DataParallel and cuDNN autotuning)",
          choices=("auto", "on", "off"), label="cudnn.benchmark", same_step=False, resolve=_cudnn_benchmark),
     Knob("tf32", "--tf32", "default", "TF32 for matmuls and convolutions (default: PyTorch's, convolutions only)",
          choices=("default", "on", "off"), legacy="default", label="tf32"),

@@ -81,7 +81,8 @@ def _sgd_levers(case: Case) -> list[Lever]:
 
 def _layout_levers(case: Case) -> list[Lever]:
     flipped = not case.channels_last
-    return [Lever("channels_last", f"channels_last={'on' if flipped else 'off'}", _with_knobs(case, channels_last=flipped))]
+    return [Lever("channels_last", f"channels_last={'on' if flipped else 'off'}",
+                  _with_knobs(case, channels_last=flipped))]
 
 
 def _option_levers(case: Case) -> list[Lever]:

@@ -46,7 +46,8 @@ FIGURES = [
     "step_ms_trials",  # every timed step in ms, ';' within a trial, '|' between trials
     "peak_alloc_mib", "peak_alloc_mib_min", "peak_reserved_mib",
     "peak_alloc_mib_per_device", "peak_reserved_mib_per_device",
-    "parameters", "workload_source", "flops_per_image", "tflops", *COUNTERS, *ANATOMY, "elapsed_s", *PHASES, "output_tail",
+    "parameters", "workload_source", "flops_per_image", "tflops", *COUNTERS, *ANATOMY, "elapsed_s", *PHASES,
+    "output_tail",
     "notes",  # what the strategy did with the knobs that they alone do not say (Strategy.notes)
     "screened",  # a search's survey measured one trial only, and why ('' where all ran)
 ]
@@ -63,10 +64,12 @@ ENVIRONMENT = [
 ]
 COLUMNS = list(case_mod.COLUMNS) + FIGURES + ENVIRONMENT
 STATUSES = ("ok", "oom", "error", "timeout", "skipped")
-INTEGER = {*COUNTERS[:-1], "n_gpus", "n_replicas", "nnodes", "gpus_per_node", "world_size", "batch_per_gpu", "warmup", "steps", "trials", "seed", "global_batch", "n_timed_steps",
+INTEGER = {*COUNTERS[:-1], "n_gpus", "n_replicas", "nnodes", "gpus_per_node", "world_size", "batch_per_gpu", "warmup",
+           "steps", "trials", "seed", "global_batch", "n_timed_steps",
            "gpu_count_host", "anatomy_steps", "parameters", "host_cpus"}
 FLOAT = {
-    "img_per_s", "img_per_s_p10", "img_per_s_p90", "img_per_s_ci_lo", "img_per_s_ci_hi", "wall_img_per_s", "trial_img_per_s_min", "trial_img_per_s_max",
+    "img_per_s", "img_per_s_p10", "img_per_s_p90", "img_per_s_ci_lo", "img_per_s_ci_hi", "wall_img_per_s",
+    "trial_img_per_s_min", "trial_img_per_s_max",
     "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "peak_alloc_mib", "peak_alloc_mib_min",
     "peak_reserved_mib", "flops_per_image", "tflops", "elapsed_s", "gpu_memory_mib", "alloc_mib_per_step",
     *PHASES,
@@ -128,7 +131,8 @@ def write(path: str | os.PathLike, rows: list[dict], document: dict | None = Non
     path = json_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     clean = [{c: row.get(c) for c in COLUMNS} for row in rows]
-    doc = {"schema": SCHEMA, **{k: v for k, v in (document or {}).items() if k not in ("schema", "rows")}, "rows": clean}
+    doc = {"schema": SCHEMA, **{k: v for k, v in (document or {}).items() if k not in ("schema", "rows")},
+           "rows": clean}
     atomic_write_bytes(path, (json.dumps(doc, indent=1, default=str) + "\n").encode())
     atomic_write_bytes(path.with_suffix(".csv"), _csv_text(clean).encode())
 
@@ -246,18 +250,19 @@ def _validate(row: dict, where: str, fix: str) -> None:
                                ("step_ms_p10", "step_ms_p50", "step_ms_p90")):
             # Rounding of a written figure may move it by an ulp or so; a spread beside its median is no spread.
             if not (row[low] <= row[mid] * (1 + 1e-9) and row[mid] <= row[high] * (1 + 1e-9)):
-                raise ResultsError(f"{where}: {mid} {row[mid]:g} lies outside {low}-{high} ({row[low]:g}-{row[high]:g}): "
-                                   f"no measured spread is like that; {fix}")
+                raise ResultsError(f"{where}: {mid} {row[mid]:g} lies outside {low}-{high} "
+                                   f"({row[low]:g}-{row[high]:g}): no measured spread is like that; {fix}")
         lo, hi = row.get("img_per_s_ci_lo"), row.get("img_per_s_ci_hi")
-        if (lo is None) != (hi is None) or (lo is not None and not lo <= row["img_per_s"] * (1 + 1e-9) <= hi * (1 + 2e-9)):
+        if (lo is None) != (hi is None) or (lo is not None
+                                            and not lo <= row["img_per_s"] * (1 + 1e-9) <= hi * (1 + 2e-9)):
             raise ResultsError(f"{where}: the median's interval img_per_s_ci_lo-img_per_s_ci_hi ({lo}-{hi}) does not "
                                f"hold its median {row['img_per_s']:g}; {fix}")
         if row.get("step_ms_trials"):
             try:
                 steps = sum(len(t) for t in stats.parse_series(row["step_ms_trials"]))
             except ValueError:
-                raise ResultsError(f"{where}: field step_ms_trials is {row['step_ms_trials'][:40]!r}, not step times in "
-                                   f"ms ('1.2;1.3|1.2;1.4'); {fix}") from None
+                raise ResultsError(f"{where}: field step_ms_trials is {row['step_ms_trials'][:40]!r}, "
+                                   f"not step times in ms ('1.2;1.3|1.2;1.4'); {fix}") from None
             if row.get("n_timed_steps") is not None and steps != row["n_timed_steps"]:
                 raise ResultsError(f"{where}: step_ms_trials holds {steps} steps, n_timed_steps says "
                                    f"{row['n_timed_steps']}; {fix}")
@@ -339,7 +344,8 @@ def read_json(path: str | os.PathLike, kind: str, fix: str):
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise ResultsError(f"{path}: cannot read {'an' if kind[0] in 'aeiou' else 'a'} {kind}: not JSON ({exc}); {fix}") from None
+        raise ResultsError(f"{path}: cannot read {'an' if kind[0] in 'aeiou' else 'a'} {kind}: "
+                           f"not JSON ({exc}); {fix}") from None
     except RecursionError:
         raise ResultsError(f"{path}: JSON nested too deeply to be a {kind}; {fix}") from None
 

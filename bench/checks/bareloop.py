@@ -69,8 +69,10 @@ def run(args) -> None:
     torch.backends.cudnn.benchmark = True
     bare, suite, suite_wall = [], [], []
     for _ in range(args.rounds):
-        bare.append(bare_loop(args.model, args.batch, args.precision, args.channels_last, args.warmup, args.steps, args.sgd))
-        figures = suite_single(args.model, args.batch, args.precision, args.channels_last, args.warmup, args.steps, args.sgd)
+        bare.append(bare_loop(args.model, args.batch, args.precision, args.channels_last, args.warmup, args.steps,
+                              args.sgd))
+        figures = suite_single(args.model, args.batch, args.precision, args.channels_last, args.warmup, args.steps,
+                               args.sgd)
         suite.append(figures["img_per_s"])
         suite_wall.append(figures["wall_img_per_s"])
     result = {

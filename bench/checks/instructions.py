@@ -87,19 +87,19 @@ def tiny_step(strategy: str):
 def environment() -> dict:
     import torch
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "torch_git": getattr(torch.version, "git_version", None),
-            "machine": platform.machine()}
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "torch_git": getattr(torch.version, "git_version", None), "machine": platform.machine()}
 
 
 def count(strategy: str) -> int:
     """Instructions of one step of `strategy` (mean of NUMBER steps)."""
     from torch.utils.benchmark import Timer
 
-    from bench.measure import envinfo
+    from bench.core import imports
 
     if shutil.which("valgrind") is None:
         raise InstructionsError("valgrind is not installed: apt-get install valgrind")
-    setup = (f"import sys; sys.path.insert(0, {str(envinfo.REPO)!r})\n"
+    setup = (f"import sys; sys.path.insert(0, {str(imports.ROOT)!r})\n"
              f"from bench.checks.instructions import tiny_step\nrun = tiny_step({strategy!r})")
     try:
         with clean_environment():

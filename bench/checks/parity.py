@@ -17,7 +17,7 @@ import tempfile
 
 import torch
 
-from bench.measure import envinfo
+from bench.core import imports
 from bench.core import protocol
 from bench.cases.case import Case, settings as make_settings
 from bench.engine.launchers import worker_environment
@@ -66,7 +66,8 @@ def parity_case(strategy: str, model: str, batch_per_replica: int, gpus: tuple[i
     knobs = {"cudnn_benchmark": "off", "tf32": "off", **knobs}
     settings = make_settings(warmup=0, steps=steps, trials=1, seed=seed, options=tuple(sorted((options or {}).items())),
                              **knobs)
-    return Case.make(strategy, precision, model, Placement(tuple(gpus), n_replicas), batch_per_replica, execution, settings)
+    return Case.make(strategy, precision, model, Placement(tuple(gpus), n_replicas), batch_per_replica, execution,
+                     settings)
 
 
 def run_parity(cases: list[Case], timeout_s: float = 300, dtype: str = "float32") -> list[dict]:
@@ -88,7 +89,7 @@ def run_parity(cases: list[Case], timeout_s: float = 300, dtype: str = "float32"
         cmd = launcher.command(spec_path, first.placement, first.options_dict)
         env = {**worker_environment(launcher, first.placement, worker_env()),  # as a sweep's worker gets it
                protocol.ENV: os.path.join(tmp, "events.jsonl")}
-        proc = subprocess.run(cmd, cwd=envinfo.REPO, env=env, capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(cmd, cwd=imports.ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
         found = []
         for case_spec in spec["cases"]:
             out = case_spec["parity_out"]
@@ -148,14 +149,15 @@ COMPILE_UPDATE_FRACTION = 0.02
 # decides the other way (1 flip on rows 0-3, 4 on rows 4-7; none on rows 0-7 as one shard,
 # whose step is 1.2e-4 of an update from float64). A flipped element changes the backward
 # through it, by percents of the update of a tensor whose gradient sums few terms at
-# 4 samples (worst: layer2.0.conv2 on rows 0-3, layer4.1.conv1 on rows 4-7). Inductor's kernels round differently from eager's,
-# so they flip other ReLUs: compiled single passed 2% on rows 0-7 by having no flip, compiled
-# DDP failed it on its shards. In float64 the rounding is 2^29 times smaller: a flip needs a
-# pre-activation within ~1e-13 of zero (none among the ~2 million), and the rest of
-# rounding's effect, amplified as in fp32 (~2e3 eps), is ~1e-13 of an update. So in float64
-# every execution must land within FLOAT64_UPDATE_FRACTION of the reference step: a million
-# times tighter than the fp32 bound and ~1e7 above float64's rounding, while a wrong step
-# (other shards, summed gradients) is 100%+ away.
+# 4 samples (worst: layer2.0.conv2 on rows 0-3, layer4.1.conv1 on rows 4-7). Inductor's
+# kernels round differently from eager's, so they flip other ReLUs: compiled single passed 2%
+# on rows 0-7 by having no flip, compiled DDP failed it on its shards. In float64 the
+# rounding is 2^29 times smaller: a flip needs a pre-activation within ~1e-13 of zero (none
+# among the ~2 million), and the rest of rounding's effect, amplified as in fp32 (~2e3 eps),
+# is ~1e-13 of an update. So in float64 every execution must land within
+# FLOAT64_UPDATE_FRACTION of the reference step: a million times tighter than the fp32 bound
+# and ~1e7 above float64's rounding, while a wrong step (other shards, summed gradients) is
+# 100%+ away.
 FLOAT64_UPDATE_FRACTION = 1e-6
 
 
@@ -163,7 +165,8 @@ def update_share(params: dict, reference: dict, initial: dict) -> tuple[str, flo
     """The tensor whose distance from the reference is the largest share of the reference
     step's update of that tensor (max |p - ref| / max |ref - initial|), and that share."""
     assert params.keys() == reference.keys() == initial.keys(), "different parameter names"
-    shares = {k: (params[k] - reference[k]).abs().max().item() / max((reference[k] - initial[k]).abs().max().item(), 1e-12)
+    shares = {k: (params[k] - reference[k]).abs().max().item()
+              / max((reference[k] - initial[k]).abs().max().item(), 1e-12)
               for k in params}
     worst = max(shares, key=shares.get)
     return worst, shares[worst]

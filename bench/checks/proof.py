@@ -98,7 +98,8 @@ def agreement(cells: list[dict]) -> tuple[int, int]:
     by_cell: dict[tuple, dict[str, str]] = {}
     searches = {c["search"] for c in cells}
     for c in cells:
-        by_cell.setdefault((c["model"], c["precision"], c["devices"], c["batch_per_gpu"]), {})[c["search"]] = c["answer"]
+        by_cell.setdefault((c["model"], c["precision"], c["devices"], c["batch_per_gpu"]),
+                           {})[c["search"]] = c["answer"]
     shared = [named for named in by_cell.values() if set(named) == searches]
     return sum(len(set(named.values())) == 1 for named in shared), len(shared)
 
@@ -119,7 +120,8 @@ def main(args) -> int:
     cells = table(searches, against, handloop)
     if not cells:
         raise ProofError(f"{', '.join(map(str, searches))}: no answer to check (nothing ran ok)")
-    print(f"{'search':<16} {'GPUs':>4} {'batch':>6}  {'answer':<52} {'img/s':>9}  {'best measured':<52} {'img/s':>9} ratio")
+    print(f"{'search':<16} {'GPUs':>4} {'batch':>6}  {'answer':<52} {'img/s':>9}  "
+          f"{'best measured':<52} {'img/s':>9} ratio")
     for c in cells:
         print(f"{c['search']:<16} {c['devices']:>4} {c['batch_per_gpu']:>6}  {c['answer'][:52]:<52} "
               f"{c['answer_img_per_s']:>9.0f}  {c['best'][:52]:<52} {c['best_img_per_s']:>9.0f} {c['ratio']:.3f}"

@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
             "`make setup` (.venv with all of them, torch's CPU build where there is no GPU)"
         venv = Path(".venv/bin/parabench")
         if venv.exists():  # setup ran here: the newcomer typed `python -m bench` outside the venv
-            fix = f"this folder's .venv has them: `. .venv/bin/activate` first, or run {venv} {' '.join(sys.argv[1:] if argv is None else argv)}".rstrip()
+            fix = (f"this folder's .venv has them: `. .venv/bin/activate` first, or run {venv} "
+                   f"{' '.join(sys.argv[1:] if argv is None else argv)}").rstrip()
         print(f"parabench: error: this Python ({sys.executable}) lacks {', '.join(missing)}: {fix}", file=sys.stderr)
         return 2
     from strategies import PluginError

@@ -65,7 +65,8 @@ def resolve_gpus(text: str | None) -> list[int]:
     missing = [i for i in ids if i < 0 or i >= available]
     if missing:
         have = f"{available} GPU{'s' if available != 1 else ''}" + (f" (ids 0-{available - 1})" if available else "")
-        raise UsageError(f"GPU id {missing[0]} does not exist: this host has {have}; pass --gpus with ids from that range"
+        raise UsageError(f"GPU id {missing[0]} does not exist: this host has {have}; "
+                         "pass --gpus with ids from that range"
                          + ("" if available else " or leave it empty for the CPU"))
     return ids
 

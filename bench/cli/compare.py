@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import sys
+from pathlib import Path
 
 from bench.cli.common import RESULTS_DIR, UsageError, fraction, write_json
 
@@ -14,7 +15,7 @@ def cmd_compare(args) -> int:
     try:
         currents = [results.load(path) for path in args.current]
         if args.baseline == "auto":
-            args.baseline = str(compare.baseline_for(currents[0], RESULTS_DIR / "reference" / "baselines"))
+            args.baseline = str(compare.baseline_for(currents[0], Path(args.baselines)))
         baseline = results.load(args.baseline)
     except results.ResultsError as exc:
         raise UsageError(str(exc)) from None
@@ -74,8 +75,12 @@ def cmd_dashboard(args) -> int:
 
 def add_parser(sub) -> None:
     cmp_ = sub.add_parser("compare", help="compare results with a baseline; exit 0 pass, 1 regression, 2 unusable")
-    cmp_.add_argument("baseline", help="baseline results file, or 'auto': results/reference/baselines/<hardware>.json")
-    cmp_.add_argument("current", nargs="+", help="results file; with several (repeat runs), a regression must show in all")
+    cmp_.add_argument("baseline", help="baseline results file, or 'auto': the one for this hardware in --baselines")
+    cmp_.add_argument("--baselines", default=str(RESULTS_DIR / "reference" / "baselines"), metavar="DIR",
+                      help="where 'auto' finds <hardware>.json (default: results/reference/baselines, this "
+                           "checkout's CI baselines)")
+    cmp_.add_argument("current", nargs="+",
+                      help="results file; with several (repeat runs), a regression must show in all")
     cmp_.add_argument("--max-slowdown", default="0.10",
                       help="allowed images/s drop, a fraction in (0, 1) or a percentage (default 0.10 = 10%%)")
     cmp_.add_argument("--max-memory-growth", default="0.10",

@@ -25,7 +25,8 @@ def _reserve(args, gpus: list[int]):
         driver = on_host[0]["driver"] if on_host else None
         nccl = envinfo.runtime_libraries().get("nccl")
     try:
-        return reserve.choose(args.reserve_mib, gpus, visible, nccl, socket.gethostname(), driver, Path(args.results_dir))
+        return reserve.choose(args.reserve_mib, gpus, visible, nccl, socket.gethostname(), driver,
+                              Path(args.results_dir))
     except reserve.ReserveError as exc:
         raise UsageError(str(exc)) from None
 
@@ -72,7 +73,8 @@ def _devices(args) -> list[int]:
 def _search(args) -> dict:
     first = ints(args.first_batches, "--first-batches")
     if not (0 < args.resolution < 1):
-        raise UsageError(f"--resolution is a fraction of the largest batch that fit, 0 < x < 1, got {args.resolution:g}")
+        raise UsageError(f"--resolution is a fraction of the largest batch that fit, 0 < x < 1, "
+                         f"got {args.resolution:g}")
     if args.max_batch < 1:
         raise UsageError(f"--max-batch must be at least 1, got {args.max_batch}")
     return {"first": tuple(first), "resolution": args.resolution, "max_batch": args.max_batch}
@@ -136,7 +138,8 @@ def cmd_fit(args) -> int:
         raise UsageError(str(exc)) from None
     knobs = make_settings(warmup=args.warmup, steps=args.steps, trials=1, channels_last=args.channels_last)
     settings = {"models": models, "strategies": chosen, "precisions": precisions, "devices": devices, "gpus": gpus,
-                "memory_budget_mib": budget, "reserve_mib": held.mib, "reserve_source": held.source, "channels_last": args.channels_last, "warmup": args.warmup,
+                "memory_budget_mib": budget, "reserve_mib": held.mib, "reserve_source": held.source,
+                "channels_last": args.channels_last, "warmup": args.warmup,
                 "steps": args.steps, **search, "first": list(search["first"]), "probe_timeout_s": args.probe_timeout,
                 "startup_timeout_s": args.startup_timeout}
     environment = fit.environment_of(gpus)
@@ -169,7 +172,8 @@ def _measure_all(args, out, models, chosen, precisions, devices, gpus, knobs, bu
     complete, started = True, time.monotonic()
     for model in models:
         items, skipped = fit.cases(model, chosen, precisions, devices, gpus, knobs)
-        rows += [{**r, **environment, "hardware": _hardware(environment), "fake_world": True, "devices": r["n_replicas"]}
+        rows += [{**r, **environment, "hardware": _hardware(environment), "fake_world": True,
+                  "devices": r["n_replicas"]}
                  for r in skipped]
         job = fit.Fit(model, items, gpus, budget, search, reserve_mib=held.mib, probe_timeout_s=args.probe_timeout,
                       startup_timeout_s=args.startup_timeout)
@@ -219,10 +223,12 @@ def _resumed(out: Path, settings: dict, models: list[str]) -> tuple[list[dict], 
         doc = fit.load(out)
     except fit.FitError as exc:
         raise UsageError(f"--resume: {exc}") from None
-    for key in ("gpus", "memory_budget_mib", "reserve_mib", "channels_last", "warmup", "steps", "first", "resolution", "max_batch"):
-        if doc["settings"].get(key, 0.0 if key == "reserve_mib" else None) != settings[key]:  # older files: none held back
-            raise UsageError(f"--resume: {out} was made with {key} {doc['settings'].get(key)!r}, not {settings[key]!r}: "
-                             "give the same settings, or another --out")
+    for key in ("gpus", "memory_budget_mib", "reserve_mib", "channels_last", "warmup", "steps", "first", "resolution",
+                "max_batch"):
+        # older files: none held back
+        if doc["settings"].get(key, 0.0 if key == "reserve_mib" else None) != settings[key]:
+            raise UsageError(f"--resume: {out} was made with {key} {doc['settings'].get(key)!r}, "
+                             f"not {settings[key]!r}: give the same settings, or another --out")
     return doc["rows"], [o for o in doc["outcomes"] if o["model"] not in models]
 
 
@@ -264,8 +270,8 @@ def cmd_fit_check(args) -> int:
     checked = fit.against(doc, rows)
     if not checked:
         raise UsageError(f"no row of {', '.join(args.runs)} measures what {args.fit} covers (a real run of the same "
-                         "model, precision, strategy and options, eager, on the same GPU, at one of its device counts): "
-                         "run `bench run --gpus ... --batches ...` at the fit's batches first")
+                         "model, precision, strategy and options, eager, on the same GPU, at one of its device "
+                         "counts): run `bench run --gpus ... --batches ...` at the fit's batches first")
     table = pd.DataFrame([{"model": c["model"], "precision": c["precision"], "strategy": c["strategy"],
                            "devices": c["devices"], "batch/GPU": c["batch_per_gpu"], "fit says": c["fit_says"],
                            "real run": c["run"], "agrees": {None: "-", True: "yes", False: "NO"}[c["agrees"]],
@@ -293,7 +299,8 @@ def add_parser(sub) -> None:
                          "counts beyond this host's: each measured as rank 0 of a fake world of n on one device")
     flags.what(cmd, models="resnet18", precisions=None,
                strategies="default: ddp and every strategy that declares it shards (Strategy.shards)")
-    cmd.add_argument("--devices", help=f"device counts, each a fake world (default {','.join(map(str, DEFAULT_DEVICES))})")
+    cmd.add_argument("--devices",
+                     help=f"device counts, each a fake world (default {','.join(map(str, DEFAULT_DEVICES))})")
     flags.gpus(cmd, "the one GPU to measure on (default: GPU 0 where there is one; '' or cpu: the CPU, with "
                "--memory-budget)")
     cmd.add_argument("--memory-budget", type=float, metavar="MIB",
@@ -301,7 +308,7 @@ def add_parser(sub) -> None:
     cmd.add_argument("--reserve-mib", type=float, metavar="MIB",
                      help="memory held back from every probe at n >= 2 for what a real world holds outside "
                      "PyTorch's allocator, the communicator's buffers (default: measured on a host of 2 or more "
-                     "GPUs and kept per host, driver and NCCL version; on one GPU the committed measurement for "
+                     "GPUs and kept per host, driver and NCCL version; on one GPU the shipped measurement for "
                      "its NCCL version; bench/fit/reserve.py)")
     cmd.add_argument("--channels-last", action="store_true", help="channels_last memory format (default off)")
     how = Search(limit_mib=0)  # the search's defaults, declared once there

@@ -1,24 +1,10 @@
 """The flags that several commands share, declared once: what to measure (models, strategies,
 precisions), on which GPUs, where the results go (the file, the folder, resuming), and how
-much to measure, with every command's measurement defaults in one table."""
+much to measure, its defaults from the one table of bench/cases/defaults.py."""
 from __future__ import annotations
 
 from bench.cli.common import RESULTS_DIR, UsageError
-
-# How much each command measures where its flags are not given, on GPUs and on the CPU, and the
-# least each flag takes. bench run: 12 timed steps on the CPU are enough for a spread
-# (bench/cases/caveats.py); bench fit: one step after one warm-up holds a step's peak memory.
-MEASUREMENT = {
-    "run": {"warmup": ((10, 1), 0, "warm-up steps per case"),
-            "steps": ((20, 6), 1, "timed steps per trial"),
-            "trials": ((3, 2), 1, "trials per case")},
-    # At least 1 each: the optimiser's state, part of the peak, exists after the first step.
-    "fit": {"warmup": ((1, 1), 1, "steps before the peak is read"),
-            "steps": ((1, 1), 1, "steps whose peak is the probe's")},
-    "probe-comm": {"warmup": ((5, 1), 0, "untimed calls per size"),
-                   "reps": ((20, 5), 1, "timed repetitions per size"),
-                   "inner": ((5, 1), 1, "back-to-back calls per repetition")},
-}
+from bench.cases.defaults import MEASUREMENT
 
 
 def what(parser, models: str, precisions: str, strategies: str) -> None:

@@ -52,7 +52,8 @@ def cmd_instructions(args) -> int:
 def add_parser(sub) -> None:
     ins = sub.add_parser("instructions", help="instructions per training step under Callgrind (exact on any machine); "
                          "exit 0 pass, 1 regression, 2 unusable")
-    ins.add_argument("--strategies", help="comma-separated (default: every strategy that runs in one process on the CPU)")
+    ins.add_argument("--strategies",
+                     help="comma-separated (default: every strategy that runs in one process on the CPU)")
     ins.add_argument("--out", help="write the counts here (JSON)")
     ins.add_argument("--compare", metavar="BASELINE", help="judge the counts against this file's")
     ins.add_argument("--tolerance", type=float, default=0.01, help="allowed rise per strategy (fraction, default 0.01)")

@@ -30,7 +30,8 @@ def list_strategies(args) -> None:
                   + (", ".join(c.describe() for c in strategy.sends) or "nothing"))
         if strategy.options:
             print(f"  {'':<18} options: " + ", ".join(
-                f"{k}={v}" + (f" ({'|'.join(map(str, strategy.option_choices[k]))})" if k in strategy.option_choices else "")
+                f"{k}={v}" + (f" ({'|'.join(map(str, strategy.option_choices[k]))})"
+                              if k in strategy.option_choices else "")
                 for k, v in strategy.options.items()))
         print(f"  {'':<18} executions: {', '.join(e for e in EXECUTIONS if e in strategy.executions)}")
         placement = placements(strategy, gpus, [len(gpus)] if gpus else [args.cpu_replicas], args.cpu_replicas)[-1]
@@ -70,7 +71,8 @@ def list_models(given: list[str]) -> None:
               f"input {'x'.join(map(str, w.input_shape))}, {w.num_classes} classes ({w.source})")
         if w.summary:
             print(f"  {'':<15} {w.summary}")
-        skipped = [f"{s}: {r}" for s in strategies.names() if (r := strategies.get(s).workload_unavailable_reason(name))]
+        skipped = [f"{s}: {r}" for s in strategies.names()
+                   if (r := strategies.get(s).workload_unavailable_reason(name))]
         if skipped:
             print(f"  {'':<15} not in " + "; ".join(skipped))
     if not given:

@@ -33,7 +33,8 @@ def inputs(args) -> list[Path]:
         else:
             named.append(given)
     if args.files and not named:
-        raise UsageError(f"no results files in {', '.join(args.files)}: name .json results files or a folder holding them")
+        raise UsageError(f"no results files in {', '.join(args.files)}: "
+                         "name .json results files or a folder holding them")
     if named:
         return named
     own = _loadable([p for p in default_inputs(folder) if REFERENCE not in p.relative_to(folder).parts])
@@ -73,7 +74,8 @@ def cmd_report(args) -> int:
     except results.ResultsError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:
-        raise UsageError(f"cannot write the report in {args.out} ({exc.strerror or exc}): choose a writable --out") from None
+        raise UsageError(f"cannot write the report in {args.out} ({exc.strerror or exc}): "
+                         "choose a writable --out") from None
     whose = f"; from the reference runs committed in {Path(args.results_dir) / REFERENCE}, not your own" \
         if args.reference else ""
     print(f"report written to {out} (tables and figures in {out.parent}{whose})")

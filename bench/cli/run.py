@@ -23,7 +23,8 @@ def _parse_options(pairs: list[str], strategy_names: list[str]) -> dict:
         if not sep:
             raise UsageError(f"--option takes NAME=VALUE, got {pair!r}")
         if key not in defaults:
-            raise UsageError(f"no selected strategy has option {key!r}; options: {', '.join(sorted(defaults)) or 'none'}")
+            raise UsageError(f"no selected strategy has option {key!r}; "
+                             f"options: {', '.join(sorted(defaults)) or 'none'}")
         typed = _typed_like(defaults[key], value, key)
         if key in choices and typed not in choices[key]:
             raise UsageError(f"option {key} takes one of {', '.join(map(str, choices[key]))}, got {value!r}")
@@ -125,10 +126,10 @@ def _sweep(args) -> int:
         except nodes_mod.NodesError as exc:
             raise UsageError(str(exc)) from None
         if not nodes.leader:  # node 0 writes every row; this node lends its devices
-            from bench.measure import envinfo
+            from bench.core import imports
             from bench.run.sweep import worker_env
 
-            return nodes_mod.follow(nodes, store, worker_env(nodes.node_rank), str(envinfo.REPO), gpus)
+            return nodes_mod.follow(nodes, store, worker_env(nodes.node_rank), str(imports.ROOT), gpus)
         leader = nodes_mod.Leader(store)
     return _measure(args, cases, settings, leader, started)
 
@@ -246,7 +247,8 @@ def _measure(args, cases, settings, leader, started: float) -> int:
             return _stop_status(exc)
         except (WriteFailed, NodeGone, nodes_mod.NodesError) as exc:
             reporter.close()
-            print(f"parabench: error: {exc}" + ("" if isinstance(exc, WriteFailed) else f"; finished cases are in {out}"),
+            print(f"parabench: error: {exc}"
+                  + ("" if isinstance(exc, WriteFailed) else f"; finished cases are in {out}"),
                   file=sys.stderr)
             return 1
         finally:
@@ -280,7 +282,8 @@ def _summary(rows: list[dict], out, started: float, recorded: list[dict]) -> int
     for row in rows:
         counts_by_status[row["status"]] = counts_by_status.get(row["status"], 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts_by_status.items()))
-    print(f"{len(rows)} cases ({summary}) written to {results.json_path(out)} and {results.json_path(out).with_suffix('.csv')}")
+    print(f"{len(rows)} cases ({summary}) written to {results.json_path(out)} and "
+          f"{results.json_path(out).with_suffix('.csv')}")
     print(f"time: {time_spent(recorded, time.monotonic() - started)}")
     from bench.report.hostload import busy_line
 
@@ -304,7 +307,8 @@ def add_parser(sub) -> None:
     run.add_argument("--global-batch-sizes", help="global batch sizes, split evenly across the devices")
     flags.gpus(run)
     run.add_argument("--gpu-counts", help="run multi-GPU strategies on the first N of --gpus for each N, e.g. 1,2,4")
-    run.add_argument("--cpu-replicas", type=int, default=2, help="replicas/processes for multi-device strategies on the CPU")
+    run.add_argument("--cpu-replicas", type=int, default=2,
+                     help="replicas/processes for multi-device strategies on the CPU")
     flags.oversubscribe(run, "allow more --cpu-replicas than CPU cores (never more than the memory holds)")
     flags.measurement(run, "run")
     run.add_argument("--seed", type=int, default=0, help="seed of the weights and the synthetic data (>= 0)")
@@ -331,7 +335,8 @@ def add_parser(sub) -> None:
     run.add_argument("--nnodes", type=int, help="hosts the sweep spans: run the same command on each (default 1; under "
                      "Slurm's srun, the task count)")
     run.add_argument("--node-rank", type=int, help="this host's number, 0 to nnodes-1; node 0 writes the results")
-    run.add_argument("--rdzv-endpoint", help="HOST:PORT of node 0, where it hosts the rendezvous store (default port 29400)")
+    run.add_argument("--rdzv-endpoint",
+                     help="HOST:PORT of node 0, where it hosts the rendezvous store (default port 29400)")
     run.add_argument("--rdzv-id", help="a name for this multi-node run, the same on every node (default parabench)")
     run.add_argument("--case-timeout", type=float, default=600.0, help="seconds a case may take before it is killed")
     run.add_argument("--startup-timeout", type=float, default=300.0, help="seconds a worker may take to start")

@@ -100,6 +100,7 @@ def existing_rows(args, out: Path, cases) -> list[dict]:
                              "or start a new file")
     dups = results.duplicates(rows)
     if dups:
-        print(f"note: {out} holds {len(dups)} duplicate case(s) ({'; '.join(dups[:3])}{'...' if len(dups) > 3 else ''}): "
+        print(f"note: {out} holds {len(dups)} duplicate case(s) "
+              f"({'; '.join(dups[:3])}{'...' if len(dups) > 3 else ''}): "
               "the latest ok row of each is kept", file=sys.stderr)
     return rows

@@ -1,12 +1,13 @@
 """Summary statistics of step times (no torch, no numpy: shared with the MXNet worker).
 
 A case's estimate is its median step over every timed step, with a confidence interval by
-bootstrap, as criterion.rs reports its estimates (and outliers as pytest-benchmark counts them). The resampling is two-level
-(trials, then steps within each trial drawn): steps of one trial share what that trial met
-(a clock, a neighbour's burst of work), so a trial that ran in another mode widens the
-interval, while one slow step in a trial of steady ones does not move it. scipy.stats.bootstrap
-resamples one level only, hence the few lines here. Outlier steps are classified by Tukey's
-fences (1.5 and 3 interquartile ranges beyond the quartiles) and reported, never dropped.
+bootstrap, as criterion.rs reports its estimates (and outliers as pytest-benchmark counts
+them). The resampling is two-level (trials, then steps within each trial drawn): steps of one
+trial share what that trial met (a clock, a neighbour's burst of work), so a trial that ran in
+another mode widens the interval, while one slow step in a trial of steady ones does not move
+it. scipy.stats.bootstrap resamples one level only, hence the few lines here. Outlier steps are
+classified by Tukey's fences (1.5 and 3 interquartile ranges beyond the quartiles) and
+reported, never dropped.
 """
 from __future__ import annotations
 

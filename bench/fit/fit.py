@@ -75,7 +75,8 @@ def cases(model: str, strategies: list[str], precisions: list[str], devices: lis
             why = next(filter(None, (unavailable_reason(c) or execution_unavailable_reason(c) for c in made.values())),
                        None)
             if why:
-                skipped += [{**c.row(), "batch_per_gpu": None, "status": "skipped", "reason": why} for c in made.values()]
+                skipped += [{**c.row(), "batch_per_gpu": None, "status": "skipped", "reason": why}
+                            for c in made.values()]
                 continue
             items.append({"precision": precision, "strategy": strategy, "devices": list(devices),
                           # The worker sees its one GPU as device 0 (bench/cli/fit.py).
@@ -132,7 +133,7 @@ def run_worker(fit: Fit, env: dict, on_probe, progress) -> bool:
     """One worker for what is left of `fit`; False where it made no progress (then the caller
     stops: starting another would fail the same way)."""
     from bench.core import protocol
-    from bench.measure.envinfo import REPO
+    from bench.core.imports import ROOT
     from bench.run import procs
 
     left = fit.left()
@@ -140,10 +141,11 @@ def run_worker(fit: Fit, env: dict, on_probe, progress) -> bool:
         return False
     with tempfile.TemporaryDirectory(prefix="parabench-fit-") as folder:
         spec_path, events = Path(folder) / "spec.json", Path(folder) / "events.jsonl"
-        spec_path.write_text(json.dumps({"model": fit.model, "gpus": [0] if fit.gpus else [], "budget_mib": fit.budget_mib,
+        spec_path.write_text(json.dumps({"model": fit.model, "gpus": [0] if fit.gpus else [],
+                                         "budget_mib": fit.budget_mib,
                                          "seed": fit.seed, "reserve_mib": fit.reserve_mib, "plan": left}))
         worker = procs.Worker([sys.executable, "-m", "bench.fit.worker", str(spec_path)],
-                              {**env, protocol.ENV: str(events)}, str(REPO))
+                              {**env, protocol.ENV: str(events)}, str(ROOT))
         reader, inflight, progressed = protocol.EventReader(str(events)), None, False
         started = time.monotonic()
         try:
@@ -178,7 +180,8 @@ def run_worker(fit: Fit, env: dict, on_probe, progress) -> bool:
             tail = [line for line in worker.output_tail().splitlines() if line.strip()]
             on_probe(inflight[0], fit.record({**inflight[0], "status": "error", "peak_alloc_mib": None,
                                               "peak_reserved_mib": None,
-                                              "reason": f"worker died ({code}): {tail[-1] if tail else 'no output'}"[:400]}))
+                                              "reason": (f"worker died ({code}): "
+                                                         f"{tail[-1] if tail else 'no output'}")[:400]}))
             return True
         if fit.limit_mib is None or (not progressed and fit.left()):
             tail = [line for line in worker.output_tail().splitlines() if line.strip()]
@@ -261,13 +264,15 @@ def real_run(doc: dict, model: str, strategy: str, n: int) -> list[str]:
     from bench.cases.case import Case
     from bench.cases.knobs import KNOBS
 
-    found = next((o for o in doc["outcomes"] if (o["model"], o["strategy"], o["devices"]) == (model, strategy, n)), None)
+    found = next((o for o in doc["outcomes"] if (o["model"], o["strategy"], o["devices"]) == (model, strategy, n)),
+                 None)
     probed = [r for r in doc["rows"] if (r.get("model"), r.get("strategy"), r.get("devices")) == (model, strategy, n)
               and r.get("status") in PROBED and r.get("precision") == (found or {}).get("precision")]
     fitted = sorted(r["batch_per_gpu"] for r in probed if r["status"] == "ok")
     if found is None or not found["largest_fit"] or not fitted:
         raise FitError(f"the fit has no largest batch for {model} {strategy} at {n} devices")
-    batches = dict.fromkeys([fitted[0], found["largest_fit"]] + ([found["smallest_failed"]] if found["smallest_failed"] else []))
+    batches = dict.fromkeys([fitted[0], found["largest_fit"]]
+                            + ([found["smallest_failed"]] if found["smallest_failed"] else []))
     case = Case.from_row(dict(probed[0]))
     args = ["--strategies", strategy, "--models", model, "--precisions", found["precision"],
             "--batch-sizes", ",".join(map(str, batches)), "--execution", case.execution]
@@ -373,7 +378,8 @@ def sentences(doc: dict, models=None, precisions=None) -> list[str]:
     resolution = float(settings.get("resolution") or 0)
     groups: dict = {}
     for o in doc["outcomes"]:
-        if (models is not None and o["model"] not in models) or (precisions is not None and o["precision"] not in precisions):
+        if ((models is not None and o["model"] not in models)
+                or (precisions is not None and o["precision"] not in precisions)):
             continue
         groups.setdefault((o["model"], o["precision"]), {}).setdefault(o["strategy"], []).append(o)
     lines = []

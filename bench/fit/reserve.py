@@ -1,13 +1,14 @@
 """What a real world of n >= 2 holds on each GPU outside PyTorch's allocator, which a fake world
 of n does not: the communicator's buffers (NCCL's: 1000 MiB per GPU on 2 H100s with NCCL 2.28,
-results/reference/h100/x2/comm-memory.jsonl). `bench fit` holds it back from its probes at
-n >= 2 without being asked, from the first of these that exists:
+measured by scripts/comm_memory.py and shipped beside this module as comm-memory.jsonl).
+`bench fit` holds it back from its probes at n >= 2 without being asked, from the first of these
+that exists:
 
 - `--reserve-mib`, given;
 - on a host of 2 or more GPUs, measured there (bench/fit/comm_memory.py under torchrun: a 2-rank
   communicator and a DDP step), once per host, driver and NCCL version, and kept in
   <results-dir>/comm-memory.jsonl;
-- on one GPU, the committed measurement for this NCCL version (results/reference/**/comm-memory.jsonl);
+- on one GPU, the shipped measurement for this NCCL version (SHIPPED);
 - else nothing, and the fit's sentence says so.
 
 On the CPU nothing is held back: the budget counts tracked tensors, which a real world's gloo
@@ -22,8 +23,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from bench.core.imports import pythonpath
+
 KEPT = "comm-memory.jsonl"  # the measurements of this host, in the results folder
+SHIPPED = Path(__file__).with_name(KEPT)  # what the package carries: measured on 2 H100s
 
 
 @dataclass(frozen=True)
@@ -54,16 +57,14 @@ def _entries(text: str) -> list[dict]:
     return out
 
 
-def committed(nccl: str, repo: Path = REPO) -> Reserve | None:
-    """The largest communicator a committed measurement of this NCCL version found, per rank."""
-    for path in sorted((repo / "results" / "reference").rglob(KEPT)):
-        found = [e for e in _entries(path.read_text()) if _version(e["nccl"]) == nccl]
-        if found:
-            top = max(found, key=lambda e: e["communicator_mib"])
-            where = path.relative_to(repo).as_posix()
-            return Reserve(top["communicator_mib"], f"the committed measurement for NCCL {nccl}: {where}, "
-                                                    f"{top['world']} x {top['gpu']}")
-    return None
+def shipped(nccl: str, path: Path = SHIPPED) -> Reserve | None:
+    """The largest communicator the shipped measurement of this NCCL version found, per rank."""
+    found = [e for e in _entries(path.read_text()) if _version(e["nccl"]) == nccl] if path.is_file() else []
+    if not found:
+        return None
+    top = max(found, key=lambda e: e["communicator_mib"])
+    return Reserve(top["communicator_mib"], f"the shipped measurement for NCCL {nccl} (bench/fit/{path.name}, "
+                                            f"{top['world']} x {top['gpu']})")
 
 
 def kept(folder: Path, host: str, driver: str, nccl: str) -> Reserve | None:
@@ -71,7 +72,8 @@ def kept(folder: Path, host: str, driver: str, nccl: str) -> Reserve | None:
     path = Path(folder) / KEPT
     if not path.is_file():
         return None
-    found = [e for e in _entries(path.read_text()) if (e.get("host"), e.get("driver"), _version(e["nccl"])) == (host, driver, nccl)]
+    found = [e for e in _entries(path.read_text())
+             if (e.get("host"), e.get("driver"), _version(e["nccl"])) == (host, driver, nccl)]
     if not found:
         return None
     return Reserve(max(e["communicator_mib"] for e in found),
@@ -82,7 +84,7 @@ def measure(gpus: list[int], folder: Path, host: str, driver: str) -> list[dict]
     """bench.fit.comm_memory on the first two of `gpus` (one process each, under torchrun): each
     rank's communicator, MiB, with the host and driver added; appended to <folder>/comm-memory.jsonl."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus[:2])), "NCCL_NVLS_ENABLE": "0",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+           "PYTHONPATH": pythonpath()}
     try:
         proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                                "-m", "bench.fit.comm_memory"], env=env, capture_output=True, text=True,
@@ -101,7 +103,7 @@ def measure(gpus: list[int], folder: Path, host: str, driver: str) -> list[dict]
 
 
 def choose(given: float | None, gpus: list[int], visible: list[int], nccl: str | None, host: str, driver: str | None,
-           folder: Path, measure=measure, repo: Path = REPO) -> Reserve:
+           folder: Path, measure=measure, source: Path = SHIPPED) -> Reserve:
     """What the fit holds back at n >= 2, and where it comes from (the module's order)."""
     if given is not None:
         return Reserve(given, "given with --reserve-mib")
@@ -116,8 +118,8 @@ def choose(given: float | None, gpus: list[int], visible: list[int], nccl: str |
             found = kept(folder, host, driver, nccl)
         if found is not None:
             return found
-    found = committed(nccl, repo)
+    found = shipped(nccl, source)
     if found is not None:
         return found
-    return Reserve(0.0, f"nothing held back: no committed measurement for NCCL {nccl}; measure it on a host of 2 "
+    return Reserve(0.0, f"nothing held back: no shipped measurement for NCCL {nccl}; measure it on a host of 2 "
                         "GPUs (bench fit does it there) or give --reserve-mib")

@@ -146,7 +146,8 @@ def outcome(probes: list[dict], search: Search) -> dict:
                        else f"no batch ran ({errors[-1]['status']})" if errors and finished else "not finished")
     elif hi is None:
         out["said"] = (f"at least {lo} (the search's ceiling)" if lo >= search.max_batch
-                       else f"at least {lo} (then {errors[-1]['status']})" if errors else f"at least {lo} (not finished)")
+                       else f"at least {lo} (then {errors[-1]['status']})" if errors
+                       else f"at least {lo} (not finished)")
     else:
         failed = next(p for p in probes if p["batch"] == hi)
         out["said"] = f"{lo} ({failed['status']} at {hi}" + (")" if finished else ", not finished)")

@@ -103,7 +103,8 @@ def budget_tracker(budget_mib: float | None):
             if budget_mib is not None and out is not NotImplemented:
                 held = held_mib(self.get_tracker_snapshot("current"))
                 if held > budget_mib:
-                    raise MemoryError(f"out of memory: {held:.1f} MiB of tensors, over the budget of {budget_mib:g} MiB")
+                    raise MemoryError(f"out of memory: {held:.1f} MiB of tensors, "
+                                      f"over the budget of {budget_mib:g} MiB")
             return out
 
     return BudgetTracker()

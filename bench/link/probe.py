@@ -240,6 +240,7 @@ def describe(doc: dict) -> list[str]:
             group = (p["collective"], p["n"])
             lines += [f"  {p['collective']}, n={p['n']}", f"  {'size (B)':>12} {'time (us)':>11} {'p10-p90 (us)':>17} "
                       f"{'algbw (GB/s)':>13} {'busbw (GB/s)':>13}"]
-        lines.append(f"  {p['bytes']:>12,} {1e3 * p['ms_p50']:>11.1f} {1e3 * p['ms_p10']:>8.1f}-{1e3 * p['ms_p90']:<8.1f} "
+        lines.append(f"  {p['bytes']:>12,} {1e3 * p['ms_p50']:>11.1f} "
+                     f"{1e3 * p['ms_p10']:>8.1f}-{1e3 * p['ms_p90']:<8.1f} "
                      f"{p['algbw_gbps']:>13.2f} {p['busbw_gbps']:>13.2f}")
     return lines

@@ -26,7 +26,8 @@ TOLERANCE = {"alloc_mib_per_step": 0.01}
 # fastest, so which kernels a step launches, and the workspace they allocate, change from one
 # worker to the next: the same DDP case in 25 runs on 2 H200s (11 of them in fresh workers)
 # launched 445-453 kernels and allocated 2633-2982 MiB per step, where operator calls, syncs
-# and collectives were equal (campaign 7). These two are judged only where that choice is fixed (the CPU, autotuning off).
+# and collectives were equal (campaign 7). These two are judged only where that choice is fixed
+# (the CPU, autotuning off).
 AUTOTUNED = ("kernel_launches_per_step", "alloc_mib_per_step")
 
 

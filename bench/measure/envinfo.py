@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from bench.core.imports import ROOT
 
 
 def cudnn_version(value) -> str:
@@ -35,7 +35,7 @@ def cudnn_version(value) -> str:
 
 def _run(cmd: list[str], timeout: float = 20) -> str | None:
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
@@ -91,7 +91,8 @@ def gpu_count() -> int:
         return count
     if not on_host and not _gpu_device_files():
         return 0
-    out = _run([sys.executable, "-c", "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"],
+    out = _run([sys.executable, "-c",
+                "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"],
                timeout=300)  # torch's import and CUDA's start on a busy host
     return int(out) if out and out.isdigit() else 0
 
@@ -127,7 +128,8 @@ def torch_build() -> dict:
     sweep's parent never imports torch (1.4 s on a 2-core machine, and an import while a
     worker measures would share that worker's CPU)."""
     spec = importlib.util.find_spec("torch")
-    version_py = os.path.join(spec.submodule_search_locations[0], "version.py") if spec and spec.submodule_search_locations else ""
+    version_py = (os.path.join(spec.submodule_search_locations[0], "version.py")
+                  if spec and spec.submodule_search_locations else "")
     if not os.path.isfile(version_py):
         return {"torch": _version("torch"), "cuda": None, "torch_git": None}
     facts = runpy.run_path(version_py)
@@ -211,7 +213,7 @@ def portable_output(text: str) -> str:
     """A worker's output with the checkout's and the interpreter's folders shortened."""
     if not text:
         return text
-    for folder, name in ((str(REPO), "<parabench>"), (sys.prefix, "<python>"), (sys.base_prefix, "<python>"),
+    for folder, name in ((str(ROOT), "<parabench>"), (sys.prefix, "<python>"), (sys.base_prefix, "<python>"),
                          (str(Path.home()), "~")):
         if folder and folder not in ("/", ""):
             text = text.replace(folder, name)

@@ -75,7 +75,8 @@ def anatomy_table(rows: pd.DataFrame, every: pd.DataFrame) -> pd.DataFrame:
         "device": rows["anatomy_device"].tolist(),
         # Every rank and device, not only the busiest: skew between ranks shows here.
         "idle per device": rows["anatomy_idle_ms_per_device"].fillna("").str.replace(";", "; ").tolist(),
-        "exposed comm per device": rows["anatomy_exposed_comm_ms_per_device"].fillna("").str.replace(";", "; ").tolist(),
+        "exposed comm per device":
+            rows["anatomy_exposed_comm_ms_per_device"].fillna("").str.replace(";", "; ").tolist(),
     })
     return table
 

@@ -56,7 +56,8 @@ def per(r: dict) -> str:
 def groups(runs: pd.DataFrame):
     """((run, hardware, model, precision, devices, on GPU, hosts), rows) in a stable order."""
     frame = runs.assign(_devices=[devices(r) for _, r in runs.iterrows()],
-                        _gpu=runs["n_gpus"].fillna(0) > 0, _nnodes=(runs["nnodes"].fillna(1).astype(int) if "nnodes" in runs else 1))
+                        _gpu=runs["n_gpus"].fillna(0) > 0,
+                        _nnodes=(runs["nnodes"].fillna(1).astype(int) if "nnodes" in runs else 1))
     keys = ["source", "hardware", "model", "precision", "_devices", "_gpu", "_nnodes"]
     for key, group in frame.groupby(keys, sort=True):
         yield key, group.drop(columns=["_devices", "_gpu", "_nnodes"])
@@ -87,7 +88,8 @@ def _speedup(top, run: pd.DataFrame) -> tuple[float | None, float | None, str]:
     measured, else over the fastest baseline case at that batch (named)."""
     if pd.notna(top.get("speedup")):
         return float(top["speedup"]), float(top["efficiency"]), ""
-    base = run[(run["strategy"] == strategies.baseline()) & (run["status"] == "ok") & (run["precision"] == top["precision"])
+    base = run[(run["strategy"] == strategies.baseline()) & (run["status"] == "ok")
+               & (run["precision"] == top["precision"])
                & (run["batch_per_gpu"] == top["batch_per_gpu"]) & (run["model"] == top["model"])
                & (run["hardware"] == top["hardware"])]
     base = base[[not ranking.disturbed(r) for _, r in base.iterrows()]] if len(base) else base  # never over noise
@@ -179,7 +181,8 @@ def _record(key, batch, at: pd.DataFrame, run: pd.DataFrame, legend: Legend) -> 
         "variant": top.get("variant") or "", "recommended": chosen is not None and not open_, "searched": bool(log),
         "disturbed": shaky,
         "unjudged": [{"label": legend.short(pd.Series(r)), "img_per_s": float(r["img_per_s"]),
-                      "img_per_s_p10": float(r["img_per_s_p10"]), "why": ranking.open_reason(r, chosen)} for r in open_],
+                      "img_per_s_p10": float(r["img_per_s_p10"]), "why": ranking.open_reason(r, chosen)}
+                     for r in open_],
         "img_per_s": float(top["img_per_s"]), "img_per_s_p10": float(top["img_per_s_p10"]),
         "img_per_s_p90": float(top["img_per_s_p90"]),
         # The interval rankings compare (the p10-p90 where the row predates intervals).
@@ -209,7 +212,8 @@ def _record(key, batch, at: pd.DataFrame, run: pd.DataFrame, legend: Legend) -> 
     if others:
         second = others[0]
         # A runner-up the survey screened ran one trial: its figure is a first look, said so.
-        record.update({"runner_up": legend.short(pd.Series(second)) + (" (one trial)" if isinstance(second.get("screened"), str) and second["screened"] else ""),
+        record.update({"runner_up": legend.short(pd.Series(second))
+                       + (" (one trial)" if isinstance(second.get("screened"), str) and second["screened"] else ""),
                        "runner_up_config": knobs(second),
                        "runner_up_img_per_s": float(second["img_per_s"]),
                        "gap_pct": round(100 * (top["img_per_s"] / second["img_per_s"] - 1), 1),
@@ -266,7 +270,8 @@ def table(recs: list[dict]) -> pd.DataFrame:
             if r["devices"] > 1 else "") + ("*" if r["speedup_over"] else "")
         line.update({
             "recommended": r["label"] + ("" if r["recommended"] else " (unjudged)")
-            + (" (disturbed)" if r.get("disturbed") and r["recommended"] else "") + (" (caveat)" if r.get("caveat") else ""),
+            + (" (disturbed)" if r.get("disturbed") and r["recommended"] else "")
+            + (" (caveat)" if r.get("caveat") else ""),
             "images/s (p10-p90)": f"{rate(r['img_per_s'])} ({rate(r['img_per_s_p10'])}-{rate(r['img_per_s_p90'])})",
             "95% CI": _interval_cell(r),
             f"vs {strategies.baseline()}": speed, **({} if per(r) == "replica" else {"MFU": _mfu_cell(r),
@@ -296,7 +301,8 @@ def _interval_cell(r: dict) -> str:
 def _case(r: dict) -> str:
     interval = _interval_cell(r)
     return (f"`{r['label']}` ({r['precision']}, {r['where']}, {r['batch_per_gpu']}/{per(r)}): {rate(r['img_per_s'])} "
-            f"img/s ({f'95% CI {interval}, ' if interval else ''}p10-p90 {rate(r['img_per_s_p10'])}-{rate(r['img_per_s_p90'])})"
+            f"img/s ({f'95% CI {interval}, ' if interval else ''}"
+            f"p10-p90 {rate(r['img_per_s_p10'])}-{rate(r['img_per_s_p90'])})"
             + ("" if r["speedup"] is None else f", x{r['speedup']:.2f} over {strategies.baseline()}")
             + ("" if r.get("mfu") is None else f", MFU {100 * r['mfu']:.1f}% of {r['mfu_peak']}")
             + ("" if r["peak_alloc_mib"] is None else f", {r['peak_alloc_mib']:.0f} MiB/{per(r)}")
@@ -319,16 +325,16 @@ def lever_lines(recs: list[dict]) -> list[str]:
     for r in recs:
         if r["strategy"] is None:
             continue
-        mine = [l for l in r.get("levers", []) if _of_strategy(l.get("on"), r["strategy"])]
+        mine = [lever for lever in r.get("levers", []) if _of_strategy(lever.get("on"), r["strategy"])]
         skipped = [n for n in r.get("not_tried", []) if _of_strategy(n.get("on"), r["strategy"])]
         if not (mine or skipped):
             continue
         parts = []
-        for lever in (l for l in mine if l.get("gain") is not None):
+        for lever in (measured for measured in mine if measured.get("gain") is not None):
             fate = "kept" if lever.get("kept") else str(lever.get("verdict", "")).replace("dropped: ", "dropped, ")
             parts.append(f"{_short_setting(lever['lever'])} x{lever['gain']:.2f} on `{lever['on']}` ({fate})")
-        declined = sorted({f"{_short_setting(l['lever'])} ({l['verdict'].replace('declined: ', '')})"
-                           for l in mine if l.get("gain") is None})
+        declined = sorted({f"{_short_setting(lever['lever'])} ({lever['verdict'].replace('declined: ', '')})"
+                           for lever in mine if lever.get("gain") is None})
         line = f"{r['batch_per_gpu']}/{per(r)}, {r['where']}: " + ("; ".join(parts) if parts else "no lever measured")
         if declined:
             line += "; declined: " + "; ".join(declined)
@@ -375,7 +381,8 @@ def _ties(r: dict) -> str:
                      "configuration's interval")
     for x in r.get("unjudged", []):
         if x["label"] != r["label"]:
-            parts.append(f"`{x['label']}` measured {rate(x['img_per_s'])} img/s and may be faster ({x['why']}): re-run it")
+            parts.append(f"`{x['label']}` measured {rate(x['img_per_s'])} img/s and may be faster ({x['why']}): "
+                         "re-run it")
     return "; ".join(parts)
 
 
@@ -390,8 +397,8 @@ def _avoid(run: pd.DataFrame, recs: list[dict]) -> list[str]:
         text = (f"avoid {', '.join(sorted({r['strategy'] for r, _ in slow}))} at {batches}/GPU: "
                 f"{100 * min(ratios):.0f}-{100 * max(ratios):.0f}% of "
                 f"{strategies.reference()}'s throughput on the same GPUs (replicas in threads, one process)")
-        trap = [(on, off) for _, g in ok[ok["strategy"].isin({r["strategy"] for r, _ in slow})].groupby(["strategy", "precision", "n_gpus",
-                                                                             "batch_per_gpu"])
+        trap = [(on, off) for _, g in ok[ok["strategy"].isin({r["strategy"] for r, _ in slow})].groupby(
+                    ["strategy", "precision", "n_gpus", "batch_per_gpu"])
                 for on in g[g["cudnn_benchmark"].astype(str).str.lower() == "true"]["img_per_s"][:1]
                 for off in g[g["cudnn_benchmark"].astype(str).str.lower() != "true"]["img_per_s"][:1]]
         if trap:
@@ -401,7 +408,8 @@ def _avoid(run: pd.DataFrame, recs: list[dict]) -> list[str]:
         out.append(text)
     known = [r for r in recs if r.get("regime") in (HOST, GPU)]
     host = sorted({r["batch_per_gpu"] for r in known} - {r["batch_per_gpu"] for r in known if r["regime"] == GPU})
-    busy = sorted({r["batch_per_gpu"] for r in recs if r.get("regime") == GPU and host and r["batch_per_gpu"] > host[-1]})
+    busy = sorted({r["batch_per_gpu"] for r in recs
+                   if r.get("regime") == GPU and host and r["batch_per_gpu"] > host[-1]})
     if host:
         out.append(f"at {', '.join(map(str, host))}/GPU every fastest case is host-bound (the GPU idles more than "
                    "half the step): differences there are host costs; "
@@ -435,9 +443,11 @@ def actions(run: pd.DataFrame, recs: list[dict]) -> str:
     if unsettled:
         cells = sorted({(r["batch_per_gpu"], per(r), r["where"]) for r in unsettled})
         parts.append("Unjudged at " + ", ".join(f"{b}/{unit} on {w}" for b, unit, w in cells)
-                     + ": a configuration that may be faster there could not be ranked; re-run before trusting the order.")
+                     + ": a configuration that may be faster there could not be ranked; "
+                       "re-run before trusting the order.")
     largest = max(r["batch_per_gpu"] for r in done)
-    at = max((r for r in done if r["batch_per_gpu"] == largest), key=lambda r: (r["recommended"], r["img_per_s"], r["label"]))
+    at = max((r for r in done if r["batch_per_gpu"] == largest),
+             key=lambda r: (r["recommended"], r["img_per_s"], r["label"]))
     oom = sorted({r["batch_per_gpu"] for r in recs if r["strategy"] is None and r["out_of_memory"]})
     if at is not best:
         parts.append(f"Largest batch that ran, {largest}/{per(at)}" + (f" (OOM at {oom[0]})" if oom else "")

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import strategies
 from bench.measure import counters
@@ -240,7 +241,8 @@ def confirmed(runs: list[list[dict]]) -> list[dict]:
     repeats = [{v["case"]: v for v in run} for run in runs[1:]]
     final = []
     for v in runs[0]:
-        if v["verdict"] == "regression" and not all(r.get(v["case"], {}).get("verdict") == "regression" for r in repeats):
+        if v["verdict"] == "regression" and not all(r.get(v["case"], {}).get("verdict") == "regression"
+                                                    for r in repeats):
             v = dict(v, verdict="unconfirmed", why=v["why"] + ["not seen again in the repeat run"])
         final.append(v)
     return final
@@ -255,7 +257,8 @@ def render(verdicts: list[dict], baseline_path: str, current_path: str) -> str:
              f"{'case':<58} {'img/s':>8} {'vs single':>10} {'memory':>8}  verdict"]
     for v in verdicts:
         lines.append(f"{v['case']:<58} {_pct(v['img_change']):>8} {_pct(v['ratio_change']):>10} "
-                     f"{_pct(v['mem_change']):>8}  {v['verdict'].upper()}{': ' + '; '.join(v['why']) if v['why'] else ''}")
+                     f"{_pct(v['mem_change']):>8}  {v['verdict'].upper()}"
+                     f"{': ' + '; '.join(v['why']) if v['why'] else ''}")
     counts = {}
     for v in verdicts:
         counts[v["verdict"]] = counts.get(v["verdict"], 0) + 1

@@ -43,7 +43,8 @@ def _save(fig, folder: Path, name: str) -> list[Path]:
     import io
 
     paths = [folder / f"{name}.png", folder / f"{name}.svg"]
-    for path, kwargs in ((paths[0], {"dpi": 110, "metadata": {"Software": None}}), (paths[1], {"metadata": {"Date": None}})):
+    for path, kwargs in ((paths[0], {"dpi": 110, "metadata": {"Software": None}}),
+                         (paths[1], {"metadata": {"Date": None}})):
         buf = io.BytesIO()
         fig.savefig(buf, format=path.suffix[1:], bbox_inches="tight", **kwargs)
         results.atomic_write_bytes(path, buf.getvalue())
@@ -141,7 +142,8 @@ def _draw_throughput(ax, line, lab):
 def figure_throughput(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
     # Name the knobs figure only where one is drawn: where a strategy ran more than one setting.
     others = "; others: knobs figure" if _knob_panels(group) else ""
-    return _batch_panels(primary(group), f"Training throughput vs per-GPU batch (each strategy's fastest knobs{others})",
+    return _batch_panels(primary(group),
+                         f"Training throughput vs per-GPU batch (each strategy's fastest knobs{others})",
                          "images/s (median; bars: p10-p90)", _draw_throughput, folder, name)
 
 
@@ -259,7 +261,8 @@ def figure_efficiency(group: pd.DataFrame, folder: Path, name: str) -> list[Path
     sub = primary(sub)  # knob variants: the knobs figure and the tables
     return _bar_figure(sub.assign(efficiency_pct=sub["efficiency"] * 100, efficiency_lo_pct=sub["efficiency_lo"] * 100,
                                   efficiency_hi_pct=sub["efficiency_hi"] * 100),
-                       f"Scaling efficiency (speed-up over {strategies.baseline()} / GPUs; bars: both p10-p90 spreads; fastest knobs) - "
+                       f"Scaling efficiency (speed-up over {strategies.baseline()} / GPUs; "
+                       "bars: both p10-p90 spreads; fastest knobs) - "
                        f"{caption(group)}",
                        lambda p: p.apply(label, axis=1), "efficiency_pct", lambda precision: precision,
                        "scaling efficiency, % (100% = perfect)", 100, folder, name,
@@ -276,8 +279,8 @@ def figure_amp(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
         return p.apply(lambda r: f"{r['strategy']} ({int(r['n_gpus'])} GPU) "
                                  f"[{r['variant'] or 'default'} vs fp32 {r['variant_fp32'] or 'default'}]", axis=1)
 
-    return _bar_figure(merged, f"Mixed-precision speed-up over fp32 (fastest knobs) - {caption(group)}", names, "amp_speedup",
-                       lambda precision: f"{precision} / fp32", "throughput ratio", 1, folder, name)
+    return _bar_figure(merged, f"Mixed-precision speed-up over fp32 (fastest knobs) - {caption(group)}", names,
+                       "amp_speedup", lambda precision: f"{precision} / fp32", "throughput ratio", 1, folder, name)
 
 
 def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:

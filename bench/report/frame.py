@@ -172,7 +172,8 @@ def amp_speedups(group: pd.DataFrame) -> pd.DataFrame:
     fp32 = ok[ok["precision"] == "fp32"].sort_values("date")
     amp = ok[ok["precision"] != "fp32"]
     columns = keys + ["img_per_s", "variant"]
-    same = amp.merge(fp32.drop_duplicates(keys + ["variant"], keep="last")[columns].assign(variant_fp32=fp32["variant"]),
+    same = amp.merge(fp32.drop_duplicates(keys + ["variant"], keep="last")[columns]
+                     .assign(variant_fp32=fp32["variant"]),
                      on=keys + ["variant"], suffixes=("", "_fp32"))
     rest = amp[~amp.index.isin(amp.reset_index().merge(same[keys + ["variant"]], on=keys + ["variant"])["index"])]
     other = rest.merge(fp32.drop_duplicates(keys, keep="last")[columns], on=keys, suffixes=("", "_fp32"))

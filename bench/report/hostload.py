@@ -11,7 +11,8 @@ BUSY_SHARE = 0.5
 
 
 def _number(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+    return (float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            else None)
 
 
 def busy_line(rows: list[dict], name: str = "the run") -> str | None:

@@ -38,7 +38,8 @@ SPEEDUP = "speed-up over the baseline (scaling efficiency)"
 CELLS = {
     "images/s (median, p10-p90)": lambda r: f"{_k(r['img_per_s'])} ({_k(r['img_per_s_p10'])}-{_k(r['img_per_s_p90'])})"
                                             + (" [caveat]" if _caveat(r) else ""),
-    "step time ms (median, p10-p90)": lambda r: f"{r['step_ms_p50']:.2f} ({r['step_ms_p10']:.2f}-{r['step_ms_p90']:.2f})",
+    "step time ms (median, p10-p90)": lambda r: f"{r['step_ms_p50']:.2f} "
+                                                f"({r['step_ms_p10']:.2f}-{r['step_ms_p90']:.2f})",
     "peak memory per GPU, MiB (max / min over GPUs)": lambda r: (
         f"{r['peak_alloc_mib']:.0f} / {r['peak_alloc_mib_min']:.0f}"
         if pd.notna(r.get("peak_alloc_mib")) and pd.notna(r.get("peak_alloc_mib_min")) else "n/a (CPU)"),
@@ -67,16 +68,17 @@ def tables(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
         table = table[sorted(table.columns)]  # rows keep the strategy order; batches ascend
         table.columns = [f"batch {c}" for c in table.columns]
         # The registry's baseline asked now, not at import: a strategy registered later counts.
-        out[title.replace("the baseline", strategies.baseline()) if title == SPEEDUP else title] = table.fillna("not run")
+        out[title.replace("the baseline", strategies.baseline())
+            if title == SPEEDUP else title] = table.fillna("not run")
     return out
 
 
 READING_GUIDE = (
     "images/s is the global batch over the median step time, with the p10-p90 spread over every timed step of "
-    "every trial. Speed-up and efficiency compare with the baseline (`single`) at the same per-GPU batch (weak scaling), "
-    "measured in the same results file; efficiency is speed-up over the GPU count, all hosts together. Memory is "
-    "the largest `torch.cuda.max_memory_allocated` of the GPUs. A tie: the two spreads overlap. Rows measured on "
-    "different hardware are never compared.")
+    "every trial. Speed-up and efficiency compare with the baseline (`single`) at the same per-GPU batch "
+    "(weak scaling), measured in the same results file; efficiency is speed-up over the GPU count, all hosts "
+    "together. Memory is the largest `torch.cuda.max_memory_allocated` of the GPUs. A tie: the two spreads "
+    "overlap. Rows measured on different hardware are never compared.")
 
 
 def _run_labels(frame: pd.DataFrame) -> pd.DataFrame:
@@ -114,7 +116,8 @@ def _intro(paths: list[Path], shown: list[Path], runs: pd.DataFrame) -> list[str
     frame = runs
     if len(shown) == 1:
         which = (f"Run `{run_labels(shown)[str(shown[0])]}` ({len(frame)} cases, {span})"
-                 + (f": the newest of {len(paths)} results files; `--all` merges every run." if len(paths) > 1 else "."))
+                 + (f": the newest of {len(paths)} results files; `--all` merges every run." if len(paths) > 1
+                    else "."))
     else:
         which = f"{len(shown)} runs, {len(frame)} cases ({span}); each run's answer stands apart."
     return ["# parabench report: which strategy, at which batch size, at what cost", "",

@@ -78,7 +78,8 @@ def answer_section(rep: Report) -> list[str]:
         said = answers.search_lines(path, name)
         lines += [f"- {line}" for line in said] + ([""] if said else [])
     return lines + [f"Per batch: the recommended configuration (the simplest that the fastest does not beat beyond "
-                    f"the spreads), its images/s (median, p10-p90), speed-up over {strategies.baseline()} of the same run "
+                    "the spreads), its images/s (median, p10-p90), "
+                    f"speed-up over {strategies.baseline()} of the same run "
                     "(* over its fastest setting where none had the same knobs), MFU (model FLOPs per second over the "
                     "GPU's dense datasheet peak for the precision), peak memory per GPU, regime, and the fastest other "
                     "strategy. A tie: the spreads overlap; unstable: a faster case's steps or trials were disturbed "
@@ -207,7 +208,8 @@ def findings(group: pd.DataFrame) -> list[str]:
             if min(x for _, x in ratios) < 0.9:
                 worst = min(ratios, key=lambda t: t[1])
                 out.append(f"{precision}: {threaded} reaches {100 * min(x for _, x in ratios):.0f}-"
-                           f"{100 * max(x for _, x in ratios):.0f}% of {strategies.reference()}'s throughput on the same GPUs "
+                           f"{100 * max(x for _, x in ratios):.0f}% of {strategies.reference()}'s throughput "
+                           "on the same GPUs "
                            f"(worst at batch {worst[0]}/GPU; batches {', '.join(str(b) for b, _ in ratios)}).")
     for precision, prow in group.groupby("precision", sort=False):
         fits = []
@@ -244,7 +246,8 @@ def cudnn_effect(frame: pd.DataFrame) -> list[str]:
 def peak_rates(paths: list[Path]) -> dict[str, dict]:
     """GPU name -> the newest `python -m bench peak` probe (*.probe.json) beside the inputs."""
     found = {}
-    for probe in sorted({f for p in paths for f in Path(p).parent.glob("*.probe.json")}, key=lambda f: f.stat().st_mtime):
+    for probe in sorted({f for p in paths for f in Path(p).parent.glob("*.probe.json")},
+                        key=lambda f: f.stat().st_mtime):
         try:
             doc = results.read_json(probe, "peak probe", "run `bench peak` again")
         except results.ResultsError:  # a pipe, a device or no probe: not a peak to set rates against
@@ -311,7 +314,8 @@ def memory_section(group: pd.DataFrame) -> list[str]:
                      "case": label(r), "peak MiB": f"{r['peak_alloc_mib']:.0f}",
                      f"{strategies.reference()} peak MiB": f"{base['peak_alloc_mib']:.0f}",
                      "saved MiB": f"{base['peak_alloc_mib'] - r['peak_alloc_mib']:.0f}",
-                     "at most MiB": f"{strategies.get(r['strategy']).sharded_bytes(parameters) / 2**20 * (n - 1) / n:.0f}",
+                     "at most MiB":
+                         f"{strategies.get(r['strategy']).sharded_bytes(parameters) / 2**20 * (n - 1) / n:.0f}",
                      f"images/s vs {strategies.reference()}": f"{100 * r['img_per_s'] / base['img_per_s']:.0f}% "
                                         f"({100 * r['img_per_s_p10'] / base['img_per_s_p90']:.0f}-"
                                         f"{100 * r['img_per_s_p90'] / base['img_per_s_p10']:.0f})"})
@@ -323,7 +327,8 @@ def memory_section(group: pd.DataFrame) -> list[str]:
             f"{model} has {parameters / 1e6:.2f} M parameters: its model state (fp32 weights, gradients and "
             f"SGD momentum) is {3 * tensor_mib:.0f} MiB per replica. {who}. On N GPUs a strategy can save at most "
             "(N-1)/N of what it shards, per GPU ('at most'). The rest of the peak is activations and workspace, "
-            f"which no strategy here shards: up to {100 * share:.0f}% of {strategies.reference()}'s peak ({label(at)}, {at['precision']}, "
+            f"which no strategy here shards: up to {100 * share:.0f}% of {strategies.reference()}'s peak "
+            f"({label(at)}, {at['precision']}, "
             f"batch {int(at['batch_per_gpu'])}/GPU). Where the saving exceeds the bound or is negative, the "
             "difference is the strategies' own buffers (DDP's gradient buckets, gathered parameters).", "",
             pd.DataFrame(rows).to_markdown(index=False), ""]

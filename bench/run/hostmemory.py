@@ -11,7 +11,6 @@ that died while a count rose was killed for memory.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 # A limit at or above this is "no limit" (v1 writes 2**63 rounded down to the page size).

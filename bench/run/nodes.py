@@ -134,7 +134,8 @@ def check_hostable(host: str, port: int, timeout_s: float = RESOLVE_TIMEOUT_S) -
         raise NodesError(f"node 0 could not resolve {host!r} of --rdzv-endpoint within {timeout_s:g} s: "
                          "give an address of node 0 (its IP address or a name the DNS knows)")
     if "error" in found:
-        raise NodesError(f"node 0 cannot resolve {host!r} of --rdzv-endpoint ({found['error'].strerror or found['error']}): "
+        raise NodesError(f"node 0 cannot resolve {host!r} of --rdzv-endpoint "
+                         f"({found['error'].strerror or found['error']}): "
                          "give an address of node 0 (its IP address or a name the DNS knows)")
     problems = []
     for family, kind, proto, _, address in found["addresses"]:
@@ -457,7 +458,8 @@ def follow(nodes: Nodes, store: Store, env: dict, cwd: str, gpus: list[int]) -> 
         stop.set()
         scratch.close()
     if failures:
-        print(f"node {nodes.node_rank}: {len(failures)} failure(s) here: " + "; ".join(failures)[:2000], file=sys.stderr)
+        print(f"node {nodes.node_rank}: {len(failures)} failure(s) here: " + "; ".join(failures)[:2000],
+              file=sys.stderr)
         return 1
     print(f"node {nodes.node_rank}: node 0 finished the sweep after {launch} worker(s)", flush=True)
     return 0

@@ -224,7 +224,8 @@ class Search:
             # share it come along: one start); one device's cases (the baseline's) come next, the
             # rest after: a survey cut short keeps the answer's cells.
             declared = strategies.info(case.strategy)
-            first = 0 if case.n_replicas == self.counts[0] and _worker(case) in bar else 1 if case.n_replicas == 1 else 2
+            first = (0 if case.n_replicas == self.counts[0] and _worker(case) in bar
+                     else 1 if case.n_replicas == 1 else 2)
             return (first, self.counts.index(case.n_replicas), not (declared and declared.reference),
                     declared.order if declared else 99, case.strategy)
 
@@ -268,7 +269,8 @@ class Search:
                                                     f"the budget ({self.budget_s / 60:g} min), and it was spent; a "
                                                     "larger --budget (make bench BUDGET=) measures it")
                     self.log["not_tried"].append({"group": group_dict(group_of(case)), "on": _named(case),
-                                                  "lever": "survey", "why": "the survey's share of the budget was spent"})
+                                                  "lever": "survey",
+                                                  "why": "the survey's share of the budget was spent"})
                 self._measure("survey", held)
         finally:
             self.sweep.screen, self.sweep.screen_exempt = None, set()
@@ -300,8 +302,8 @@ class Search:
         """What the finals may need: three measurements per group (A, B, A), priced as the
         costliest execution a lever may bring; `capped`: at most FINALS_SHARE of what is left now
         (the levers come first: on one H100 they moved the answer 1.4-3x, a final a few percent)."""
-        dearest = max((self.cost(lever.case) for ls in leaders.values() for l in ls[:1]
-                       for lever in levers(Case.from_row(dict(l.row)), "execution")), default=0.0)
+        dearest = max((self.cost(lever.case) for ls in leaders.values() for leader in ls[:1]
+                       for lever in levers(Case.from_row(dict(leader.row)), "execution")), default=0.0)
         per_group = [3 * max(dearest, self.cost(Case.from_row(dict(ls[0].row)))) for ls in leaders.values() if ls]
         return min(sum(per_group), FINALS_SHARE * max(self.left(), 0.0)) if capped else sum(per_group)
 
@@ -319,7 +321,8 @@ class Search:
                     batch = int(r["batch_per_gpu"])
                     fastest[batch] = min(fastest.get(batch, float("inf")), float(r["step_ms_p10"]))
         batches = sorted(fastest)
-        return dict(zip(batches, ranking.ladder(batches, [fastest[b] for b in batches]))).get(int(key[4]), ranking.UNKNOWN)
+        return dict(zip(batches, ranking.ladder(batches, [fastest[b] for b in batches]))).get(
+            int(key[4]), ranking.UNKNOWN)
 
     def _ordered_levers(self, key, leader: Leader, dimension: str, groups: dict) -> list[tuple[Lever, bool]]:
         """The dimension's levers, each with whether it is of the first tier (FIRST_TIER: the
@@ -328,10 +331,12 @@ class Search:
         if dimension != "execution":
             return [(lever, False) for lever in found]
         regime = self._regime(key, groups)
-        first = {execution for execution, only in FIRST_TIER.items() if only is None or regime in (only, ranking.UNKNOWN)}
+        first = {execution for execution, only in FIRST_TIER.items()
+                 if only is None or regime in (only, ranking.UNKNOWN)}
         order = list(FIRST_TIER)
-        found.sort(key=lambda l: (execution_of(l.case) not in first, order.index(execution_of(l.case))
-                                  if execution_of(l.case) in order else len(order)))
+        found.sort(key=lambda lever: (execution_of(lever.case) not in first,
+                                      order.index(execution_of(lever.case))
+                                      if execution_of(lever.case) in order else len(order)))
         return [(lever, execution_of(lever.case) in first) for lever in found]
 
     def _levers(self, dimension: str, leaders: dict, known: set, groups: dict) -> None:
@@ -358,7 +363,8 @@ class Search:
         calls: list[list[_Item]] = []
         for item in items:
             same = calls and calls[-1][0].rank[:4] == item.rank[:4] and (
-                calls[-1][0].lever.setting, calls[-1][0].lever.case.n_replicas) == (item.lever.setting, item.lever.case.n_replicas)
+                calls[-1][0].lever.setting, calls[-1][0].lever.case.n_replicas) == (
+                item.lever.setting, item.lever.case.n_replicas)
             if same:
                 calls[-1].append(item)
             else:
@@ -369,7 +375,8 @@ class Search:
             while todo:
                 fits = self._fitting(todo, leaders)
                 guessed = bool(fits) and not self._ok(execution_of(fits[0].lever.case), fits[0].lever.case.n_replicas)
-                if guessed and 2 * sum(self.cost(i.lever.case) for i in fits) > self.left() - self._floor(fits[0], leaders):
+                if (guessed and 2 * sum(self.cost(i.lever.case) for i in fits)
+                        > self.left() - self._floor(fits[0], leaders)):
                     # An execution not yet measured at this count is priced on a guess (a compiled
                     # case's cost is a guess until one is measured): where twice the guess would not
                     # fit, measure one, and price the rest with what it cost.

@@ -19,6 +19,7 @@ import tempfile
 import time
 
 import strategies
+from bench.core import imports
 from bench.measure import anatomy, envinfo
 from bench.core import protocol
 from bench.cases import caveats, results
@@ -40,10 +41,22 @@ class WriteFailed(Exception):
     where the measured rows were saved instead."""
 
 
+def inductor_cache_dir() -> str:
+    """torch.compile's default cache folder, as inductor names it from the temp folder and the user."""
+    import getpass
+    import re
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid_{os.getuid()}"
+    return os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
+
+
 def worker_env(node_rank: int = 0) -> dict:
     """The environment every worker starts with."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(envinfo.REPO), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = imports.pythonpath(env)
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off unless asked for
     env[protocol.NODE_RANK_ENV] = str(node_rank)
@@ -52,7 +65,8 @@ def worker_env(node_rank: int = 0) -> dict:
 
 def unavailable_reason(case: Case) -> str | None:
     strategy = strategies.get(case.strategy)
-    return (strategy.unavailable_reason(case.placement, get_precision(case.precision), case.execution, case.options_dict)
+    return (strategy.unavailable_reason(case.placement, get_precision(case.precision), case.execution,
+                                        case.options_dict)
             or strategy.workload_unavailable_reason(case.model) or strategy.knobs_unavailable_reason(dict(case.knobs))
             or execution_unavailable_reason(case))
 
@@ -138,7 +152,8 @@ class Sweep:
         row["workload_source"] = workloads.source_of(case.model)  # torch-free; the worker adds parameters
         row["notes"] = strategies.get(case.strategy).notes(case)
         # host_cpus: the CPUs the load average is over (all of the host's, not this process's share).
-        row.update(load_avg_start=self.load_at_start, load_avg_end=envinfo.load_average(), host_cpus=os.cpu_count() or 1)
+        row.update(load_avg_start=self.load_at_start, load_avg_end=envinfo.load_average(),
+                   host_cpus=os.cpu_count() or 1)
         row.update(figures)
         return row
 
@@ -242,7 +257,8 @@ class Sweep:
         scope = self.settings.worker_scope
         if scope == "case":
             return ordered[:1]
-        chunk = [c for c in ordered if c.series_key() == ordered[0].series_key()] if scope == "series" else list(ordered)
+        chunk = ([c for c in ordered if c.series_key() == ordered[0].series_key()] if scope == "series"
+                 else list(ordered))
         if not launcher_of(ordered[0]).shares_compiled:
             compiled = [i for i, c in enumerate(chunk) if c.execution == "compile"]
             chunk = chunk[:compiled[1]] if len(compiled) > 1 else chunk
@@ -312,6 +328,10 @@ class Sweep:
         with open(spec_path, "w") as fh:
             json.dump(spec, fh)
         env[protocol.ENV] = os.path.join(attempt.workdir, "events.jsonl")
+        # What the worker's processes leave in the temp folder (torchrun's torchelastic_* run
+        # folders) goes with the worker's own folder; the compile caches stay where they were.
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor_cache_dir())
+        env["TMPDIR"] = attempt.workdir
         attempt.reader = protocol.EventReader(env[protocol.ENV])
         if self.leader is not None and pending[0].nnodes > 1:
             p = pending[0].placement
@@ -320,7 +340,7 @@ class Sweep:
             attempt.rendezvous = self.leader.store.nodes.rendezvous(attempt.launch)
         attempt.oom_kills = hostmemory.oom_kills()
         attempt.worker = Worker(launcher.command(spec_path, pending[0].placement, pending[0].options_dict,
-                                                 attempt.rendezvous), env, str(envinfo.REPO))
+                                                 attempt.rendezvous), env, str(imports.ROOT))
         return True
 
     def _follow(self, attempt: "_Attempt", pending: list[Case]) -> None:

@@ -238,23 +238,22 @@ def probe(names: list[str], timeout_s: float = 300) -> dict[str, dict]:
     import subprocess
     import sys
     import tempfile
-    from pathlib import Path
 
+    from bench.core.imports import ROOT, pythonpath
     from bench.core.lifetime import kill_with_parent
 
     _load()
     others = [n for n in dict.fromkeys(names) if n not in _REGISTRY]
     if not others:
         return {}
-    repo = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "PYTHONPATH": pythonpath()}
     with tempfile.TemporaryDirectory(prefix="parabench-probe-") as folder:
         answer = os.path.join(folder, "answer.jsonl")
         # Its output goes to a file and the wait is for the process, not for the end of its
         # output: a helper process the factory starts holds pipes open, never a file. In a
         # process group of its own, so that such helpers end with it.
         with open(os.path.join(folder, "output.txt"), "w+", errors="replace") as output:
-            proc = subprocess.Popen([sys.executable, "-m", "bench.workloads._probe", answer, *others], cwd=repo,
+            proc = subprocess.Popen([sys.executable, "-m", "bench.workloads._probe", answer, *others], cwd=ROOT,
                                     env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
                                     start_new_session=True, preexec_fn=functools.partial(kill_with_parent, os.getpid()))
             try:
@@ -396,7 +395,8 @@ def _described(name, factory, shape, classes, probe=None, **fields) -> Workload:
                 out = model(torch.empty((2, *shape)))
         except Exception as exc:  # noqa: BLE001 - the model's own code
             raise WorkloadError(f"model {name!r}: a forward pass on a {'x'.join(map(str, shape))} input failed "
-                                f"({type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}): "
+                                f"({type(exc).__name__}: "
+                                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}): "
                                 f"declare input_shape and num_classes") from exc
         if not isinstance(out, torch.Tensor) or out.dim() != 2:
             raise WorkloadError(f"model {name!r} must return logits of shape (batch, classes) for input "

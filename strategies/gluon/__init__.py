@@ -11,16 +11,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from bench.core.imports import ROOT
 from strategies import register
 from strategies.base import Collective, Strategy
 
-REPO = Path(__file__).resolve().parents[2]
 # The 1.9.1 CUDA wheels (newest: mxnet-cu117) carry GPU code up to sm_86 and no PTX.
 MAX_COMPUTE_CAPABILITY = (8, 6)
 
 
 def mxnet_python() -> Path:
-    return Path(os.environ.get("PARABENCH_MXNET_PYTHON", REPO / ".venv-mxnet" / "bin" / "python"))
+    return Path(os.environ.get("PARABENCH_MXNET_PYTHON", ROOT / ".venv-mxnet" / "bin" / "python"))
 
 
 def installed_wheel() -> str | None:
@@ -40,7 +40,8 @@ def compute_capabilities(gpus) -> dict[int, tuple[str, tuple[int, int]]]:
     for i in gpus:
         handle = pynvml.nvmlDeviceGetHandleByIndex(i)
         name = pynvml.nvmlDeviceGetName(handle)
-        found[i] = (name.decode() if isinstance(name, bytes) else name, pynvml.nvmlDeviceGetCudaComputeCapability(handle))
+        found[i] = (name.decode() if isinstance(name, bytes) else name,
+                    pynvml.nvmlDeviceGetCudaComputeCapability(handle))
     return found
 
 

@@ -99,7 +99,8 @@ def measure(case: dict, ctx: list, weights: dict, inputs, targets) -> dict:
             step_ms.append((time.perf_counter() - t0) * 1000)
         walls.append(time.perf_counter() - trial_start)
     figures = summarize(step_ms, walls, case["steps"], case["global_batch"])
-    figures.update(flops_per_image=case["flops_per_image"], tflops=case["flops_per_image"] * figures["img_per_s"] / 1e12)
+    figures.update(flops_per_image=case["flops_per_image"],
+                   tflops=case["flops_per_image"] * figures["img_per_s"] / 1e12)
     used = device_memory_mib(ctx)
     if used:  # what the driver reports in use per device (MXNet keeps no peak counter)
         figures.update(peak_alloc_mib=max(used), peak_alloc_mib_min=min(used), peak_reserved_mib=max(used),

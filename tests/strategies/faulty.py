@@ -81,8 +81,8 @@ class Faulty(DDP):
     executions = ("eager",)
     options = {**DDP.options, "launcher": "local", "fault": "none", "at_batch": 0, "fault_rank": 0, "slow_ms": 20}
     option_choices = {**DDP.option_choices, "launcher": ("local", "torchrun", "spawn"),
-                      "fault": ("none", "raise", "oom", "hostoom", "memhog", "sigkill", "segfault", "exit", "hang", "orphan",
-                                "print", "slow")}
+                      "fault": ("none", "raise", "oom", "hostoom", "memhog", "sigkill", "segfault", "exit", "hang",
+                                "orphan", "print", "slow")}
 
     def launcher(self, options):
         from bench.engine import launchers

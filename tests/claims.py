@@ -37,9 +37,9 @@ What counts as a figure (outside code, links and the exemptions below): a number
 point or an exponent (3.2, 0.985, 1e-4); an integer followed by a unit (% x k M MiB GiB MB GB
 KiB ms us s GB/s Gb/s TFLOP/s GFLOP, or a count: cases, runs, pairs, parameters, ok, skipped),
 with the integers of a range or list it closes (95-99%, 10.44 / 10.49 ms); both numbers of
-"N of M"; and every number in a Markdown table's cells after the first column. Exempt: versions (torch 2.11.0, Python 3.12,
-cuDNN 9.19), names that hold digits (H200, resnet18, fp32, NV18, sm_86), shapes and layouts
-(3x224x224, 2x8) and dates.
+"N of M"; and every number in a Markdown table's cells after the first column. Exempt: versions
+(torch 2.11.0, Python 3.12, cuDNN 9.19), names that hold digits (H200, resnet18, fp32, NV18,
+sm_86), shapes and layouts (3x224x224, 2x8) and dates.
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ from pathlib import Path
 
 from bench.cases import results
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO / "docs" / "claims.toml"
 
 # --- figures in a text --------------------------------------------------------------------
@@ -175,7 +175,8 @@ def _rows_of(path: Path) -> list[dict]:
         rows = results.load(path)
         for i, r in enumerate(rows):  # images/s is derived: it must still follow from the step time
             if r["status"] == "ok" and abs(r["global_batch"] * 1e3 / r["step_ms_p50"] / r["img_per_s"] - 1) > 1e-6:
-                raise ClaimError(f"{path.relative_to(REPO)}: row {i}: img_per_s {r['img_per_s']:.6g} does not follow from "
+                raise ClaimError(f"{path.relative_to(REPO)}: row {i}: img_per_s {r['img_per_s']:.6g} "
+                                 "does not follow from "
                                  f"global_batch / step_ms_p50 ({r['global_batch'] * 1e3 / r['step_ms_p50']:.6g}): "
                                  "the raw data under a derived figure changed")
         _LOADED[path] = rows
@@ -193,12 +194,14 @@ def _derived_problem(value, where: str = "") -> str | None:
         windows, rate = value.get("windows"), value.get("img_per_s")
         if isinstance(windows, list) and windows and isinstance(rate, (int, float)):
             if abs(statistics.median(windows) - rate) > 1e-9 * abs(rate):
-                return f"{where}: img_per_s {rate:.6g} is not the median of its windows ({statistics.median(windows):.6g})"
+                return (f"{where}: img_per_s {rate:.6g} is not the median of its windows "
+                        f"({statistics.median(windows):.6g})")
         if isinstance(value.get("best"), dict) and isinstance(value.get("rows"), list):
             for batch, best in value["best"].items():
                 rates = [r.get("img_per_s") for r in value["rows"] if str(r.get("batch_per_gpu")) == str(batch)]
                 if rates and best.get("img_per_s") != max(rates):
-                    return f"{where}best[{batch}]: {best.get('img_per_s')} is not the fastest of its rows ({max(rates)})"
+                    return (f"{where}best[{batch}]: {best.get('img_per_s')} is not the fastest of its rows "
+                            f"({max(rates)})")
         items = value.items()
     elif isinstance(value, list):
         items = enumerate(value)
@@ -238,7 +241,8 @@ def _one(path: Path, where: dict) -> dict:
 def _const(name: str, path: str) -> object:
     tree = ast.parse(_path(path, None).read_text())
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
         if any(isinstance(t, ast.Name) and t.id == name for t in targets):
             return ast.literal_eval(node.value)
     raise ClaimError(f"{path} has no top-level constant {name}")
@@ -268,8 +272,8 @@ def _names(default: str | None) -> dict:
         "eff": lambda rate, single, n: 100 * rate / (n * single),
         "spread": lambda r: (r["img_per_s_p90"] - r["img_per_s_p10"]) / r["img_per_s"],
         "median": statistics.median, "min": min, "max": max, "len": len, "sum": sum, "abs": abs,
-        "sorted": sorted, "round": round, "any": any, "all": all, "zip": zip, "set": set, "dict": dict, "str": str, "float": float,
-        "int": int, "math": math,
+        "sorted": sorted, "round": round, "any": any, "all": all, "zip": zip, "set": set, "dict": dict, "str": str,
+        "float": float, "int": int, "math": math,
     }
 
 

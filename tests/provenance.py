@@ -98,7 +98,8 @@ def results_problems(path: Path, root: Path) -> list[str]:
             named.add(name)
             if union is not None:
                 if name not in union:
-                    problems.append(f"{where} names {out}, not one of the runs this file unites ({', '.join(sorted(union))})")
+                    problems.append(f"{where} names {out}, not one of the runs this file unites "
+                                    f"({', '.join(sorted(union))})")
             elif name != path.name:
                 problems.append(f"{where} was written as {out}, but the file is {path.name}")
             elif not _agrees(_shown_folders(out), relative):
@@ -112,7 +113,8 @@ def results_problems(path: Path, root: Path) -> list[str]:
     return problems
 
 
-def _default_name_problems(where: str, path: Path, relative: Path, folder: str, row: dict, rows: list[dict]) -> list[str]:
+def _default_name_problems(where: str, path: Path, relative: Path, folder: str, row: dict,
+                           rows: list[dict]) -> list[str]:
     m = re.fullmatch(r"run-(\d{8}-\d{6})-(.+?)(?:-\d+)?\.json", path.name)
     if not m:
         return [f"{where} was written into {folder} under its default name, but the file is {path.name}"]
