@@ -136,7 +136,7 @@ class Strategy:
         return "the " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]) if parts else ""
 
     def knobs_unavailable_reason(self, knobs: dict) -> str | None:
-        """Why this strategy cannot run with these knobs (name -> value, bench/cases/knobs.py),
+        """Why this strategy cannot run with these knobs (name -> value, bench/core/knobs.py),
         or None. Asked before a case is measured, in the parent: no torch."""
         return None
 
@@ -149,7 +149,7 @@ class Strategy:
         return not self.replicas_in_threads
 
     def resolve_knob(self, knob, requested, on_gpu: bool, execution: str):
-        """What this strategy runs for a knob's request (bench/cases/knobs.py): the knob's own
+        """What this strategy runs for a knob's request (bench/core/knobs.py): the knob's own
         rule, unless the strategy fixes the value itself."""
         return knob.resolve(requested, self, on_gpu, execution) if knob.resolve else requested
 

@@ -38,11 +38,19 @@ def test_tiny_sweep_writes_well_formed_rows(tmp_path):
     assert str(out) in proc.stdout
 
 
-def test_list_says_what_runs_here():
+def test_list_says_what_runs_here_each_reason_once_and_the_knobs():
     proc = run_cli("list", "--gpus", "")
     assert proc.returncode == 0
-    assert "single" in proc.stdout and "runs here" in proc.stdout
-    assert "needs CUDA" in proc.stdout and "Apex" in proc.stdout
+    lines = proc.stdout.splitlines()
+    single = lines[lines.index(next(line for line in lines if line.lstrip().startswith("single "))) + 1]
+    # No CUDA here: a CUDA graph is not offered, though single declares it.
+    assert "runs fp32, amp-fp16, amp-bf16; executions eager, compile" in single and "cuda-graph" not in single
+    assert "  dp, dp-fn, dp-manual: needs CUDA GPUs" in proc.stdout
+    assert sum("Apex is not installed" in line for line in lines) == 1
+    from bench.core.knobs import KNOBS
+
+    for knob in KNOBS:
+        assert any(line.lstrip().startswith(knob.flag + " ") for line in lines), knob.flag
 
 
 @pytest.mark.parametrize("args, message", [

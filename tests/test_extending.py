@@ -122,11 +122,11 @@ def test_a_strategy_that_shards_the_optimiser_is_fitted_and_reported_from_its_fi
 
 
 def test_every_declared_knob_is_a_field_read_one_way_in_the_parent_and_the_worker():
-    """docs/extending.md, a knob: its entry in bench/cases/knobs.py and its field in
+    """docs/extending.md, a knob: its entry in bench/core/knobs.py and its field in
     bench/core/step.py's KnobFields. The same field reads the request on Settings, the resolved
     value on Case, and what the worker runs on its context, for every knob."""
     from bench.cases.case import Case, settings
-    from bench.cases.knobs import KNOBS
+    from bench.core.knobs import KNOBS
     from bench.core.placement import Placement
     from bench.core.step import CaseSpec, KnobFields, WorkerContext
 
@@ -280,3 +280,34 @@ def test_every_entry_point_takes_its_measurement_defaults_from_one_table():
         for name, ((on_gpu, on_cpu), _, _) in entries.items():
             said = f"default {on_gpu}" if on_gpu == on_cpu else f"default {on_gpu} on GPUs, {on_cpu} on the CPU"
             assert said in " ".join(usage.split()), (command, name, usage[-1500:])
+
+
+def test_a_knob_added_in_one_file_reaches_list_the_sweep_the_answer_and_the_report(tmp_path):
+    """docs/extending.md, a knob: one entry in bench/core/knobs.py and nothing else edited. In a
+    copy of the code with that entry added, `list` offers its flag, a sweep records its column,
+    and the answer and the report label the case by it."""
+    import shutil
+
+    copy = tmp_path / "code"
+    for package in ("bench", "strategies"):
+        shutil.copytree(REPO / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
+    knobs = copy / "bench" / "core" / "knobs.py"
+    entry = ('    Knob("warm_start", "--warm-start", "no", "a knob of the test", choices=("no", "yes"), legacy="no", '
+             'label="warm"),\n)\nBY_NAME =')
+    knobs.write_text(knobs.read_text().replace(")\nBY_NAME =", entry, 1))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def bench(*args):
+        proc = subprocess.run([sys.executable, "-m", "bench", *args], cwd=copy, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout
+
+    assert "--warm-start       no|yes: a knob of the test" in bench("list", "--gpus", "")
+    out = tmp_path / "r.json"
+    bench("run", "--gpus", "", "--strategies", "single", "--batch-sizes", "2", "--warmup", "1", "--steps", "2",
+          "--trials", "1", "--warm-start", "yes", "--out", str(out))
+    assert json.loads(out.read_text())["rows"][0]["warm_start"] == "yes"
+    assert "warm=yes" in bench("answer", str(out))
+    bench("report", str(out), "--out", str(tmp_path / "plots"))
+    assert "warm=yes" in (tmp_path / "plots" / "REPORT.md").read_text()

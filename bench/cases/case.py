@@ -19,7 +19,7 @@ from typing import Any
 
 import strategies
 from bench.cases.defaults import default
-from bench.cases.knobs import BY_NAME as KNOB, COMPILE_MODES, KNOBS as DECLARED, NAMES as KNOB_NAMES  # noqa: F401
+from bench.core.knobs import BY_NAME as KNOB, COMPILE_MODES, KNOBS as DECLARED, NAMES as KNOB_NAMES  # noqa: F401
 from bench.core.placement import Placement
 from bench.core.step import KnobFields
 
@@ -49,7 +49,7 @@ class Settings(_Knobs):
     steps: int = default("run", "steps", on_gpu=False)
     trials: int = default("run", "trials", on_gpu=False)
     seed: int = 0
-    knobs: tuple = ()  # (name, requested value) pairs of bench/cases/knobs.py; absent: the knob's default
+    knobs: tuple = ()  # (name, requested value) pairs of bench/core/knobs.py; absent: the knob's default
     options: tuple = ()  # (name, value) pairs, applied to the strategies that declare them
     case_timeout_s: float = 600.0
     startup_timeout_s: float = 300.0
@@ -101,7 +101,7 @@ class Case(_Knobs):
     batch_per_gpu: int
     nnodes: int = 1
     execution: str = "eager"
-    knobs: tuple[tuple[str, Any], ...] = ()  # every knob of bench/cases/knobs.py, resolved for the strategy
+    knobs: tuple[tuple[str, Any], ...] = ()  # every knob of bench/core/knobs.py, resolved for the strategy
     options: tuple[tuple[str, Any], ...] = ()  # every option of the strategy, sorted
     warmup: int = default("run", "warmup", on_gpu=False)
     steps: int = default("run", "steps", on_gpu=False)
@@ -140,20 +140,12 @@ class Case(_Knobs):
             recorded = json.loads(row.get("options") or "{}")
         except (TypeError, ValueError):
             recorded = {}
-        def knob(name):
-            if name == "cudnn_benchmark":  # None on the CPU (no cuDNN); a flag on GPUs
-                value = row.get(name)
-                return None if value in (None, "") or (isinstance(value, float) and math.isnan(value)) else _bool(value)
-            if name == "channels_last":
-                return _bool(get(name))
-            return get(name)
-
         return cls(
             strategy=str(row["strategy"]), precision=str(row["precision"]), model=str(row["model"]),
             gpus=tuple(int(g) for g in gpus.split(",") if g.strip()),
             n_replicas=int(row.get("n_replicas") or max(1, int(row.get("n_gpus") or 1))),
             batch_per_gpu=int(row["batch_per_gpu"]), nnodes=int(get("nnodes") or 1), execution=execution,
-            knobs=tuple((name, knob(name)) for name in KNOB_NAMES),
+            knobs=tuple((knob.name, knob.read(row.get(knob.name))) for knob in DECLARED),
             options=tuple(sorted(strategy_options(str(row["strategy"]), recorded).items())),
             **{k: int(row[k]) for k in MEASUREMENT if row.get(k) not in (None, "")},
         )

@@ -13,37 +13,58 @@ def cmd_list(args) -> int:
 
 
 def list_strategies(args) -> None:
+    """Each strategy in two or three lines (what runs here, its options), then what cannot run
+    here, each reason once with the strategies and precisions it holds for, then the knobs."""
     import strategies
-    from bench.cases.case import EXECUTIONS
+    from bench.cases.case import EXECUTIONS, Case, Settings, execution_unavailable_reason
     from bench.cases.grid import placements
-    from bench.core.precision import PRECISIONS
+    from bench.core.knobs import KNOBS
+    from bench.core.precision import PRECISIONS, get_precision
 
     gpus = resolve_gpus(args.gpus)
     where = f"GPUs {','.join(map(str, gpus))}" if gpus else f"the CPU ({args.cpu_replicas} replicas)"
     names = strategies.names()  # a plug-in that does not load says so before anything is printed
-    print(f"Strategies and precisions on {where}:")
+    print(f"Strategies on {where}:")
+    cannot: dict[str, list[str]] = {}  # reason -> "strategy (precisions)" it holds for
     for name in names:
         strategy = strategies.get(name)
-        print(f"\n  {name:<18} {strategy.summary}")
-        if strategy.shards or strategy.sends:  # its declarations (strategies/base.py)
-            print(f"  {'':<18} shards {strategy.describe_shards() or 'nothing'}; sends per step: "
-                  + (", ".join(c.describe() for c in strategy.sends) or "nothing"))
+        placement = placements(strategy, gpus, [len(gpus)] if gpus else [args.cpu_replicas], args.cpu_replicas)[-1]
+        runs, refused = [], {}
+        for precision in PRECISIONS.values():
+            reason = strategy.unavailable_reason(placement, precision)
+            if reason is None:
+                runs.append(precision.name)
+            else:
+                refused.setdefault(reason.removeprefix(f"{precision.name}: "), []).append(precision.name)
+        if not runs:
+            for reason in refused:
+                cannot.setdefault(reason, []).append(name)
+            continue
+        for reason, which in refused.items():
+            cannot.setdefault(reason, []).append(f"{name} ({', '.join(which)})")
+        first = get_precision(runs[0])
+        # What a case of each execution would be told (a CUDA graph needs a GPU), asked as the sweep asks.
+        executions = [e for e in EXECUTIONS if strategy.unavailable_reason(placement, first, e) is None
+                      and execution_unavailable_reason(Case.make(name, first.name, "resnet18-small", placement, 1, e,
+                                                                 Settings())) is None]
+        print(f"  {name:<18} {strategy.summary}")
+        print(f"  {'':<18} runs {', '.join(runs)}; executions {', '.join(executions)}"
+              + (f"; shards {strategy.describe_shards() or 'nothing'}; sends per step: "
+                 + (", ".join(c.describe() for c in strategy.sends) or "nothing")
+                 if strategy.shards or strategy.sends else ""))
         if strategy.options:
             print(f"  {'':<18} options: " + ", ".join(
                 f"{k}={v}" + (f" ({'|'.join(map(str, strategy.option_choices[k]))})"
                               if k in strategy.option_choices else "")
                 for k, v in strategy.options.items()))
-        print(f"  {'':<18} executions: {', '.join(e for e in EXECUTIONS if e in strategy.executions)}")
-        placement = placements(strategy, gpus, [len(gpus)] if gpus else [args.cpu_replicas], args.cpu_replicas)[-1]
-        # Precisions with the same verdict on one line (a reason that names its precision, without the name).
-        verdicts: dict[str, list[str]] = {}
-        for precision in PRECISIONS.values():
-            reason = strategy.unavailable_reason(placement, precision)
-            reason = None if reason is None else reason.removeprefix(f"{precision.name}: ")
-            verdicts.setdefault("runs here" if reason is None else reason, []).append(precision.name)
-        for verdict, names in verdicts.items():
-            print(f"    {'runs here: ' if verdict == 'runs here' else 'cannot run '}{', '.join(names)}"
-                  + ("" if verdict == "runs here" else f": {verdict}"))
+    if cannot:
+        print("\nNot here:")
+        for reason, who in cannot.items():
+            print(f"  {', '.join(who)}: {reason}")
+    print("\nKnobs (bench run flags; the default first):")
+    for knob in KNOBS:
+        values = "|".join(map(str, dict.fromkeys((knob.default, *knob.choices)))) if knob.choices else "a switch"
+        print(f"  {knob.flag:<18} {values}: {knob.help}")
 
 
 def list_models(given: list[str]) -> None:

@@ -52,7 +52,7 @@ def _typed_like(default, value: str, key: str):
 
 def _settings(args, on_gpu: bool, strategy_names: list[str]):
     from bench.cases.case import Settings
-    from bench.cases.knobs import KNOBS
+    from bench.core.knobs import KNOBS
 
     def count(value, default, flag, minimum, maximum=100_000):
         # The maximum: past it a case runs for days (steps) or a seed overflows the data's generator.
@@ -298,7 +298,7 @@ def _summary(rows: list[dict], out, started: float, recorded: list[dict]) -> int
 
 def add_parser(sub) -> None:
     from bench.cases.case import WORKER_SCOPES
-    from bench.cases.knobs import KNOBS
+    from bench.core.knobs import KNOBS
 
     run = sub.add_parser("run", help="run a sweep and write results; exit 0 measured, 1 could not go on, 2 bad input, "
                          "3 no case measured ok, 130/143/129 stopped by Ctrl-C/SIGTERM/SIGHUP (resumable)")
@@ -315,7 +315,7 @@ def add_parser(sub) -> None:
     run.add_argument("--execution", default="eager",
                      help="eager,compile,cuda-graph: how the step runs, swept like precisions (default eager)")
     run.add_argument("--compile", action="store_true", help="alias of --execution compile (kept for one release)")
-    for knob in KNOBS:  # bench/cases/knobs.py declares each knob's flag
+    for knob in KNOBS:  # bench/core/knobs.py declares each knob's flag
         knob.add_flag(run)
     run.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                      help="strategy option, e.g. bucket_cap_mb=50, launcher=spawn (see `list`)")

@@ -5,51 +5,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from bench.core.knobs import BY_NAME, KNOBS, Knob
 from bench.core.placement import Placement
 
 
 class KnobFields:
-    """Every knob of bench/cases/knobs.py as a read-only field, so that a reader (and an editor)
-    sees them: on `Settings` as requested, on `Case` as resolved for its strategy, on
+    """Every knob of bench/core/knobs.py as a read-only field, made from its declaration (the
+    loop below): on `Settings` as requested, on `Case` as resolved for its strategy, on
     `WorkerContext` and `CaseSpec` as the worker runs them. Each class says in `_knob(name)`
-    where it keeps the values. A knob declared there has its field here (tests/test_cli.py)."""
+    where it keeps the values."""
 
     def _knob(self, name: str):
         raise NotImplementedError
 
-    @property
-    def compile_mode(self) -> str:
-        """torch.compile's mode under --execution compile."""
-        return self._knob("compile_mode")
 
-    @property
-    def data(self) -> str:
-        """device (a batch resident on the devices) or host (copied from pinned memory every step)."""
-        return self._knob("data")
+def _field(knob: Knob) -> property:
+    return property(lambda self: self._knob(knob.name), doc=knob.help)
 
-    @property
-    def channels_last(self) -> bool:
-        return self._knob("channels_last")
 
-    @property
-    def cudnn_benchmark(self):
-        """Requested: auto, on or off; resolved: a flag on GPUs, None on the CPU."""
-        return self._knob("cudnn_benchmark")
-
-    @property
-    def tf32(self) -> str:
-        """default (PyTorch's), on or off."""
-        return self._knob("tf32")
-
-    @property
-    def sgd_impl(self) -> str:
-        """auto, for-loop, foreach, fused (gluon-sgd: MXNet's own)."""
-        return self._knob("sgd_impl")
-
-    @property
-    def cpu_bind(self) -> str:
-        """none or exclusive (bench/run/affinity.py)."""
-        return self._knob("cpu_bind")
+for _declared in KNOBS:
+    setattr(KnobFields, _declared.name, _field(_declared))
 
 
 class CaseSpec(KnobFields):
@@ -59,7 +34,7 @@ class CaseSpec(KnobFields):
         self.spec = spec
 
     def _knob(self, name: str):
-        return self.spec.get(name)
+        return BY_NAME[name].read(self.spec.get(name))
 
 
 @dataclass
@@ -77,19 +52,11 @@ class WorkerContext(KnobFields):
     criterion: Any = None  # the workload's loss module (Workload.criterion()); every strategy's step takes it
 
     def _knob(self, name: str):
-        return CaseSpec(self.spec)._knob(name)
-
-    @property
-    def channels_last(self) -> bool:
-        return bool(self.spec.get("channels_last"))
+        return BY_NAME[name].read(self.spec.get(name))
 
     @property
     def execution(self) -> str:
         return self.spec.get("execution") or "eager"
-
-    @property
-    def compile_mode(self) -> str:
-        return self.spec.get("compile_mode") or "default"
 
     def all_devices(self) -> list:
         """One device per replica, in replica order."""

@@ -262,7 +262,7 @@ def real_run(doc: dict, model: str, strategy: str, n: int) -> list[str]:
     most: the smallest that fit (a peak to compare), the largest that fit and the smallest that
     failed (the verdicts). FitError where the fit has no largest batch there."""
     from bench.cases.case import Case
-    from bench.cases.knobs import KNOBS
+    from bench.core.knobs import KNOBS
 
     found = next((o for o in doc["outcomes"] if (o["model"], o["strategy"], o["devices"]) == (model, strategy, n)),
                  None)

@@ -13,7 +13,7 @@ from bench.report import findings as answer
 from bench.report.figures import _save, plt, slug
 from bench.report.frame import _order, label
 from bench.report.regime import IDLE_SHARE
-from bench.cases.knobs import STEP_KNOBS
+from bench.core.knobs import STEP_KNOBS
 
 
 # --- step anatomy (run --anatomy) -------------------------------------------------------

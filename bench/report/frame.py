@@ -13,7 +13,7 @@ import pandas as pd
 import strategies
 from bench.cases import ranking, results
 from bench.cases.case import Case, hardware
-from bench.cases.knobs import STEP_KNOBS
+from bench.core.knobs import STEP_KNOBS
 from bench.report.regime import add_regimes
 
 def default_inputs(folder: Path) -> list[Path]:

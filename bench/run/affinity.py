@@ -1,4 +1,4 @@
-"""Which CPUs a worker's processes run on: the `cpu_bind` knob (bench/cases/knobs.py).
+"""Which CPUs a worker's processes run on: the `cpu_bind` knob (bench/core/knobs.py).
 
 exclusive: the CPUs a worker was started with are split into contiguous blocks, one per
 process on the host, within the NUMA node of each process's GPU where the host has several

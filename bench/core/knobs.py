@@ -7,14 +7,17 @@ written before the knob existed had measured, how a request resolves for a strat
 device, its label in tables, whether it changes the training step itself (then speed-ups
 pair only cases that agree on it) and which combinations cannot run.
 
-Everything else reads knobs generically: the CLI builds its flags from `KNOBS`, `Case`
-resolves and records them, the report labels and pairs by them. The code that acts on a
-knob reads it from the case's spec by name (bench/engine/training.py for `sgd_impl`,
-bench/run/worker.py for the backend switches). Adding a knob is one entry here, the code
-that acts on it, and its test (docs/extending.md).
+Everything else reads knobs through this declaration: the CLI builds its flags from `KNOBS`,
+`Case` resolves and records them, rows and the worker's spec are read back with `Knob.read`, the
+report labels and pairs by them, and every knob is a read-only field of `Settings`, `Case` and the
+worker's context made from its entry here (bench/core/step.py's KnobFields). The code that acts on
+a knob reads that field (`ctx.sgd_impl` in bench/engine/training.py, the backend switches in
+bench/run/worker.py). Adding a knob is one entry here, the code that acts on it, and its test
+(docs/extending.md). Torch-free and importing nothing of the suite: the worker's context reads it.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -35,6 +38,18 @@ class Knob:
     resolve: Callable[[Any, Any, bool, str], Any] | None = None
     # (case, precision) -> why this value cannot run the case, or None.
     unavailable: Callable[[Any, Any], str | None] | None = None
+    # What a request of `choices` resolves to, where that is not one of them: cudnn_benchmark's
+    # auto/on/off becomes a flag (None on the CPU, which has no cuDNN).
+    resolves_to: type | None = None
+
+    def read(self, value):
+        """The knob's value from a results row or a worker's spec (JSON or CSV text): typed as
+        the knob declares it; a row written before the knob existed gives `legacy`."""
+        if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
+            return self.legacy
+        if not self.choices or self.resolves_to is bool:
+            return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+        return value
 
     def resolved(self, requested, strategy, on_gpu: bool, execution: str):
         if strategy is not None:
@@ -101,7 +116,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("cudnn_benchmark", "--cudnn-benchmark", "auto",
          "auto: on, but off for strategies that run replicas in threads "
          "(docs/findings.md: DataParallel and cuDNN autotuning)",
-         choices=("auto", "on", "off"), label="cudnn.benchmark", same_step=False, resolve=_cudnn_benchmark),
+         choices=("auto", "on", "off"), label="cudnn.benchmark", same_step=False, resolve=_cudnn_benchmark,
+         resolves_to=bool),
     Knob("tf32", "--tf32", "default", "TF32 for matmuls and convolutions (default: PyTorch's, convolutions only)",
          choices=("default", "on", "off"), legacy="default", label="tf32"),
     Knob("sgd_impl", "--sgd-impl", "auto", "SGD update kernels; auto: PyTorch's choice (foreach on GPUs, "
