@@ -411,9 +411,58 @@ def check(claim: Claim) -> list[str]:
         except ClaimError as exc:
             problems.append(f"{claim.where()}: {figure.printed}: {exc}")
             continue
-        if abs(value - figure.value) > figure.half_unit * (1 + 1e-9) + 1e-12:
+        if _BOUND.search(document[max(0, figure.start - 12):figure.start]):
+            # "within 0.5%" is a bound, not a rounding: the worst case it covers may not pass it.
+            if abs(value) > abs(figure.value) + 1e-12:
+                problems.append(f"{claim.where()}: states a bound of {figure.printed}, its file gives {value:.6g}, "
+                                f"past it ({expression})")
+        elif abs(value - figure.value) > figure.half_unit * (1 + 1e-9) + 1e-12:
             problems.append(f"{claim.where()}: prints {figure.printed}, its file gives {value:.6g} ({expression})")
     return problems
+
+
+# The words around the figures: a GPU model, a GPU count or a date a sentence states must be one
+# of the files behind it (their rows' gpu_name, n_gpus or gpu_count_host, and date).
+GPU_MODELS = ("H100", "H200", "A100", "B200", "GH200", "L40S", "V100")
+_MODEL = re.compile(r"\b(%s)s?\b" % "|".join(GPU_MODELS))
+_COUNT = re.compile(r"\b(\d+)\s*(?:x\s*)?(?:NVIDIA\s+)?(?:%s|GPUs?)\b" % "|".join(GPU_MODELS))
+_DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
+
+
+def _files_behind(claim: Claim) -> list[Path]:
+    named = [claim.file] if claim.file else []
+    for text in [*claim.values, *claim.let.values()]:
+        named += re.findall(r"[\"'](results/[^\"']+\.(?:json|csv))[\"']", text)
+    return [REPO / n for n in dict.fromkeys(named) if (REPO / n).is_file() and n.endswith((".json", ".csv"))]
+
+
+def hardware_words(claim: Claim) -> list[str]:
+    """The GPU models, GPU counts and dates the claim's text states that no row of the results
+    files behind it has (files that are not results files are not asked)."""
+    rows = []
+    for path in _files_behind(claim):
+        try:
+            rows += _rows_of(path)
+        except (ClaimError, results.ResultsError, ValueError, KeyError):
+            continue
+    if not rows:
+        return []
+    names = " ".join(str(r.get("gpu_name") or "") for r in rows)
+    counts = {int(r[k]) for r in rows for k in ("n_gpus", "gpu_count_host") if str(r.get(k) or "").isdigit()}
+    dates = {str(r.get("date") or "")[:10] for r in rows}
+    text = " ".join(claim.text.split())
+    wrong = [f"{m} (the files' GPUs: {sorted({str(r.get('gpu_name')) for r in rows})})"
+             for m in dict.fromkeys(_MODEL.findall(text)) if m not in names]
+    if counts:
+        wrong += [f"{n} GPUs (the files': {sorted(counts)})" for n in dict.fromkeys(_COUNT.findall(text))
+                  if int(n) not in counts]
+    wrong += [f"{d} (the files' dates: {sorted(dates)})" for d in dict.fromkeys(_DATE.findall(text))
+              if d not in dates]
+    return wrong
+
+
+# Words that make the figure after them a bound its data must keep to, not a value it rounds.
+_BOUND = re.compile(r"(?:within|at most|under|below|less than)\s+[+-]?$")
 
 
 def undeclared(doc: str, claims: list[Claim]) -> list[Figure]:

@@ -30,6 +30,39 @@ def test_no_figure_without_a_source(doc):
     assert not missing, "figures no claim in docs/claims.toml declares:\n" + "\n".join(missing)
 
 
+def test_the_gpus_and_dates_a_sentence_names_are_those_of_its_files():
+    """A GPU model, a GPU count or a date in a claim's text is one of the rows behind it: "H100"
+    for "H200", or "8 GPUs" for "4 GPUs", next to a figure fails, though every number holds."""
+    import dataclasses
+
+    wrong = {c.where(): w for c in CLAIMS if (w := claims.hardware_words(c))}
+    assert not wrong, wrong
+    named = [c for c in CLAIMS if "NVIDIA H200" in c.text and claims.hardware_words(c) == []
+             and any(p.suffix == ".json" and p.parent.name == "baselines" for p in claims._files_behind(c))]
+    assert named, "no claim names its GPU beside a results file"
+    for claim in named:
+        assert claims.hardware_words(dataclasses.replace(claim, text=claim.text.replace("H200", "H100")))
+    sized = [c for c in CLAIMS if re.search(r"\b4 GPUs\b", c.text)]
+    caught = [c for c in sized
+              if claims.hardware_words(dataclasses.replace(c, text=c.text.replace("4 GPUs", "8 GPUs")))]
+    assert caught, [c.where() for c in sized]
+
+
+def test_a_bound_in_words_holds_for_its_worst_case(monkeypatch):
+    """"within 0.5%" over a worst case of 0.511% rounds right and is still false: a figure after
+    within, at most, under, below or less than is a bound its data keeps to."""
+    import dataclasses
+
+    claim = next(c for c in CLAIMS if "it matches ddp within 0.6%" in c.text)
+    assert claims.check(claim) == []
+    document = (claims.REPO / claim.doc).read_text().replace("within 0.6%", "within 0.5%")
+    tightened = dataclasses.replace(claim, text=claim.text.replace("within 0.6%", "within 0.5%"))
+    original = claims.Path.read_text
+    monkeypatch.setattr(claims.Path, "read_text",
+                        lambda self, *a, **k: document if self == claims.REPO / claim.doc else original(self, *a, **k))
+    assert any("states a bound of 0.5" in p for p in claims.check(tightened))
+
+
 def test_a_changed_number_in_a_results_file_fails_its_claim(monkeypatch):
     """The check reads the committed rows: one number changed there is a claim that no longer holds."""
     claim = next(c for c in CLAIMS if c.text.startswith("| resnet18-small fp32, 1024 | 28.4 k"))
