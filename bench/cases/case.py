@@ -174,11 +174,13 @@ class Case(_Knobs):
 
     def key(self) -> tuple:
         """What makes two rows the same case (measurement settings and GPU ordinals aside)."""
-        return tuple(self.row()[k] for k in AXES + KNOBS if k != "gpus")
+        row = self.row()
+        return tuple(row[k] for k in AXES + KNOBS if k != "gpus")
 
     def series_key(self) -> tuple:
         """The case without its batch size: one line of a figure, one OOM ladder."""
-        return tuple(self.row()[k] for k in AXES + KNOBS if k not in ("gpus", "batch_per_gpu"))
+        row = self.row()
+        return tuple(row[k] for k in AXES + KNOBS if k not in ("gpus", "batch_per_gpu"))
 
     def group_key(self) -> tuple:
         """What configurations compete within (a search's group, one cell of the answer):

@@ -55,7 +55,7 @@ def per(r: dict) -> str:
 
 def groups(runs: pd.DataFrame):
     """((run, hardware, model, precision, devices, on GPU, hosts), rows) in a stable order."""
-    frame = runs.assign(_devices=[devices(r) for _, r in runs.iterrows()],
+    frame = runs.assign(_devices=[devices(r) for r in runs.to_dict("records")],
                         _gpu=runs["n_gpus"].fillna(0) > 0,
                         _nnodes=(runs["nnodes"].fillna(1).astype(int) if "nnodes" in runs else 1))
     keys = ["source", "hardware", "model", "precision", "_devices", "_gpu", "_nnodes"]
@@ -83,19 +83,29 @@ def _in_group(entry_group: dict, model, precision, batch, n_replicas) -> bool:
             entry_group.get("devices")) == (model, precision, int(batch), int(n_replicas))
 
 
-def _speedup(top, run: pd.DataFrame) -> tuple[float | None, float | None, str]:
+def baselines(run: pd.DataFrame) -> dict[tuple, dict]:
+    """The fastest steady baseline row of a run per (precision, batch, model, hardware): what a
+    speed-up divides by where the top row has no baseline with its own knobs. Built once per run
+    (filtering the run for every record made a file of 20,000 rows take minutes)."""
+    base = run[(run["strategy"] == strategies.baseline()) & (run["status"] == "ok")]
+    best: dict[tuple, dict] = {}
+    for r in base.to_dict("records"):
+        if ranking.disturbed(r):
+            continue  # never over noise
+        key = (r["precision"], r["batch_per_gpu"], r["model"], r["hardware"])
+        if key not in best or r["img_per_s"] > best[key]["img_per_s"]:
+            best[key] = r
+    return best
+
+
+def _speedup(top, base_of: dict[tuple, dict]) -> tuple[float | None, float | None, str]:
     """Speed-up and efficiency over the baseline of the same run: with the same knobs where
     measured, else over the fastest baseline case at that batch (named)."""
     if pd.notna(top.get("speedup")):
         return float(top["speedup"]), float(top["efficiency"]), ""
-    base = run[(run["strategy"] == strategies.baseline()) & (run["status"] == "ok")
-               & (run["precision"] == top["precision"])
-               & (run["batch_per_gpu"] == top["batch_per_gpu"]) & (run["model"] == top["model"])
-               & (run["hardware"] == top["hardware"])]
-    base = base[[not ranking.disturbed(r) for _, r in base.iterrows()]] if len(base) else base  # never over noise
-    if base.empty:
+    best = base_of.get((top["precision"], top["batch_per_gpu"], top["model"], top["hardware"]))
+    if best is None:
         return None, None, ""
-    best = base.sort_values("img_per_s").iloc[-1]
     x = top["img_per_s"] / best["img_per_s"]
     return float(x), float(x / devices(top)), full(best)
 
@@ -151,17 +161,17 @@ def _settings(case: Case) -> list[str]:
             + [f"{k}={v}" for k, v in case.options])
 
 
-def _record(key, batch, at: pd.DataFrame, run: pd.DataFrame, legend: Legend) -> dict:
+def _record(key, batch, at: list[dict], base_of: dict[tuple, dict], legend: Legend) -> dict:
+    """The answer at one batch of one group: `at` holds the group's rows at that batch."""
     source, hardware, model, precision, n, on_gpu, nnodes = key
-    ok = at[at["status"] == "ok"]
-    record = {"run": run_name(source), "source": str(at["path"].iloc[0]) if "path" in at else str(source),
+    rows = [r for r in at if r["status"] == "ok"]
+    record = {"run": run_name(source), "source": str(at[0].get("path", source)),
               "hardware": hardware, "model": model,
               "precision": precision, "devices": int(n), "where": where(int(n), bool(on_gpu), int(nnodes)),
-              "batch_per_gpu": int(batch), "out_of_memory": sorted(set(at[at["status"] == "oom"]["strategy"])),
+              "batch_per_gpu": int(batch), "out_of_memory": sorted({r["strategy"] for r in at if r["status"] == "oom"}),
               "strategy": None, "searched": False}
-    if ok.empty:
+    if not rows:
         return record
-    rows = [dict(r) for _, r in ok.iterrows()]
     n_replicas = int(rows[0].get("n_replicas") or n)
     log = search_log(str(rows[0].get("path") or source))
     group = (model, precision, batch, n_replicas)
@@ -174,13 +184,13 @@ def _record(key, batch, at: pd.DataFrame, run: pd.DataFrame, legend: Legend) -> 
     top = chosen if chosen is not None else max(open_, key=lambda r: r["img_per_s"])
     shaky = ranking.stopped(top)
     ci_lo, ci_hi = ranking.interval(top)
-    speedup, efficiency, over = _speedup(pd.Series(top), run)
+    speedup, efficiency, over = _speedup(top, base_of)
     share, peak = mfu(top)
     record.update({
-        "strategy": top["strategy"], "config": knobs(top), "label": legend.short(pd.Series(top)),
+        "strategy": top["strategy"], "config": knobs(top), "label": legend.short(top),
         "variant": top.get("variant") or "", "recommended": chosen is not None and not open_, "searched": bool(log),
         "disturbed": shaky,
-        "unjudged": [{"label": legend.short(pd.Series(r)), "img_per_s": float(r["img_per_s"]),
+        "unjudged": [{"label": legend.short(r), "img_per_s": float(r["img_per_s"]),
                       "img_per_s_p10": float(r["img_per_s_p10"]), "why": ranking.open_reason(r, chosen)}
                      for r in open_],
         "img_per_s": float(top["img_per_s"]), "img_per_s_p10": float(top["img_per_s_p10"]),
@@ -194,8 +204,8 @@ def _record(key, batch, at: pd.DataFrame, run: pd.DataFrame, legend: Legend) -> 
         "regime": top.get("regime") or "", "notes": str(top.get("notes") or "") if pd.notna(top.get("notes")) else "",
         "caveat": str(top.get("caveat") or "") if pd.notna(top.get("caveat")) else "",
         "mfu": share, "mfu_peak": peak, "noise_pct": round(100 * noise, 1),
-        "fastest": None, "ties": [legend.short(pd.Series(r)) for r in tied],
-        "left_out": [{"label": legend.short(pd.Series(r)), "img_per_s": float(r["img_per_s"]), "why": why}
+        "fastest": None, "ties": [legend.short(r) for r in tied],
+        "left_out": [{"label": legend.short(r), "img_per_s": float(r["img_per_s"]), "why": why}
                      for r, why in left_out if r is not top],
         "levers": _measured_levers(log, rows, top, group),
         "not_tried": [{"on": e.get("on"), "lever": e.get("lever"), "why": e.get("why")}
@@ -204,7 +214,7 @@ def _record(key, batch, at: pd.DataFrame, run: pd.DataFrame, legend: Legend) -> 
         # The order cannot be read where a configuration that may be faster could not be ranked.
         "unstable": chosen is None or bool(open_)})
     if fastest is not top and not ranking.stopped(fastest):
-        record["fastest"] = {"label": legend.short(pd.Series(fastest)), "img_per_s": float(fastest["img_per_s"]),
+        record["fastest"] = {"label": legend.short(fastest), "img_per_s": float(fastest["img_per_s"]),
                              "gap_pct": round(100 * (fastest["img_per_s"] / top["img_per_s"] - 1), 1)}
     others = sorted((r for r in rows if r["strategy"] != top["strategy"] and not ranking.stopped(r)),
                     key=lambda r: -r["img_per_s"])
@@ -212,7 +222,7 @@ def _record(key, batch, at: pd.DataFrame, run: pd.DataFrame, legend: Legend) -> 
     if others:
         second = others[0]
         # A runner-up the survey screened ran one trial: its figure is a first look, said so.
-        record.update({"runner_up": legend.short(pd.Series(second))
+        record.update({"runner_up": legend.short(second)
                        + (" (one trial)" if isinstance(second.get("screened"), str) and second["screened"] else ""),
                        "runner_up_config": knobs(second),
                        "runner_up_img_per_s": float(second["img_per_s"]),
@@ -234,12 +244,14 @@ def records(runs: pd.DataFrame, legend: Legend | None = None) -> list[dict]:
     """The answer, one record per run, hardware, model, precision, device count and batch."""
     legend = legend or Legend()
     out = []
-    by_source = dict(tuple(runs.groupby("source", sort=False)))
+    runs = runs.reset_index(drop=True)
+    # Rows as dicts once (a DataFrame's rows made into dicts group by group took most of the time
+    # a file of 20,000 rows needed), grouped by their positions; the baselines once per run.
+    every = runs.to_dict("records")
+    base_of = {source: baselines(run) for source, run in runs.groupby("source", sort=False)}
     for key, group in groups(runs):
-        # One pass over the group by batch (filtering it once per batch was quadratic: a file of 20,000
-        # rows took minutes).
-        for batch, at in sorted(group.groupby("batch_per_gpu", sort=False), key=lambda kv: kv[0]):
-            out.append(_record(key, batch, at, by_source[key[0]], legend))
+        for batch, at in sorted(group.groupby("batch_per_gpu", sort=False).indices.items()):
+            out.append(_record(key, batch, [every[group.index[i]] for i in at], base_of[key[0]], legend))
     return out
 
 
