@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.core.placement import Placement
-from bench.core.step import TrainStep, WorkerContext
+from bench.core.step import CaseSpec, TrainStep, WorkerContext
 
-__all__ = ["COLLECTIVES", "STATE", "Collective", "Placement", "Strategy", "TrainStep", "WorkerContext"]
+__all__ = ["COLLECTIVES", "STATE", "CaseSpec", "Collective", "Placement", "Strategy", "TrainStep", "WorkerContext"]
 
 # The training state a strategy may split across its ranks. Each part is one fp32 copy of the
 # parameters' size: every strategy here keeps fp32 parameters under autocast, and the
@@ -160,9 +160,10 @@ class Strategy:
         return LOCAL
 
     # --- in the parent, around a worker --------------------------------------------------
-    def prepare_launch(self, spec: dict, workdir: str) -> None:
-        """Before a worker starts: add to the case `spec` what the worker needs (e.g.
-        exported weights for another framework), writing files under `workdir`."""
+    def prepare_launch(self, spec: CaseSpec, workdir: str) -> dict:
+        """Before a worker starts: what the worker needs beyond the case `spec` (e.g. exported
+        weights for another framework, written under `workdir`), as the spec's `extra`."""
+        return {}
 
     # --- one training step ------------------------------------------------------------
     def build(self, model, ctx: WorkerContext) -> TrainStep:

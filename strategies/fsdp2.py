@@ -77,7 +77,7 @@ class FSDP2(DDP):
             for module in model.modules():
                 if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
                     fully_shard(module, mesh=mesh, reshard_after_forward=reshard, mp_policy=fp32)
-        for block in shard_units(model, ctx.spec.get("model")):
+        for block in shard_units(model, ctx.spec.model):
             fully_shard(block, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
         fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
         return model

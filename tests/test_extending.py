@@ -136,7 +136,7 @@ def test_every_declared_knob_is_a_field_read_one_way_in_the_parent_and_the_worke
     case = Case.make("ddp", "fp32", "resnet18-small", Placement((), 2), 4, "eager", asked)
     ctx = WorkerContext(case.spec(), case.placement, None, {})
     for knob in KNOBS:
-        spec = CaseSpec(case.spec())
+        spec = CaseSpec.from_json(case.spec().to_json())  # as the worker reads it back
         assert getattr(case, knob.name) == getattr(spec, knob.name) == getattr(ctx, knob.name), knob.name
     assert (asked.tf32, case.tf32, ctx.tf32) == ("on", "on", "on") and ctx.sgd_impl == "foreach" and ctx.data == "host"
     assert asked.cudnn_benchmark == "auto" and case.cudnn_benchmark is None  # resolved: no cuDNN on the CPU
@@ -311,3 +311,32 @@ def test_a_knob_added_in_one_file_reaches_list_the_sweep_the_answer_and_the_repo
     assert "warm=yes" in bench("answer", str(out))
     bench("report", str(out), "--out", str(tmp_path / "plots"))
     assert "warm=yes" in (tmp_path / "plots" / "REPORT.md").read_text()
+
+
+def test_the_case_crosses_into_the_worker_as_one_typed_versioned_object():
+    """Case.spec() is a CaseSpec: written as JSON and read back as the same object, its knobs
+    typed fields; a spec of another version or with fields this code does not know is refused in
+    one line, and the worker modules read fields, not string keys."""
+    import ast
+    import dataclasses
+
+    import pytest
+
+    from bench.cases.case import Case, settings
+    from bench.core.placement import Placement
+    from bench.core.step import SPEC_VERSION, CaseSpec, SpecError
+
+    case = Case.make("ddp", "fp32", "resnet18-small", Placement((), 2), 4, "eager", settings(channels_last=True))
+    spec = case.spec()
+    back = CaseSpec.from_json(json.loads(json.dumps(spec.to_json())))
+    assert back == spec and back.channels_last is True and back.placement == case.placement
+    with pytest.raises(SpecError, match=f"this worker reads version {SPEC_VERSION}"):
+        CaseSpec.from_json({**spec.to_json(), "version": SPEC_VERSION + 1})
+    with pytest.raises(SpecError, match="fields batch_size are not in version"):
+        CaseSpec.from_json({**spec.to_json(), "batch_size": 4})
+    assert dataclasses.replace(spec, batch_per_gpu=8).batch_per_gpu == 8  # frozen: changed by replace only
+    for module in ("bench/run/worker.py", "bench/fit/worker.py", "strategies/gluon/worker.py"):
+        tree = ast.parse((REPO / module).read_text())
+        keyed = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Subscript)
+                 and isinstance(n.value, ast.Name) and n.value.id == "case"]
+        assert not keyed, (module, keyed)

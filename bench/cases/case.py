@@ -21,7 +21,7 @@ import strategies
 from bench.cases.defaults import default
 from bench.core.knobs import BY_NAME as KNOB, COMPILE_MODES, KNOBS as DECLARED, NAMES as KNOB_NAMES  # noqa: F401
 from bench.core.placement import Placement
-from bench.core.step import KnobFields
+from bench.core.step import CaseSpec, KnobFields
 
 EXECUTIONS = ("eager", "compile", "cuda-graph")
 
@@ -210,9 +210,13 @@ class Case(_Knobs):
             "global_batch": self.global_batch,
         }
 
-    def spec(self) -> dict:
-        """What the worker needs to run the case."""
-        return {**self.row(), "gpus": list(self.gpus), "options": self.options_dict, "key": list(map(str, self.key()))}
+    def spec(self) -> CaseSpec:
+        """What the worker needs to run the case (bench/core/step.py: typed, versioned)."""
+        return CaseSpec(strategy=self.strategy, precision=self.precision, model=self.model, gpus=self.gpus,
+                        n_replicas=self.n_replicas, nnodes=self.nnodes, batch_per_gpu=self.batch_per_gpu,
+                        global_batch=self.global_batch, execution=self.execution, knobs=dict(self.knobs),
+                        options=self.options_dict, warmup=self.warmup, steps=self.steps, trials=self.trials,
+                        seed=self.seed, key=tuple(map(str, self.key())))
 
     def changed_knobs(self) -> dict:
         """The knobs set away from the suite's defaults (the label that tells variants apart)."""

@@ -10,7 +10,7 @@ n-shard gradient accumulation, not a one-device step on the whole batch.
 """
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import subprocess
 import tempfile
@@ -21,7 +21,7 @@ from bench.core import imports
 from bench.core import protocol
 from bench.cases.case import Case, settings as make_settings
 from bench.engine.launchers import worker_environment
-from bench.run.sweep import launcher_of, worker_spec
+from bench.run.sweep import launcher_of, worker_spec, write_spec
 from bench.workloads import get_workload
 from bench.run.sweep import worker_env
 from bench.engine.training import sgd_arguments
@@ -80,19 +80,17 @@ def run_parity(cases: list[Case], timeout_s: float = 300, dtype: str = "float32"
         spec, failed = worker_spec(cases, tmp, mode="parity")
         if failed:
             raise RuntimeError(f"preparing {failed[0][0].label()} failed: {failed[0][1]}")
-        for i, case_spec in enumerate(spec["cases"]):
-            case_spec["parity_out"] = os.path.join(tmp, f"params-{i}.pt")
-            case_spec["parity_dtype"] = dtype
+        spec["cases"] = [dataclasses.replace(c, parity_out=os.path.join(tmp, f"params-{i}.pt"), parity_dtype=dtype)
+                         for i, c in enumerate(spec["cases"])]
         spec_path = os.path.join(tmp, "spec.json")
-        with open(spec_path, "w") as fh:
-            json.dump(spec, fh)
+        write_spec(spec, spec_path)
         cmd = launcher.command(spec_path, first.placement, first.options_dict)
         env = {**worker_environment(launcher, first.placement, worker_env()),  # as a sweep's worker gets it
                protocol.ENV: os.path.join(tmp, "events.jsonl")}
         proc = subprocess.run(cmd, cwd=imports.ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
         found = []
         for case_spec in spec["cases"]:
-            out = case_spec["parity_out"]
+            out = case_spec.parity_out
             if not os.path.exists(out) and os.path.exists(out + ".npz"):
                 out += ".npz"  # a numpy-side worker (MXNet) saved an .npz
             if proc.returncode != 0 or not os.path.exists(out):

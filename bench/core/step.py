@@ -2,7 +2,7 @@
 training step ready to be timed. No torch at import (the worker brings it)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from bench.core.knobs import BY_NAME, KNOBS, Knob
@@ -27,21 +27,77 @@ for _declared in KNOBS:
     setattr(KnobFields, _declared.name, _field(_declared))
 
 
-class CaseSpec(KnobFields):
-    """A case's spec (bench.cases.case.Case.spec(), the dict a worker gets) with its knobs as fields."""
+# The layout of a CaseSpec across the process boundary. A worker refuses another version: the
+# parent and the worker would then be running different code.
+SPEC_VERSION = 1
 
-    def __init__(self, spec: dict):
-        self.spec = spec
+
+class SpecError(ValueError):
+    """A case spec this worker cannot read; the message says why."""
+
+
+@dataclass(frozen=True)
+class CaseSpec(KnobFields):
+    """One case as a worker runs it: made by bench.cases.case.Case.spec() in the parent, written
+    as JSON (`to_json`) and read back as this object in the worker (`from_json`), which reads its
+    fields, never string keys. The knobs are fields too (KnobFields), typed by their declaration."""
+
+    strategy: str
+    precision: str
+    model: str
+    gpus: tuple[int, ...]
+    n_replicas: int
+    nnodes: int
+    batch_per_gpu: int
+    global_batch: int
+    execution: str
+    knobs: dict  # every knob, resolved for the strategy (bench/core/knobs.py)
+    options: dict  # every option of the strategy
+    warmup: int
+    steps: int
+    trials: int
+    seed: int
+    key: tuple[str, ...]  # the case's identity, as the parent matches results to cases
+    # Set by the sweep for one worker: the screening group, whether this case may be screened, and
+    # the step-anatomy request; by the parity check: the dtype and the file of the parameters.
+    group: str | None = None
+    screenable: bool = True
+    anatomy: dict | None = None
+    parity_dtype: str = "float32"
+    parity_out: str | None = None
+    # What the strategy's prepare_launch adds for its worker (MXNet: the exported weights' files).
+    extra: dict = field(default_factory=dict)
+    version: int = SPEC_VERSION
 
     def _knob(self, name: str):
-        return BY_NAME[name].read(self.spec.get(name))
+        return BY_NAME[name].read(self.knobs.get(name))
+
+    @property
+    def placement(self) -> Placement:
+        return Placement(self.gpus, self.n_replicas, self.nnodes)
+
+    def to_json(self) -> dict:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {**out, "gpus": list(self.gpus), "key": list(self.key)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "CaseSpec":
+        version = data.get("version")
+        if version != SPEC_VERSION:
+            raise SpecError(f"case spec version {version}: this worker reads version {SPEC_VERSION} (the sweep and "
+                            "its worker run different parabench code: run both from one checkout)")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SpecError(f"case spec fields {', '.join(unknown)} are not in version {SPEC_VERSION}")
+        return cls(**{**data, "gpus": tuple(int(g) for g in data["gpus"]), "key": tuple(map(str, data["key"]))})
 
 
 @dataclass
 class WorkerContext(KnobFields):
     """What one worker process knows about the case it is running and its place in the job."""
 
-    spec: dict  # the case's spec (bench.cases.case.Case.spec())
+    spec: CaseSpec  # the case
     placement: Placement
     precision: Any  # bench.core.precision.Precision
     options: dict
@@ -52,11 +108,11 @@ class WorkerContext(KnobFields):
     criterion: Any = None  # the workload's loss module (Workload.criterion()); every strategy's step takes it
 
     def _knob(self, name: str):
-        return BY_NAME[name].read(self.spec.get(name))
+        return self.spec._knob(name)
 
     @property
     def execution(self) -> str:
-        return self.spec.get("execution") or "eager"
+        return self.spec.execution
 
     def all_devices(self) -> list:
         """One device per replica, in replica order."""

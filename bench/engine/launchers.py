@@ -102,7 +102,7 @@ class ProcessGroupLauncher(Launcher):
         import torch
         import torch.distributed as dist
 
-        if any(c.get("execution") == "cuda-graph" for c in spec["cases"]):
+        if any(c.execution == "cuda-graph" for c in spec["cases"]):
             os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"
         gpus = spec["gpus"]
         backend = spec["launcher_options"].get("backend", "auto")

@@ -80,7 +80,8 @@ def cases(model: str, strategies: list[str], precisions: list[str], devices: lis
                 continue
             items.append({"precision": precision, "strategy": strategy, "devices": list(devices),
                           # The worker sees its one GPU as device 0 (bench/cli/fit.py).
-                          "cases": {str(n): {**c.spec(), "gpus": [0] if gpus else []} for n, c in made.items()},
+                          "cases": {str(n): dataclasses.replace(c.spec(), gpus=(0,) if gpus else ()).to_json()
+                                    for n, c in made.items()},
                           "rows": {str(n): c.row() for n, c in made.items()}})
     return items, skipped
 

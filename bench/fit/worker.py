@@ -30,10 +30,13 @@ if __name__ == "__main__":
     _procs.die_with_parent()  # before torch: a fit killed while this starts takes it along
 
 import copy
+import dataclasses
 import gc
 import json
 import sys
 import time
+
+from bench.core.step import CaseSpec
 
 MIB = 2**20
 
@@ -70,7 +73,7 @@ def count_gradients(step) -> None:
     step.optimizer.register_step_pre_hook(before_step)
 
 
-def build(job, case: dict, template):
+def build(job, case: CaseSpec, template):
     """The case's step on a copy of `template`, and its one-step callable (bench.run.worker's
     build_step, with the model copied instead of built: a large model is built once)."""
     import strategies
@@ -78,7 +81,7 @@ def build(job, case: dict, template):
 
     ctx = make_context(case, job.rank, job.world_size, job.local_rank)
     inputs, targets = job.data(case)
-    step = strategies.get(case["strategy"]).build(copy.deepcopy(template), ctx)
+    step = strategies.get(case.strategy).build(copy.deepcopy(template), ctx)
     count_gradients(step)
     placed = step.place(inputs, targets)
     return step, lambda: step.run(placed)
@@ -161,7 +164,7 @@ class Memory:
             self._tracker = None
 
 
-def probe(job, case: dict, template, memory: Memory) -> dict:
+def probe(job, case: CaseSpec, template, memory: Memory) -> dict:
     """One batch size: its status and peak memory, state bytes where it fit."""
     import torch
 
@@ -171,13 +174,13 @@ def probe(job, case: dict, template, memory: Memory) -> dict:
     memory.start()
     try:
         step, run = build(job, case, template)
-        for _ in range(case["warmup"]):
+        for _ in range(case.warmup):
             memory.step(run)
         if not getattr(step.optimizer, "optim", step.optimizer).state:  # ZeroRedundancyOptimizer: its rank's own
             raise RuntimeError("the optimiser took no step in the warm-up (a loss scaler skipping steps?): its "
                                "state, part of the peak, would be missing")
         memory.restart()
-        for _ in range(case["steps"]):
+        for _ in range(case.steps):
             memory.step(run)
         allocated, reserved = memory.peak()
         result = {"status": "ok", "reason": "", **state_bytes(step)}
@@ -273,7 +276,7 @@ def main(spec_path: str) -> None:
         how = search.Search(limit_mib=limit, **item["search"])
         for n in item["devices"]:
             probes = list(item["done"].get(str(n), []))
-            case = item["cases"][str(n)]
+            case = CaseSpec.from_json(item["cases"][str(n)])
             if search.next_batch(probes, how) is not None and world != n:
                 if dist.is_initialized():
                     dist.destroy_process_group()
@@ -283,12 +286,12 @@ def main(spec_path: str) -> None:
             configure_backends(case)
             held_back(memory, spec, n, limit)
             while (batch := search.next_batch(probes, how)) is not None:
-                sized = {**case, "batch_per_gpu": batch, "global_batch": batch * n}
-                protocol.emit("start", precision=case["precision"], strategy=case["strategy"], devices=n, batch=batch)
+                sized = dataclasses.replace(case, batch_per_gpu=batch, global_batch=batch * n)
+                protocol.emit("start", precision=case.precision, strategy=case.strategy, devices=n, batch=batch)
                 before = torch.cuda.memory_allocated() if gpus else 0
                 result = {"batch": batch, **probe(job, sized, template, memory)}
                 probes.append(result)
-                protocol.emit("probe", precision=case["precision"], strategy=case["strategy"], devices=n, **result)
+                protocol.emit("probe", precision=case.precision, strategy=case.strategy, devices=n, **result)
                 if result["status"] == "error":
                     sys.exit(1)  # the parent goes on in a fresh process
                 if not recovered(before):

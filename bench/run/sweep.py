@@ -94,12 +94,22 @@ def worker_spec(cases: list, workdir: str, mode: str | None = None) -> tuple[dic
     for case in cases:
         case_spec = case.spec()
         try:
-            strategies.get(case.strategy).prepare_launch(case_spec, workdir)
+            extra = strategies.get(case.strategy).prepare_launch(case_spec, workdir) or {}
         except Exception as exc:  # noqa: BLE001 - the caller records it as the case's outcome
             failed.append((case, exc))
             continue
-        spec["cases"].append(case_spec)
+        spec["cases"].append(dataclasses.replace(case_spec, extra=extra))
     return spec, failed
+
+
+def spec_json(spec: dict) -> dict:
+    """The worker's spec as JSON holds it: each case as CaseSpec.to_json() (the worker reads them back)."""
+    return {**spec, "cases": [c.to_json() for c in spec["cases"]]}
+
+
+def write_spec(spec: dict, path: str) -> None:
+    with open(path, "w") as fh:
+        json.dump(spec_json(spec), fh)
 
 
 @dataclasses.dataclass
@@ -313,20 +323,20 @@ class Sweep:
             pending.remove(case)
         if not pending:
             return False
-        attempt.by_key = {json.dumps(c.spec()["key"]): c for c in pending}
+        attempt.by_key = {json.dumps(list(c.spec().key)): c for c in pending}
         screen = self._screen_spec(pending)
         if screen is not None:
             spec["screen"] = screen
-            for case_spec in spec["cases"]:
-                case = attempt.by_key[json.dumps(case_spec["key"])]
-                case_spec["group"] = json.dumps(list(map(str, case.group_key())))
-                case_spec["screenable"] = identity(self._row(case)) not in self.screen_exempt
-        if self.settings.anatomy_steps:
-            for case_spec in spec["cases"]:
-                case_spec["anatomy"] = self._anatomy_spec(attempt.by_key[json.dumps(case_spec["key"])])
+        for i, case_spec in enumerate(spec["cases"]):
+            case = attempt.by_key[json.dumps(list(case_spec.key))]
+            if screen is not None:
+                case_spec = dataclasses.replace(case_spec, group=json.dumps(list(map(str, case.group_key()))),
+                                                screenable=identity(self._row(case)) not in self.screen_exempt)
+            if self.settings.anatomy_steps:
+                case_spec = dataclasses.replace(case_spec, anatomy=self._anatomy_spec(case))
+            spec["cases"][i] = case_spec
         spec_path = os.path.join(attempt.workdir, "spec.json")
-        with open(spec_path, "w") as fh:
-            json.dump(spec, fh)
+        write_spec(spec, spec_path)
         env[protocol.ENV] = os.path.join(attempt.workdir, "events.jsonl")
         # What the worker's processes leave in the temp folder (torchrun's torchelastic_* run
         # folders) goes with the worker's own folder; the compile caches stay where they were.
@@ -335,7 +345,7 @@ class Sweep:
         attempt.reader = protocol.EventReader(env[protocol.ENV])
         if self.leader is not None and pending[0].nnodes > 1:
             p = pending[0].placement
-            attempt.launch = self.leader.begin(spec, {"gpus": list(p.gpus), "n_replicas": p.n_replicas,
+            attempt.launch = self.leader.begin(spec_json(spec), {"gpus": list(p.gpus), "n_replicas": p.n_replicas,
                                                       "nnodes": p.nnodes}, pending[0].options_dict)
             attempt.rendezvous = self.leader.store.nodes.rendezvous(attempt.launch)
         attempt.oom_kills = hostmemory.oom_kills()

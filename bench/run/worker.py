@@ -36,12 +36,11 @@ from bench.workloads.facts import facts
 from bench.core.precision import get_precision, release_apex
 from bench.core.stats import summarize
 from bench.measure.timing import StepClock, peak_memory_mib, reset_peak_memory
-from bench.core.placement import Placement
 from bench.core.step import CaseSpec, WorkerContext
 
 
-def configure_backends(case: dict, parity: bool = False) -> None:
-    knobs = CaseSpec(case)
+def configure_backends(case: CaseSpec, parity: bool = False) -> None:
+    knobs = case
     torch.backends.cudnn.benchmark = bool(knobs.cudnn_benchmark)
     torch.backends.cudnn.deterministic = parity
     if knobs.tf32 == "default":
@@ -61,11 +60,10 @@ def is_oom(exc: BaseException) -> bool:
             or "cublas_status_alloc_failed" in text)
 
 
-def make_context(case: dict, rank: int = 0, world_size: int = 1, local_rank: int = 0) -> WorkerContext:
-    return WorkerContext(case, Placement(tuple(case["gpus"]), case["n_replicas"], case.get("nnodes", 1)),
-                         get_precision(case["precision"]),
-                         case["options"], rank, world_size, local_rank,
-                         criterion=get_workload(case["model"]).criterion())
+def make_context(case: CaseSpec, rank: int = 0, world_size: int = 1, local_rank: int = 0) -> WorkerContext:
+    return WorkerContext(case, case.placement, get_precision(case.precision), case.options, rank, world_size,
+                         local_rank,
+                         criterion=get_workload(case.model).criterion())
 
 
 class Job:
@@ -78,11 +76,11 @@ class Job:
         self.cpus: list[int] = []
         self.best_seen: dict = {}  # group -> the best images/s this worker measured there (screening)
 
-    def bind_cpus(self, case: dict) -> None:
+    def bind_cpus(self, case: CaseSpec) -> None:
         """This process's CPUs for the case (the cpu_bind knob, bench/run/affinity.py)."""
-        placement = Placement(tuple(case["gpus"]), case["n_replicas"], case.get("nnodes", 1))
-        self.cpus = affinity.bind(CaseSpec(case).cpu_bind, self.local_rank, self.launcher.processes_per_host(placement),
-                                  case["gpus"])
+        placement = case.placement
+        self.cpus = affinity.bind(case.cpu_bind, self.local_rank, self.launcher.processes_per_host(placement),
+                                  case.gpus)
 
     @property
     def reporting(self) -> bool:
@@ -101,7 +99,7 @@ class Job:
         gpu = torch.cuda.get_device_name() if self.spec["gpus"] and torch.cuda.is_available() else "CPU"
         return {"node": self.node, "host": socket.gethostname(), "gpu": gpu, "cpus": affinity.cpu_ranges(self.cpus)}
 
-    def data(self, case: dict):
+    def data(self, case: CaseSpec):
         """This process's rows of the case's global batch, built here and nowhere else; a
         batch the host cannot hold is this case's out-of-memory, found before allocating.
         On the CPU the step's activations live in host memory too, for every rank on the
@@ -112,14 +110,13 @@ class Job:
         from bench.run import limits
         from bench.workloads.facts import saved_bytes_per_image
 
-        workload = get_workload(case["model"])
-        start, stop = self.launcher.rows(self.rank, self.world_size, case["global_batch"])
+        workload = get_workload(case.model)
+        start, stop = self.launcher.rows(self.rank, self.world_size, case.global_batch)
         rows, what = stop - start, "inputs"
         needed = rows * (math.prod(workload.input_shape) * 4 + 8)
-        if not case["gpus"] and case["precision"] == "fp32":  # fp32: what the meta device counts
-            placement = Placement(tuple(case["gpus"]), case["n_replicas"], case.get("nnodes", 1))
-            ranks = self.launcher.processes_per_host(placement)
-            activations = saved_bytes_per_image(case["model"])
+        if not case.gpus and case.precision == "fp32":  # fp32: what the meta device counts
+            ranks = self.launcher.processes_per_host(case.placement)
+            activations = saved_bytes_per_image(case.model)
             if activations:
                 needed = ranks * (needed + rows * activations)
                 what = f"inputs and the activations autograd keeps, {ranks} rank{'s' if ranks > 1 else ''}"
@@ -127,22 +124,22 @@ class Job:
         if needed > available:
             raise MemoryError(f"host out of memory: the batch needs at least {needed / 2**30:.1f} GiB ({what}), "
                               f"{available / 2**30:.1f} GiB available")
-        return workload.synthetic_rows(start, stop, case["seed"])
+        return workload.synthetic_rows(start, stop, case.seed)
 
 
-def build_step(job: Job, case: dict, parity: bool = False):
+def build_step(job: Job, case: CaseSpec, parity: bool = False):
     """The case's training step and the callable that runs one step of it. For parity, a
     captured step is put back to the state before its warm-up, so that its replays are
     the first training steps."""
     ctx = make_context(case, job.rank, job.world_size, job.local_rank)
-    strategy = strategies.get(case["strategy"])
+    strategy = strategies.get(case.strategy)
     inputs, targets = job.data(case)
-    workload = get_workload(case["model"])
-    torch.manual_seed(case["seed"])
-    model = workload.build(seed=case["seed"])
-    if parity and case.get("parity_dtype", "float32") != "float32":
+    workload = get_workload(case.model)
+    torch.manual_seed(case.seed)
+    model = workload.build(seed=case.seed)
+    if parity and case.parity_dtype != "float32":
         # The same weights and data, held in another dtype (bench/checks/parity.py: float64).
-        dtype = getattr(torch, case["parity_dtype"])
+        dtype = getattr(torch, case.parity_dtype)
         model, inputs = model.to(dtype), inputs.to(dtype)
     step = strategy.build(model, ctx)
     if ctx.data == "host":
@@ -151,13 +148,13 @@ def build_step(job: Job, case: dict, parity: bool = False):
             inputs, targets = inputs.pin_memory(), targets.pin_memory()
         return step, lambda: step.run(step.place(inputs, targets))
     placed = step.place(inputs, targets)
-    if case["execution"] == "cuda-graph":
+    if case.execution == "cuda-graph":
         replay = training.capture_whole_step(step, placed, restore=parity)
         return step, lambda: replay(placed)
     return step, lambda: step.run(placed)
 
 
-def measure_case(job: Job, case: dict) -> dict | None:
+def measure_case(job: Job, case: CaseSpec) -> dict | None:
     phases, mark = {}, time.perf_counter()
 
     def phase(name: str) -> None:
@@ -170,7 +167,7 @@ def measure_case(job: Job, case: dict) -> dict | None:
     clock = StepClock(step.devices)
     clock.synchronize()
     phase("build_s")
-    for _ in range(case["warmup"]):
+    for _ in range(case.warmup):
         run()
     clock.synchronize()
     phase("warmup_s")
@@ -185,49 +182,49 @@ def measure_case(job: Job, case: dict) -> dict | None:
     gc.collect()
     gc.disable()
     try:
-        for trial in range(case["trials"]):
-            times, wall = clock.time_trial(run, case["steps"])
+        for trial in range(case.trials):
+            times, wall = clock.time_trial(run, case.steps)
             step_ms.append(times)
             trial_wall.append(wall)
-            if trial == 0 and case["trials"] > 1:
+            if trial == 0 and case.trials > 1:
                 screened = screen(job, case, times)
                 if screened:
                     break
     finally:
         gc.enable()
     phase("timed_s")
-    if case["execution"] == "compile" and training.compiled_graphs() == graphs:
+    if case.execution == "compile" and training.compiled_graphs() == graphs:
         # A row saying execution=compile must be a compiled step, whatever the strategy declares.
-        raise RuntimeError(f"{case['strategy']} declares --execution compile but its step compiled nothing: "
+        raise RuntimeError(f"{case.strategy} declares --execution compile but its step compiled nothing: "
                            "its build() must pass the model through training.maybe_compile")
     memory = peak_memory_mib(step.devices)
     work = counters.count_step(run, step.devices)  # after the timing: the profiler never touches it
     clock.synchronize()
     phase("counters_s")
     anatomy_started = time.perf_counter()
-    breakdown = profile_anatomy(job, case, run, step.devices) if case.get("anatomy") else None
+    breakdown = profile_anatomy(job, case, run, step.devices) if case.anatomy else None
 
     # Several processes: a step takes as long as its slowest rank.
     per_rank = job.launcher.gather({"step_ms": step_ms, "wall": trial_wall, "memory": memory, "work": work,
                                     "anatomy": breakdown, "where": job.whereabouts(), "phases": phases})
     step_ms = [max(col) for col in zip(*[sum(r["step_ms"], []) for r in per_rank])]
     trial_wall = [max(col) for col in zip(*[r["wall"] for r in per_rank])]
-    figures = summarize(step_ms, trial_wall, case["steps"], case["global_batch"])
+    figures = summarize(step_ms, trial_wall, case.steps, case.global_batch)
     figures["screened"] = screened
     # Every rank keeps the best of its group, so that every rank screens the next case alike.
-    job.best_seen[case.get("group")] = max(job.best_seen.get(case.get("group"), 0.0), figures["img_per_s"])
+    job.best_seen[case.group] = max(job.best_seen.get(case.group, 0.0), figures["img_per_s"])
     if not job.reporting:
         return None
     memory = {(r["where"]["node"], k): v for r in per_rank for k, v in r["memory"].items()}
     figures["cpus_per_rank"] = ";".join(r["where"]["cpus"] for r in per_rank)
     figures.update({name: round(max(r["phases"][name] for r in per_rank), 3) for name in phases})
-    if case.get("nnodes", 1) > 1:
+    if case.nnodes > 1:
         nodes = {r["where"]["node"]: r["where"] for r in per_rank}
         figures.update(hosts=";".join(nodes[n]["host"] for n in sorted(nodes)),
                        node_gpu_names=";".join(nodes[n]["gpu"] for n in sorted(nodes)))
     # Counters of the busiest rank (ranks of a data-parallel step do the same work).
     figures.update({k: max(r["work"][k] for r in per_rank) for k in counters.COUNTERS})
-    model = facts(case["model"])  # on the meta device: no memory, whatever the model's size
+    model = facts(case.model)  # on the meta device: no memory, whatever the model's size
     figures.update(parameters=model["parameters"], flops_per_image=model["flops_per_image"],
                    tflops=model["flops_per_image"] * figures["img_per_s"] / 1e12)
     if breakdown is not None:
@@ -244,63 +241,63 @@ def measure_case(job: Job, case: dict) -> dict | None:
     return figures
 
 
-def screen(job: Job, case: dict, first_trial_ms: list[float]) -> str:
+def screen(job: Job, case: CaseSpec, first_trial_ms: list[float]) -> str:
     """Why the case needs no more trials, or "": under a search's survey, a first trial below
     the screen's share of the best this run measured in the case's group is far behind. Every
     rank decides on the same figures (the slowest rank's steps), so all stop together."""
     rule = job.spec.get("screen")
-    if not rule or not case.get("screenable", True):
+    if not rule or not case.screenable:
         return ""
     steps = [max(col) for col in zip(*job.launcher.gather(first_trial_ms))]
-    first = case["global_batch"] / (sorted(steps)[len(steps) // 2] / 1000)
-    best = max(rule["best"].get(case.get("group"), 0.0), job.best_seen.get(case.get("group"), 0.0))
+    first = case.global_batch / (sorted(steps)[len(steps) // 2] / 1000)
+    best = max(rule["best"].get(case.group, 0.0), job.best_seen.get(case.group, 0.0))
     if best and first < rule["share"] * best:
         return (f"first trial {first:.0f} img/s, under {rule['share']:.0%} of the best measured at this batch "
-                f"({best:.0f}): one trial of {case['trials']}")
+                f"({best:.0f}): one trial of {case.trials}")
     return ""
 
 
-def profile_anatomy(job: Job, case: dict, run, devices) -> list[dict] | str:
+def profile_anatomy(job: Job, case: CaseSpec, run, devices) -> list[dict] | str:
     """This rank's step anatomy (bench/measure/anatomy.py), or why it could not be taken."""
-    folder = case["anatomy"]["folder"]
+    folder = case.anatomy["folder"]
     try:
-        capture.capture(run, devices, case["anatomy"]["steps"], folder, job.rank)
+        capture.capture(run, devices, case.anatomy["steps"], folder, job.rank)
         return anatomy.analyse_rank(folder, job.rank)
     except Exception as exc:  # noqa: BLE001 - the timing stands; the row says why the anatomy is missing
         return f"rank {job.rank}: {type(exc).__name__}: {str(exc).strip()[:300]}"
 
 
-def anatomy_row(case: dict, per_rank: list[dict], timed_step_ms: float, wall_s: float) -> dict:
+def anatomy_row(case: CaseSpec, per_rank: list[dict], timed_step_ms: float, wall_s: float) -> dict:
     failed = [r["anatomy"] for r in per_rank if isinstance(r["anatomy"], str)]
     if failed:
         return {"anatomy_note": "anatomy not taken: " + "; ".join(failed)}
-    row = anatomy.summarise([r["anatomy"] for r in per_rank], timed_step_ms, on_gpu=bool(case["gpus"]))
-    if case["execution"] == "cuda-graph":
+    row = anatomy.summarise([r["anatomy"] for r in per_rank], timed_step_ms, on_gpu=bool(case.gpus))
+    if case.execution == "cuda-graph":
         note = "one graph launch replays the whole step: its optimiser kernels count as compute"
         row["anatomy_note"] = "; ".join(filter(None, [row["anatomy_note"], note]))
-    row.update(anatomy_traces=case["anatomy"]["record"], anatomy_wall_s=round(wall_s, 3))
+    row.update(anatomy_traces=case.anatomy["record"], anatomy_wall_s=round(wall_s, 3))
     return row
 
 
-def parity_step(job: Job, case: dict) -> None:
+def parity_step(job: Job, case: CaseSpec) -> None:
     """`steps` training steps, no timing; the reporting rank saves the parameters it ends with
     (the fp32 masters where Apex O2 keeps them). `parity_dtype` float64 holds the same weights
     and data in float64: a step free of fp32's rounding (bench/checks/parity.py says why)."""
     step, run = build_step(job, case, parity=True)
-    for _ in range(case["steps"]):
+    for _ in range(case.steps):
         run()
     job.launcher.barrier()
-    keep = torch.float64 if case.get("parity_dtype") == "float64" else torch.float32
+    keep = torch.float64 if case.parity_dtype == "float64" else torch.float32
     params = {name: training.full_tensor(p).detach().to(keep).cpu()
               for name, p in training.trained_parameters(step.model, step.optimizer).items()}
     if job.reporting:
-        torch.save(params, case["parity_out"])
+        torch.save(params, case.parity_out)
 
 
-def reset_between_cases(case: dict) -> None:
+def reset_between_cases(case: CaseSpec) -> None:
     """Free what the case left behind before the next one: its compiled code, its objects
     (cycles included) and the blocks the allocator keeps cached."""
-    if case["execution"] == "compile":
+    if case.execution == "compile":
         torch._dynamo.reset()
     release_apex()  # Apex O1's process-wide patches must not reach the next case
     gc.collect()
@@ -313,13 +310,13 @@ def reset_between_cases(case: dict) -> None:
         gc.freeze()
 
 
-def fail(job: Job, case: dict, exc: BaseException) -> None:
+def fail(job: Job, case: CaseSpec, exc: BaseException) -> None:
     """Report the failed case with this rank's traceback, then leave: other ranks may be
     stuck in a collective, and a CUDA error can poison the context."""
     status = "oom" if is_oom(exc) else "error"
     first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     reason = f"{'rank %d: ' % job.rank if job.world_size > 1 else ''}{type(exc).__name__}: {first_line}"
-    protocol.emit("result", key=case["key"], status=status, reason=reason[:500], rank=job.rank,
+    protocol.emit("result", key=list(case.key), status=status, reason=reason[:500], rank=job.rank,
                   traceback=traceback.format_exc()[-4000:])
     sys.stdout.flush()
     sys.stderr.flush()
@@ -341,7 +338,7 @@ def serve(spec: dict, spec_path: str, rank: int, world_size: int, local_rank: in
     try:
         for case in spec["cases"]:
             if job.reporting:
-                protocol.emit("start", key=case["key"])
+                protocol.emit("start", key=list(case.key))
             started = time.perf_counter()
             job.bind_cpus(case)
             configure_backends(case, parity=spec.get("mode") == "parity")
@@ -354,7 +351,7 @@ def serve(spec: dict, spec_path: str, rank: int, world_size: int, local_rank: in
             except Exception as exc:  # noqa: BLE001 - every failure becomes the case's status
                 fail(job, case, exc)
             if job.reporting:
-                protocol.emit("result", key=case["key"], status="ok", reason="",
+                protocol.emit("result", key=list(case.key), status="ok", reason="",
                               elapsed_s=time.perf_counter() - started, **envinfo.runtime_libraries(),
                               **(figures or {}))
             reset_between_cases(case)
@@ -366,6 +363,7 @@ def main(argv: list[str]) -> None:
     procs.die_with_parent()
     with open(argv[0]) as fh:
         spec = json.load(fh)
+    spec["cases"] = [CaseSpec.from_json(c) for c in spec["cases"]]  # typed from here on
     launchers.by_name(spec["launcher"]).run(spec, functools.partial(serve, spec, argv[0]))
 
 

@@ -95,7 +95,7 @@ class MXNetGluon(Strategy):
             return f"MXNet has only the reference workload ({reference})"
         return None
 
-    def prepare_launch(self, spec: dict, workdir: str) -> None:
+    def prepare_launch(self, spec, workdir: str) -> dict:
         """Export the PyTorch model's initial weights and the case's synthetic batch for the
         worker (into the worker's folder, removed with it)."""
         import numpy as np
@@ -103,14 +103,15 @@ class MXNetGluon(Strategy):
         from bench.workloads import get_workload
         from bench.workloads.facts import training_flops_per_image
 
-        workload = get_workload(spec["model"])  # one with an MXNet network (workload_unavailable_reason)
-        stem = os.path.join(workdir, f"mx-{abs(hash(tuple(spec['key'])))}")
-        weights = {k: v.numpy() for k, v in workload.build(seed=spec["seed"]).state_dict().items()}
-        inputs, targets = workload.synthetic_batch(spec["global_batch"], seed=spec["seed"])
-        spec.update(network=workload.mxnet, weights_file=f"{stem}.weights.npz", data_file=f"{stem}.data.npz",
-                    flops_per_image=training_flops_per_image(spec["model"]))
-        np.savez(spec["weights_file"], **weights)
-        np.savez(spec["data_file"], inputs=inputs.numpy(), targets=targets.numpy())
+        workload = get_workload(spec.model)  # one with an MXNet network (workload_unavailable_reason)
+        stem = os.path.join(workdir, f"mx-{abs(hash(spec.key))}")
+        weights = {k: v.numpy() for k, v in workload.build(seed=spec.seed).state_dict().items()}
+        inputs, targets = workload.synthetic_batch(spec.global_batch, seed=spec.seed)
+        extra = {"network": workload.mxnet, "weights_file": f"{stem}.weights.npz", "data_file": f"{stem}.data.npz",
+                 "flops_per_image": training_flops_per_image(spec.model)}
+        np.savez(extra["weights_file"], **weights)
+        np.savez(extra["data_file"], inputs=inputs.numpy(), targets=targets.numpy())
+        return extra
 
     def resolve_knob(self, knob, requested, on_gpu, execution):
         if knob.name == "sgd_impl":

@@ -18,35 +18,36 @@ from mxnet import autograd, gluon
 
 from strategies.gluon import models as mx_models
 from bench.core import protocol
+from bench.core.step import CaseSpec
 from bench.core.stats import summarize
 
 SGD = {"learning_rate": 0.1, "momentum": 0.9, "wd": 1e-4}  # bench/engine/training.py's SGD_SETTINGS
 
 
-def contexts(spec: dict) -> list:
-    if spec["gpus"]:
-        return [mx.gpu(i) for i in spec["gpus"]]
-    return [mx.cpu(i) for i in range(spec["n_replicas"])]
+def contexts(spec: CaseSpec) -> list:
+    if spec.gpus:
+        return [mx.gpu(i) for i in spec.gpus]
+    return [mx.cpu(i) for i in range(spec.n_replicas)]
 
 
-def build_trainer(spec: dict, ctx: list, weights: dict):
-    net = mx_models.build(spec["network"])
+def build_trainer(spec: CaseSpec, ctx: list, weights: dict):
+    net = mx_models.build(spec.extra["network"])
     mx_models.load_torch_weights(net, weights, ctx)
     net.hybridize(static_alloc=True, static_shape=True)
-    trainer = gluon.Trainer(net.collect_params(), "sgd", dict(SGD), kvstore=spec["options"].get("kvstore", "device"))
-    if spec["precision"] == "amp-fp16":
+    trainer = gluon.Trainer(net.collect_params(), "sgd", dict(SGD), kvstore=spec.options.get("kvstore", "device"))
+    if spec.precision == "amp-fp16":
         from mxnet.contrib import amp
 
         amp.init_trainer(trainer)
     return net, trainer
 
 
-def make_step(spec: dict, ctx: list, net, trainer, inputs: np.ndarray, targets: np.ndarray):
+def make_step(spec: CaseSpec, ctx: list, net, trainer, inputs: np.ndarray, targets: np.ndarray):
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     batch = inputs.shape[0]
     xs = gluon.utils.split_and_load(mx.nd.array(inputs), ctx, even_split=True)
     ys = gluon.utils.split_and_load(mx.nd.array(targets), ctx, even_split=True)
-    amp_on = spec["precision"] == "amp-fp16"
+    amp_on = spec.precision == "amp-fp16"
 
     def step():
         with autograd.record():
@@ -73,34 +74,34 @@ def device_memory_mib(ctx: list) -> list[float]:
     return used
 
 
-def parity(case: dict, ctx: list, weights: dict, inputs, targets) -> None:
+def parity(case: CaseSpec, ctx: list, weights: dict, inputs, targets) -> None:
     net, trainer = build_trainer(case, ctx, weights)
     step = make_step(case, ctx, net, trainer, inputs, targets)
-    for _ in range(case["steps"]):
+    for _ in range(case.steps):
         step()
     mx.nd.waitall()
     params = {k: v.data(ctx[0]).asnumpy() for k, v in net._collect_params_with_prefix().items()}
-    np.savez(case["parity_out"], **params)
+    np.savez(case.parity_out, **params)
 
 
-def measure(case: dict, ctx: list, weights: dict, inputs, targets) -> dict:
+def measure(case: CaseSpec, ctx: list, weights: dict, inputs, targets) -> dict:
     net, trainer = build_trainer(case, ctx, weights)
     step = make_step(case, ctx, net, trainer, inputs, targets)
-    for _ in range(case["warmup"]):
+    for _ in range(case.warmup):
         step()
     mx.nd.waitall()
     step_ms, walls = [], []
-    for _ in range(case["trials"]):
+    for _ in range(case.trials):
         trial_start = time.perf_counter()
-        for _ in range(case["steps"]):
+        for _ in range(case.steps):
             t0 = time.perf_counter()
             step()
             mx.nd.waitall()  # MXNet is asynchronous: bound every step
             step_ms.append((time.perf_counter() - t0) * 1000)
         walls.append(time.perf_counter() - trial_start)
-    figures = summarize(step_ms, walls, case["steps"], case["global_batch"])
-    figures.update(flops_per_image=case["flops_per_image"],
-                   tflops=case["flops_per_image"] * figures["img_per_s"] / 1e12)
+    figures = summarize(step_ms, walls, case.steps, case.global_batch)
+    figures.update(flops_per_image=case.extra["flops_per_image"],
+                   tflops=case.extra["flops_per_image"] * figures["img_per_s"] / 1e12)
     used = device_memory_mib(ctx)
     if used:  # what the driver reports in use per device (MXNet keeps no peak counter)
         figures.update(peak_alloc_mib=max(used), peak_alloc_mib_min=min(used), peak_reserved_mib=max(used),
@@ -113,18 +114,18 @@ def main(argv: list[str]) -> None:
         spec = json.load(fh)
     os.unlink(argv[0])  # read: nothing is left behind whatever happens next
     amp_initialised = False
-    for case in spec["cases"]:
-        protocol.emit("start", key=case["key"])
+    for case in map(CaseSpec.from_json, spec["cases"]):
+        protocol.emit("start", key=list(case.key))
         started = time.perf_counter()
         try:
-            if case["precision"] == "amp-fp16" and not amp_initialised:
+            if case.precision == "amp-fp16" and not amp_initialised:
                 from mxnet.contrib import amp
 
                 amp.init()
                 amp_initialised = True
             ctx = contexts(case)
-            weights = dict(np.load(case["weights_file"]))
-            data = np.load(case["data_file"])
+            weights = dict(np.load(case.extra["weights_file"]))
+            data = np.load(case.extra["data_file"])
             inputs, targets = data["inputs"], data["targets"].astype(np.float32)
             if spec.get("mode") == "parity":
                 parity(case, ctx, weights, inputs, targets)
@@ -135,11 +136,11 @@ def main(argv: list[str]) -> None:
             text = str(exc)
             status = "oom" if "out of memory" in text.lower() or isinstance(exc, MemoryError) else "error"
             first = text.strip().splitlines()[0][:400] if text.strip() else ""
-            protocol.emit("result", key=case["key"], status=status, reason=f"{type(exc).__name__}: {first}",
+            protocol.emit("result", key=list(case.key), status=status, reason=f"{type(exc).__name__}: {first}",
                           traceback=traceback.format_exc()[-4000:])
             sys.stdout.flush()
             os._exit(protocol.EXIT_AFTER_OOM if status == "oom" else protocol.EXIT_AFTER_ERROR)
-        protocol.emit("result", key=case["key"], status="ok", reason="", mxnet=mx.__version__, numpy=np.__version__,
+        protocol.emit("result", key=list(case.key), status="ok", reason="", mxnet=mx.__version__, numpy=np.__version__,
                       elapsed_s=time.perf_counter() - started, **figures)
 
 

@@ -100,7 +100,7 @@ class Faulty(DDP):
         slow_ms = float(ctx.options["slow_ms"])
         extra_sleep_s = float(os.environ.get("PARABENCH_FAULTY_SLOW_MS", "0")) / 1000
         extra = os.environ.get("PARABENCH_FAULTY_EXTRA", "")
-        per_replica = ctx.spec["batch_per_gpu"]
+        per_replica = ctx.spec.batch_per_gpu
 
         def run(batch):
             if extra_sleep_s:
