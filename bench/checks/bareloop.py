@@ -61,7 +61,7 @@ def suite_single(model_name: str, batch: int, precision: str, channels_last: boo
     # The registry's one-device baseline (strategies/single.py), set against the bare loop.
     case = Case.make(strategies.baseline(), precision, model_name, Placement((0,), 1), batch, "eager", settings).spec()
     configure_backends(case)
-    return measure_case(Job({"launcher": "local"}, 0, 1, 0), case)
+    return measure_case(Job({"launcher": "local", "gpus": [0]}, 0, 1, 0), case)  # the worker-level spec it reads
 
 
 def run(args) -> None:
