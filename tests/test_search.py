@@ -550,13 +550,19 @@ def test_a_survey_case_far_behind_its_group_is_measured_once_and_the_bar_never_i
             return [obj]
 
     job = SimpleNamespace(spec={"screen": {"share": 0.5, "best": {"g": 1000.0}}}, launcher=OneRank(), best_seen={})
-    case = {"global_batch": 10, "trials": 3, "group": "g", "screenable": True}
+    from dataclasses import replace
+
+    from bench.cases.case import Case, settings
+    from bench.core.placement import Placement
+
+    made = Case.make("single", "fp32", "resnet18-small", Placement((), 1), 10, "eager", settings(trials=3)).spec()
+    case = replace(made, group="g", screenable=True)
     why = screen(job, case, [100.0] * 20)  # 10 images in 100 ms: 100 img/s, a tenth of the best
     assert why.startswith("first trial 100 img/s, under 50% of the best measured") and "one trial of 3" in why
     assert screen(job, case, [15.0] * 20) == ""  # 667 img/s: not far behind
-    assert screen(job, {**case, "screenable": False}, [100.0] * 20) == ""
+    assert screen(job, replace(case, screenable=False), [100.0] * 20) == ""
     job.best_seen["other"] = 10_000.0  # another group's best is no bar here
-    assert screen(job, {**case, "group": "other-batch"}, [100.0] * 20) == ""
+    assert screen(job, replace(case, group="other-batch"), [100.0] * 20) == ""
     assert screen(SimpleNamespace(spec={}, launcher=OneRank(), best_seen={}), case, [100.0] * 20) == ""
 
 

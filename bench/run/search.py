@@ -29,6 +29,10 @@ reserved their share, and what the budget cannot hold is recorded as not tried, 
 plan, every measurement, what was kept, dropped or not tried and why are the results file's
 "search" section (SCHEMA), written after every case with the rows; `bench answer` and `bench
 report` read it.
+
+In four parts: the plan (this module: the phases and their order), the budget (bench/run/budget.py:
+the time left and each case's estimated cost), the runner (bench/run/runner.py: measuring through
+the sweep and logging) and the ranking (bench/cases/ranking.py: what beats what).
 """
 from __future__ import annotations
 
@@ -39,6 +43,8 @@ import strategies
 from bench.cases import ranking
 from bench.cases.case import Case, identity
 from bench.cases.levers import DIMENSIONS, Lever, execution_of, levers
+from bench.run.budget import Budget
+from bench.run.runner import Runner, group_of, named
 
 SCHEMA = "parabench-search/1"
 # The default budget, minutes: what the whole job takes at 2 and 4 H200s (docs/search.md): every
@@ -46,9 +52,6 @@ SCHEMA = "parabench-search/1"
 # count, with room for the finals. A simulated 4 x H200 with the seconds its cases took there needs
 # 5.7 minutes for that (tests/test_search.py); 5 minutes left one GPU's levers out.
 DEFAULT_BUDGET_MIN = 7.0
-# A first guess of one case's seconds by execution, before this run has measured one (an H100:
-# eager resnet18-small cases took 4-6 s with the worker's start shared, compiled ones 12-25 s).
-PRIOR_COST_S = {"eager": 6.0, "cuda-graph": 8.0, "compile": 25.0}
 MAX_LEADERS = 2  # configurations per group that levers are tried on
 MAX_FINALISTS = 3  # configurations per group measured again side by side
 # The most of the budget the survey may take. The default budget holds the whole survey and the
@@ -60,19 +63,12 @@ SURVEY_SHARE = 0.6
 SCREEN = 0.5
 # The finals' share of what the budget has left after the survey: held back while levers are tried.
 FINALS_SHARE = 0.2
-# The share of the budget kept free: a case's cost is an estimate, and the command must end in time.
-SAFETY = 0.06
 BEATS = "beats the intervals"  # a lever's verdict where its interval lies above the leader's
 # The executions that come before every other lever, at every batch of every device count:
 # compile reduce-overhead (it won at 1024-2048/GPU at every count and at every batch on one GPU,
 # on H100 and H200), and a whole-step CUDA graph where the GPU idles (it won at 256/GPU on 2 and
 # 4 H200s).
 FIRST_TIER = {"compile:reduce-overhead": None, "cuda-graph": ranking.HOST}
-
-
-def group_of(case: Case) -> tuple:
-    """What configurations compete within: model, precision, devices and batch."""
-    return case.group_key()
 
 
 def group_dict(key: tuple) -> dict:
@@ -95,97 +91,21 @@ class _Item:
 
 
 class Search:
+    """The plan: which cases to measure, phase by phase, within the budget (bench/run/budget.py),
+    measured by the runner (bench/run/runner.py) and ranked by bench/cases/ranking.py."""
+
     def __init__(self, sweep, settings, budget_s: float, asked: dict, reporter, clock=time.monotonic,
                  started: float | None = None):
         self.sweep = sweep
         self.settings = settings
         self.reporter = reporter
-        self.clock = clock
-        self.started = clock() if started is None else started  # the command's start: the budget is its wall time
-        self.reserve_s = 0.0  # held back for the finals while levers are planned
-        self.budget_s = budget_s
+        self.budget = Budget(budget_s, lambda: sweep.rows.values(), clock, started)
         self.asked = asked
         self.counts: list[int] = []  # device counts, in the order they are served
         self.log = {"schema": SCHEMA, "budget_s": budget_s, "asked": asked, "phases": [], "measurements": [],
                     "levers": [], "not_tried": [], "finals": []}
+        self.runner = Runner(sweep, self.log, clock)
         sweep.document["search"] = self.log
-
-    # --- time ----------------------------------------------------------------------
-    def spent(self) -> float:
-        return self.clock() - self.started
-
-    def left(self) -> float:
-        """Seconds the budget has left, less a margin for writing the file and leaving."""
-        return self.budget_s - SAFETY * self.budget_s - self.spent()
-
-    def _ok(self, execution: str | None = None, devices: int | None = None) -> list[dict]:
-        return [r for r in self.sweep.rows.values() if r.get("status") == "ok" and r.get("elapsed_s")
-                and (execution is None or execution_of(Case.from_row(dict(r))) == execution)
-                and (devices is None or int(r.get("n_replicas") or 1) == devices)]
-
-    @staticmethod
-    def _mean_cost(rows: list[dict]) -> float | None:
-        spent = [float(r.get("elapsed_s") or 0) + float(r.get("worker_start_s") or 0) for r in rows]
-        return sum(spent) / len(spent) if spent else None
-
-    def cost(self, case: Case) -> float:
-        """Seconds the case will take: the mean of this run's ok rows of its execution at its
-        device count; else of its execution at other counts, scaled by how eager cases at the two
-        compare; else the prior, scaled by how this run's eager cases compare with it."""
-        execution, devices = execution_of(case), case.n_replicas
-        here = self._mean_cost(self._ok(execution, devices))
-        if here is not None:
-            return here
-        eager_here = self._mean_cost(self._ok("eager", devices)) or self._mean_cost(self._ok("eager"))
-        elsewhere = self._ok(execution)
-        if elsewhere and eager_here:
-            counts = {int(r.get("n_replicas") or 1) for r in elsewhere}
-            eager_there = self._mean_cost([r for r in self._ok("eager") if int(r.get("n_replicas") or 1) in counts])
-            scale = eager_here / eager_there if eager_there else 1.0
-            return self._mean_cost(elsewhere) * max(scale, 0.5)
-        scale = eager_here / PRIOR_COST_S["eager"] if eager_here else 1.0
-        return PRIOR_COST_S.get(case.execution, PRIOR_COST_S["compile"]) * max(scale, 1.0)
-
-    # --- measuring -----------------------------------------------------------------
-    def _row(self, case: Case) -> dict | None:
-        return self.sweep.rows.get(identity(self.sweep._row(case)))
-
-    def _measure(self, phase: str, cases: list[Case], again: bool = False) -> None:
-        if not cases:
-            return
-        began = self.clock()
-        self.sweep.run(cases, again=again)
-        for case in cases:
-            row = self._row(case)
-            if row is None:
-                continue
-            entry = {"phase": phase, "case": _named(case), "key": list(map(str, case.key())),
-                     "batch_per_gpu": case.batch_per_gpu, "devices": case.n_replicas, "status": row["status"],
-                     "date": row.get("date")}
-            if row["status"] == "ok":
-                entry.update({k: row[k] for k in ("img_per_s", "img_per_s_p10", "img_per_s_p90", "img_per_s_ci_lo",
-                                                  "img_per_s_ci_hi") if row.get(k) is not None})
-                if row.get("screened"):
-                    entry["screened"] = row["screened"]
-                if ranking.disturbed(row):
-                    entry["disturbed"] = ranking.disturbed(row)
-            else:
-                entry["reason"] = row.get("reason")
-            self.log["measurements"].append(entry)
-        phases = self.log["phases"]
-        if phases and phases[-1]["phase"] == phase:  # a phase measured a call at a time is one entry
-            phases[-1].update(cases=phases[-1]["cases"] + len(cases),
-                              seconds=round(phases[-1]["seconds"] + self.clock() - began, 1))
-        else:
-            phases.append({"phase": phase, "cases": len(cases), "seconds": round(self.clock() - began, 1)})
-
-    def _ok_rows(self, cases: list[Case]) -> dict[tuple, list[dict]]:
-        groups: dict[tuple, list[dict]] = {}
-        for case in cases:
-            row = self._row(case)
-            if row is not None and row["status"] == "ok":
-                groups.setdefault(group_of(case), []).append(row)
-        return groups
 
     def _say(self, text: str) -> None:
         self.reporter.say(f"search: {text}")
@@ -196,15 +116,15 @@ class Search:
         self.log["device_order"] = self.counts
         self._survey(cases)
         self._survey_again(cases)
-        groups = self._ok_rows(cases)
+        groups = self.runner.ok_rows(cases)
         leaders = {key: self._leaders(rows) for key, rows in sorted(groups.items(), key=lambda kv: self._serve(kv[0]))}
-        self.reserve_s = self._finals_reserve(leaders)
+        self.budget.reserve_s = self._finals_reserve(leaders)
         # Every ok row of the file counts as measured (a resumed search keeps its levers).
         known = {identity(r) for r in self.sweep.rows.values() if r.get("status") == "ok"}
         for dimension in DIMENSIONS:
             self._levers(dimension, leaders, known, groups)
         self._finals(leaders)
-        self.log["spent_s"] = round(self.spent(), 1)
+        self.log["spent_s"] = round(self.budget.spent(), 1)
         self.sweep.save()  # the file with the finished log
         return list(self.sweep.rows.values())
 
@@ -236,7 +156,7 @@ class Search:
                 chunks[-1].append(case)
             else:
                 chunks.append([case])
-        share = SURVEY_SHARE * self.budget_s
+        share = SURVEY_SHARE * self.budget.budget_s
         self.sweep.screen = SCREEN
         self.sweep.screen_exempt = {identity(self.sweep._row(c)) for c in always}  # the bar and divisor in full
         try:
@@ -253,25 +173,25 @@ class Search:
                 # mean: on 4 H200s a one-process strategy's case cost several times a torchrun one's.
                 kind = (_worker(chunk[0]), chunk[0].n_replicas)
                 known_kind = bool(held) or any((_worker(c := Case.from_row(dict(r))), c.n_replicas) == kind
-                                               for r in self._ok())  # the bar's chunk pays its start anyway
-                total = sum(self.cost(c) for c in held)
+                                               for r in self.budget.ok())  # the bar's chunk pays its start anyway
+                total = sum(self.budget.cost(c) for c in held)
                 for case in todo:
                     if case in held:
                         continue
-                    total += self.cost(case) * (1 if known_kind else 2)
-                    if self.spent() + total > share:
+                    total += self.budget.cost(case) * (1 if known_kind else 2)
+                    if self.budget.spent() + total > share:
                         break
                     held.append(case)
                 held = [c for c in todo if c in held]  # in the chunk's order
                 skipped = [c for c in todo if c not in held]
                 for case in skipped:
                     self.sweep.record_skipped(case, f"not measured: the search's survey may take {SURVEY_SHARE:.0%} of "
-                                                    f"the budget ({self.budget_s / 60:g} min), and it was spent; a "
+                                                    f"the budget ({self.budget.minutes:g} min), and it was spent; a "
                                                     "larger --budget (make bench BUDGET=) measures it")
-                    self.log["not_tried"].append({"group": group_dict(group_of(case)), "on": _named(case),
+                    self.log["not_tried"].append({"group": group_dict(group_of(case)), "on": named(case),
                                                   "lever": "survey",
                                                   "why": "the survey's share of the budget was spent"})
-                self._measure("survey", held)
+                self.runner.measure("survey", held)
         finally:
             self.sweep.screen, self.sweep.screen_exempt = None, set()
 
@@ -280,13 +200,13 @@ class Search:
         may lead, bench/cases/ranking.py `unjudged`), the pick and those rows are measured again
         side by side before the levers go to one of them, within the survey's share."""
         todo = []
-        for rows in self._ok_rows(cases).values():
+        for rows in self.runner.ok_rows(cases).values():
             chosen, tied, left_out = ranking.pick(rows, self.asked)
             open_ = ranking.unjudged(chosen, tied, left_out)
             if open_:
                 todo += [Case.from_row(dict(r)) for r in _unique([chosen] + open_)]
-        if todo and self.spent() + sum(self.cost(c) for c in todo) <= SURVEY_SHARE * self.budget_s:
-            self._measure("survey, again", todo, again=True)
+        if todo and self.budget.spent() + sum(self.budget.cost(c) for c in todo) <= SURVEY_SHARE * self.budget.budget_s:
+            self.runner.measure("survey, again", todo, again=True)
 
     def _leaders(self, rows: list[dict]) -> list[Leader]:
         """The configuration the rules name first, then the fastest measured where it is another
@@ -302,10 +222,11 @@ class Search:
         """What the finals may need: three measurements per group (A, B, A), priced as the
         costliest execution a lever may bring; `capped`: at most FINALS_SHARE of what is left now
         (the levers come first: on one H100 they moved the answer 1.4-3x, a final a few percent)."""
-        dearest = max((self.cost(lever.case) for ls in leaders.values() for leader in ls[:1]
+        dearest = max((self.budget.cost(lever.case) for ls in leaders.values() for leader in ls[:1]
                        for lever in levers(Case.from_row(dict(leader.row)), "execution")), default=0.0)
-        per_group = [3 * max(dearest, self.cost(Case.from_row(dict(ls[0].row)))) for ls in leaders.values() if ls]
-        return min(sum(per_group), FINALS_SHARE * max(self.left(), 0.0)) if capped else sum(per_group)
+        per_group = [3 * max(dearest, self.budget.cost(Case.from_row(dict(ls[0].row))))
+                     for ls in leaders.values() if ls]
+        return min(sum(per_group), FINALS_SHARE * max(self.budget.left(), 0.0)) if capped else sum(per_group)
 
     def _regime(self, key: tuple, groups: dict) -> str:
         """The regime at the group's batch: the batch ladder (bench/cases/ranking.py `ladder`) of
@@ -355,7 +276,7 @@ class Search:
                     if not late:
                         where = (self._serve(key)[0], priority, key[4])
                     else:
-                        where = (priority, round(self.cost(lever.case), 1), order)
+                        where = (priority, round(self.budget.cost(lever.case), 1), order)
                     items.append(_Item(key, leader, lever, (late, rank) + where))
         items.sort(key=lambda i: i.rank)
         chosen, phase = [], f"levers: {dimension}"
@@ -374,14 +295,15 @@ class Search:
             chosen += [i for i in call if i not in todo]
             while todo:
                 fits = self._fitting(todo, leaders)
-                guessed = bool(fits) and not self._ok(execution_of(fits[0].lever.case), fits[0].lever.case.n_replicas)
-                if (guessed and 2 * sum(self.cost(i.lever.case) for i in fits)
-                        > self.left() - self._floor(fits[0], leaders)):
+                probe_case = fits[0].lever.case if fits else None
+                guessed = probe_case is not None and not self.budget.ok(execution_of(probe_case), probe_case.n_replicas)
+                if (guessed and 2 * sum(self.budget.cost(i.lever.case) for i in fits)
+                        > self.budget.left() - self._floor(fits[0], leaders)):
                     # An execution not yet measured at this count is priced on a guess (a compiled
                     # case's cost is a guess until one is measured): where twice the guess would not
                     # fit, measure one, and price the rest with what it cost.
                     fits = fits[:1]
-                self._measure(phase, [i.lever.case for i in fits])
+                self.runner.measure(phase, [i.lever.case for i in fits])
                 for item in fits:
                     known.add(identity(self.sweep._row(item.lever.case)))
                     chosen.append(item)
@@ -391,17 +313,17 @@ class Search:
                     for item in todo:
                         self.log["not_tried"].append({"group": group_dict(item.key), "on": _label(item.leader.row),
                                                       "lever": item.lever.label(),
-                                                      "why": f"the budget ({self.budget_s / 60:g} min) was spent"})
+                                                      "why": f"the budget ({self.budget.minutes:g} min) was spent"})
                     break
         # A stopped lever row that may lead its group is measured once more before it is judged
         # (one whose interval is merely wide is ranked by it; the finals settle an open order).
         unique = {identity(self.sweep._row(i.lever.case)): i for i in chosen}.values()
-        self._again(f"levers: {dimension}, again", [i.lever.case for i in unique if (r := self._row(i.lever.case))
+        self._again(f"levers: {dimension}, again", [i.lever.case for i in unique if (r := self.runner.row(i.lever.case))
                                                     is not None and r["status"] == "ok" and ranking.stopped(r)
                                                     and r["img_per_s"] > ranking.interval(i.leader.row)[1]])
         for key, group_leaders in leaders.items():
             for leader in group_leaders:
-                tried = [(i.lever, self._row(i.lever.case)) for i in chosen if i.leader is leader]
+                tried = [(i.lever, self.runner.row(i.lever.case)) for i in chosen if i.leader is leader]
                 self._settle(key, leader, tried)
 
     def _fitting(self, todo: list[_Item], leaders: dict) -> list[_Item]:
@@ -412,8 +334,8 @@ class Search:
         from above."""
         fits, total = [], 0.0
         for item in todo:
-            if total + self.cost(item.lever.case) <= self.left() - self._floor(item, leaders):
-                total += self.cost(item.lever.case)
+            if total + self.budget.cost(item.lever.case) <= self.budget.left() - self._floor(item, leaders):
+                total += self.budget.cost(item.lever.case)
                 fits.append(item)
         return fits
 
@@ -424,22 +346,25 @@ class Search:
         the finals need in full."""
         first = leaders[item.key].index(item.leader) == 0
         late = item.rank[0]
-        return 0.0 if first and not late else self.reserve_s if first else self._finals_reserve(leaders, capped=False)
+        if first:
+            return 0.0 if not late else self.budget.reserve_s
+        return self._finals_reserve(leaders, capped=False)
 
     def _again_winners(self, phase: str, measured: list[_Item]) -> None:
         """A lever row that may lead its group but was disturbed (stopped between steps, or an
         interval too wide to rank by: a compiled step re-recording its graphs in a timed trial,
         say) is measured again at once, before the budget goes elsewhere: the answer cannot
         rank it against the other levers until then."""
-        shaky = [i.lever.case for i in measured if (r := self._row(i.lever.case)) is not None and r["status"] == "ok"
+        shaky = [i.lever.case for i in measured
+                 if (r := self.runner.row(i.lever.case)) is not None and r["status"] == "ok"
                  and ranking.disturbed(r) and r["img_per_s"] > ranking.interval(i.leader.row)[1]]
-        if shaky and sum(self.cost(c) for c in shaky) <= self.left():
-            self._measure(f"{phase}, again", shaky, again=True)
+        if shaky and sum(self.budget.cost(c) for c in shaky) <= self.budget.left():
+            self.runner.measure(f"{phase}, again", shaky, again=True)
 
     def _again(self, phase: str, cases: list[Case]) -> None:
         """A disturbed measurement cannot be judged: measure it once more (the log keeps both)."""
-        if cases and sum(self.cost(c) for c in cases) <= self.left() - self.reserve_s:
-            self._measure(phase, cases, again=True)
+        if cases and sum(self.budget.cost(c) for c in cases) <= self.budget.left() - self.budget.reserve_s:
+            self.runner.measure(phase, cases, again=True)
 
     def _settle(self, key: tuple, leader: Leader, tried: list) -> None:
         """Keep the best lever of a dimension where it beats the leader beyond both intervals."""
@@ -503,16 +428,17 @@ class Search:
             plans.append((key, [Case.from_row(r) for r in candidates[:MAX_FINALISTS]]))
         for key, cases in sorted(plans, key=lambda p: self._serve(p[0])):
             order = cases + cases[:1]  # A, B(, C), A
-            cost = sum(self.cost(c) for c in order)
-            if cost > self.left():
-                self.log["finals"].append({"group": group_dict(key), "candidates": [_named(c) for c in cases],
-                                           "verdict": f"not measured again: the budget ({self.budget_s / 60:g} min) "
+            cost = sum(self.budget.cost(c) for c in order)
+            if cost > self.budget.left():
+                self.log["finals"].append({"group": group_dict(key), "candidates": [named(c) for c in cases],
+                                           "verdict": f"not measured again: the budget ({self.budget.minutes:g} min) "
                                                       "was spent"})
                 continue
-            self._measure("finals", cases, again=True)  # one call: cases of one launcher share a worker
-            self._measure("finals", cases[:1], again=True)
-            self.log["finals"].append({"group": group_dict(key), "candidates": [_label(self._row(c)) for c in cases],
-                                       "verdict": "measured again, interleaved", "order": [_named(c) for c in order]})
+            self.runner.measure("finals", cases, again=True)  # one call: cases of one launcher share a worker
+            self.runner.measure("finals", cases[:1], again=True)
+            self.log["finals"].append({"group": group_dict(key),
+                                       "candidates": [_label(self.runner.row(c)) for c in cases],
+                                       "verdict": "measured again, interleaved", "order": [named(c) for c in order]})
 
 
 def _unavailable(case: Case) -> str | None:
@@ -531,13 +457,8 @@ def _where(key: tuple) -> str:
     return f"{key[2]} device{'s' if key[2] > 1 else ''}"
 
 
-def _named(case: Case) -> str:
-    """The configuration as the answer names it: strategy (knobs away from the defaults)."""
-    return case.strategy + (f" ({case.variant()})" if case.variant() else "")
-
-
 def _label(row) -> str:
-    return _named(Case.from_row(dict(row)))
+    return named(Case.from_row(dict(row)))
 
 
 def _unique(rows: list) -> list:
