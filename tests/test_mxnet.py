@@ -123,11 +123,11 @@ def test_reasons_when_it_cannot_run(monkeypatch):
 
     monkeypatch.setattr(mod, "compute_capabilities", lambda gpus: {g: ("NVIDIA H200", (9, 0)) for g in gpus})
     reason = strategy.unavailable_reason(Placement((0, 1), 2), fp32)
-    assert "NVIDIA H200 is compute capability 9.0" in reason and "sm_50-86" in reason
+    assert "NVIDIA H200 (compute capability 9.0) is newer than MXNet runs" in reason and "sm_50-86" in reason
     monkeypatch.setattr(mod, "installed_wheel", lambda: "mxnet-cu117")
     monkeypatch.setattr(mod, "compute_capabilities", lambda gpus: {g: ("NVIDIA A10", (8, 6)) for g in gpus})
     assert strategy.unavailable_reason(Placement((0, 1), 2), fp32) is None
     monkeypatch.setattr(mod, "installed_wheel", lambda: "mxnet")
     assert "CPU wheel" in strategy.unavailable_reason(Placement((0,), 1), fp32)
     monkeypatch.setattr(mod, "compute_capabilities", lambda gpus: {g: ("NVIDIA H100 80GB HBM3", (9, 0)) for g in gpus})
-    assert "NVIDIA H100 80GB HBM3 is compute capability 9.0" in strategy.unavailable_reason(Placement((0,), 1), fp32)
+    assert "NVIDIA H100 80GB HBM3 (compute capability 9.0)" in strategy.unavailable_reason(Placement((0,), 1), fp32)

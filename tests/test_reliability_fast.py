@@ -360,13 +360,18 @@ def test_a_cpu_batch_whose_activations_cannot_fit_is_out_of_memory_before_alloca
     from bench.run.worker import Job
 
     monkeypatch.setattr(limits, "available_memory", lambda: 2**30)
-    case = {"model": "resnet18-small", "gpus": [], "n_replicas": 1, "precision": "fp32", "seed": 0}
+    from bench.cases.case import Case, settings
+    from bench.core.placement import Placement
+
+    def case(batch):
+        return Case.make("single", "fp32", "resnet18-small", Placement((), 1), batch, "eager", settings()).spec()
+
     job = Job({"launcher": "local"}, 0, 1, 0)
-    inputs, _ = job.data({**case, "global_batch": 64})  # 0.2 GiB of saved activations
+    inputs, _ = job.data(case(64))  # 0.2 GiB of saved activations
     assert inputs.shape[0] == 64
     with pytest.raises(MemoryError, match=r"host out of memory: the batch needs at least 1\.\d GiB \(inputs and the "
                                           r"activations autograd keeps, 1 rank\), 1\.0 GiB available"):
-        job.data({**case, "global_batch": 512})  # inputs alone: 1.5 MiB
+        job.data(case(512))  # inputs alone: 1.5 MiB
 
 
 def test_the_cgroups_room_and_oom_kills_are_read(tmp_path, monkeypatch):

@@ -574,3 +574,43 @@ def test_a_cpu_run_speaks_of_replicas_not_gpus(tmp_path):
     recs = answer.records(frame)
     text = answer.actions(frame, recs) + " ".join(answer.lever_lines(recs))
     assert "/GPU" not in text and "Largest batch that ran, 4/replica" in text
+
+
+SEARCH = Path(__file__).resolve().parent.parent / "results" / "reference" / "h200x2" / "answer" / "search-1.json"
+
+
+def test_the_figures_and_the_first_screen_show_the_answer(tmp_path):
+    """From a real default search on 2 H200s (eager survey, CUDA graph and compile reduce-overhead
+    levers): the throughput figure has a point for every strategy at every batch where any of its
+    configurations ran ok, at that strategy's best there (its CSV is what it draws), the answer's
+    picks starred; REPORT.md's first screen is the answer in at most 15 lines of 100 columns, no
+    sentence twice, with the figure."""
+    import re
+
+    from bench.report import answer as answers
+    from bench.report.frame import load_runs
+
+    out = tmp_path / "plots"
+    proc = run_cli("report", str(SEARCH), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rows = [r for r in results.load(SEARCH) if r["status"] == "ok"]
+    assert {"cuda-graph", "compile"} <= {r["execution"] for r in rows}
+    best = {}
+    for r in rows:
+        key = (r["strategy"], int(r["n_gpus"]), int(r["batch_per_gpu"]))
+        best[key] = max(best.get(key, 0.0), r["img_per_s"])
+    drawn = pd.read_csv(out / "nvidia-h200-resnet18-small-throughput.csv")
+    points = {(r["strategy"], r["gpus"], r["batch_per_gpu"]): r for r in drawn.to_dict("records")}
+    assert points.keys() == best.keys()
+    assert all(abs(points[k]["img_per_s"] / best[k] - 1) < 1e-9 for k in best)
+    assert points[("ddp", 2, 256)]["configuration"] == "graph+CL+fused"  # the answer's pick there, drawn
+    picks = {(r["strategy"], r["devices"], r["batch_per_gpu"]) for r in answers.records(load_runs([SEARCH]))}
+    assert {k for k, r in points.items() if r["pick"]} == picks and len(picks) == 6
+
+    head = (out / "REPORT.md").read_text().split("\n## ", 1)[0]
+    lines = [line for line in head.splitlines() if line.strip()]
+    assert len(lines) <= 15 and max(map(len, lines)) <= 100, lines
+    sentences = [s for s in re.split(r"(?<=[.:])\s+", " ".join(lines)) if len(s) > 20]
+    assert len(sentences) == len(set(sentences)), sentences
+    assert "nvidia-h200-resnet18-small-throughput.png" in head
+    assert "| 2 GPUs | 256 | `ddp+graph+CL+fused` | 115.2k | x1.79 |" in head

@@ -33,14 +33,14 @@ def test_the_throughput_title_names_the_knobs_figure_only_where_one_is_drawn(mon
     from bench.report import figures
 
     titles = []
-    monkeypatch.setattr(figures, "_batch_panels", lambda group, title, *rest: titles.append(title) or [])
+    monkeypatch.setattr(figures, "_envelope_panels", lambda rows, title, *rest: titles.append(title) or [])
     one = pd.DataFrame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000)]).assign(
         variant="", nnodes=1, hardware="NVIDIA H200")
     figures.figure_throughput(one, tmp_path, "one")
     two = pd.concat([one, pd.DataFrame([row("ddp", 2, 64, ips=21000)]).assign(
         variant="sgd=fused", nnodes=1, hardware="NVIDIA H200")])
     figures.figure_throughput(two, tmp_path, "two")
-    assert "knobs figure" not in titles[0] and "others: knobs figure" in titles[1], titles
+    assert "knobs figure" not in titles[0] and "every setting: the knobs figure" in titles[1], titles
     assert figures.figure_knobs(one, tmp_path, "one") == [] and figures.figure_knobs(two, tmp_path, "two")
 
 

@@ -474,9 +474,14 @@ def actions(run: pd.DataFrame, recs: list[dict]) -> str:
         parts.append("Only the configurations this run measured are compared: `bench run --search` also tries the "
                      "executions, SGD kernels, memory format and strategy options on the leaders.")
     if "notes" in run:
-        said = sorted({(r["strategy"], str(r["notes"])) for _, r in run.iterrows()
-                       if isinstance(r.get("notes"), str) and r["notes"]})
-        parts += [f"`{name}`: {note}." for name, note in said]
+        # A note several strategies share is said once, naming them all.
+        by_note: dict[str, list[str]] = {}
+        for r in run.to_dict("records"):
+            if isinstance(r.get("notes"), str) and r["notes"] and r["strategy"] not in by_note.get(r["notes"], []):
+                by_note.setdefault(r["notes"], []).append(r["strategy"])
+        order = {s: i for i, s in enumerate(strategies.names())}
+        parts += [f"{', '.join(f'`{n}`' for n in sorted(names, key=lambda n: (order.get(n, 99), n)))}: {note}."
+                  for note, names in sorted(by_note.items(), key=lambda kv: min(order.get(n, 99) for n in kv[1]))]
     avoid = _avoid(run, done)
     if avoid:
         text = "; ".join(avoid)

@@ -18,7 +18,8 @@ import strategies  # noqa: E402
 from bench.cases import results  # noqa: E402
 from bench.core.precision import PRECISIONS  # noqa: E402
 from bench.measure import envinfo  # noqa: E402
-from bench.report.frame import amp_speedups, label, same_run  # noqa: E402
+from bench.report.frame import amp_speedups, label  # noqa: E402
+from bench.report.labels import tokens  # noqa: E402
 
 PRECISION_ORDER = list(PRECISIONS)
 
@@ -91,8 +92,13 @@ def _wrap(text: str) -> str:
 
 
 def _panels(precisions, title):
-    fig, axes = plt.subplots(1, len(precisions), figsize=(6.2 * len(precisions), 4.6), squeeze=False)
-    fig.suptitle(title, fontsize=11)
+    """A row of panels that fills the canvas, the title at its top left; a title that ends in
+    " - <caption>" has the caption as a footnote."""
+    fig, axes = plt.subplots(1, len(precisions), figsize=(max(11.0, 6.0 * len(precisions) + 3), 4.8), squeeze=False)
+    head, _, foot = title.rpartition(" - ") if " - " in title else (title, "", "")
+    fig.suptitle(head, fontsize=12, x=0.01, ha="left")
+    if foot:
+        fig.text(0.01, 0.0, textwrap.fill(foot, 160), fontsize=8, color="dimgray", va="top")
     return fig, axes[0]
 
 
@@ -123,7 +129,7 @@ def _batch_panels(group: pd.DataFrame, title: str, ylabel: str, draw_line, folde
 def primary(group: pd.DataFrame) -> pd.DataFrame:
     """For each strategy, device count and precision, one setting of the knobs: the fastest
     (the highest images/s it reached, as the answer ranks them; then the fastest knobs). The
-    other settings have the knobs figure, so that no legend lists every variant."""
+    mixed-precision figure compares settings this way; the others draw the envelope."""
     keep = []
     ok = group[group["status"] == "ok"]
     for _, sub in group.groupby(["strategy", "n_gpus", "precision", group["nnodes"].fillna(1)], sort=False):
@@ -134,17 +140,116 @@ def primary(group: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(keep) if keep else group
 
 
-def _draw_throughput(ax, line, lab):
-    yerr = [line["img_per_s"] - line["img_per_s_p10"], line["img_per_s_p90"] - line["img_per_s"]]
-    ax.errorbar(line["batch_per_gpu"], line["img_per_s"], yerr=yerr, capsize=3, label=lab, **style(line.iloc[0]))
+LINE = ["strategy", "n_gpus", "hosts", "precision"]  # one line of a figure: a strategy where it ran
 
 
-def figure_throughput(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
-    # Name the knobs figure only where one is drawn: where a strategy ran more than one setting.
-    others = "; others: knobs figure" if _knob_panels(group) else ""
-    return _batch_panels(primary(group),
-                         f"Training throughput vs per-GPU batch (each strategy's fastest knobs{others})",
-                         "images/s (median; bars: p10-p90)", _draw_throughput, folder, name)
+def envelope(group: pd.DataFrame) -> pd.DataFrame:
+    """Each strategy at its best measured configuration at each batch: per strategy, device
+    count, hosts, precision and per-GPU batch, the ok row with the highest median images/s among
+    its executions and knobs, with `config` (its settings, short) and `vs_single` (its images/s
+    over the best `single` of that precision and batch, the answer's speed-up where the knobs
+    differ)."""
+    ok = group[group["status"] == "ok"].reset_index(drop=True)
+    if ok.empty:
+        return ok.assign(hosts=[], config=[], vs_single=[])
+    ok = ok.assign(hosts=ok["nnodes"].fillna(1).astype(int) if "nnodes" in ok else 1)
+    best = ok.loc[ok.groupby([*LINE, "batch_per_gpu"], sort=False)["img_per_s"].idxmax()]
+    base = best[best["strategy"] == strategies.baseline()].groupby(["precision", "batch_per_gpu"])["img_per_s"].max()
+    single = [base.get((p, b)) for p, b in zip(best["precision"], best["batch_per_gpu"])]
+    return _order_lines(best.assign(config=[tokens(r) for r in best.to_dict("records")],
+                                    vs_single=[r / s if s else None for r, s in zip(best["img_per_s"], single)]))
+
+
+def _order_lines(frame: pd.DataFrame) -> pd.DataFrame:
+    rank = {s: i for i, s in enumerate(strategies.names())}
+    return frame.assign(_r=frame["strategy"].map(lambda s: rank.get(s, 99))).sort_values(
+        ["_r", "n_gpus", "hosts", "precision", "batch_per_gpu"]).drop(columns="_r")
+
+
+def _where(line: pd.DataFrame) -> str:
+    first = line.iloc[0]
+    hosts = f" x {int(first['hosts'])} hosts" if first["hosts"] > 1 else ""
+    return (f"{int(first['n_gpus'])} GPU{hosts}" if first["n_gpus"] else f"CPU x{int(first['n_replicas'])}")
+
+
+def _k(x, _=None) -> str:
+    return f"{x / 1000:g}k" if x >= 1000 else f"{x:g}"
+
+
+def _envelope_panels(rows: pd.DataFrame, title: str, ylabel: str, value: str, bounds, picks, folder: Path,
+                     name: str, caption_text: str) -> list[Path]:
+    """One panel per precision; one line per strategy where it ran (colour: the strategy; marker:
+    its device count), each point that strategy's best configuration at that batch. The legend
+    names a configuration that holds along the whole line; where it changes, the new one is
+    written at the point; the answer's picks are stars."""
+    precisions = [p for p in PRECISION_ORDER if p in set(rows["precision"])]
+    fig, axes = plt.subplots(1, len(precisions), figsize=(max(9.0, 5.0 * len(precisions)), 4.3), squeeze=False)
+    for ax, precision in zip(axes[0], precisions):
+        for _, line in rows[rows["precision"] == precision].groupby(LINE, sort=False):
+            line = line.sort_values("batch_per_gpu")
+            first = line.iloc[0]
+            look = {"color": colour(first["strategy"]), "marker": MARKERS.get(int(first["n_gpus"]), "x")}
+            configs = list(line["config"])
+            same = len(set(configs)) == 1
+            lab = f"{first['strategy']} ({_where(line)})" + (f": {configs[0]}" if same else "")
+            yerr = None if bounds is None else [line[value] - line[bounds[0]], line[bounds[1]] - line[value]]
+            ax.errorbar(line["batch_per_gpu"], line[value], yerr=yerr, capsize=3, label=lab, ls="-", lw=1.4, **look)
+            if not same:
+                shown = None
+                for r in line.to_dict("records"):
+                    if r["config"] != shown:
+                        ax.annotate(r["config"], (r["batch_per_gpu"], r[value]), textcoords="offset points",
+                                    xytext=(5, 5), fontsize=8, color=look["color"])
+                        shown = r["config"]
+        starred = [p for p in picks if p["precision"] == precision and p.get(value) is not None]
+        if starred:
+            ax.scatter([p["batch_per_gpu"] for p in starred], [p[value] for p in starred], marker="*", s=260,
+                       c=[colour(p["strategy"]) for p in starred], edgecolors="black", linewidths=0.8, zorder=5,
+                       label="the answer's pick")
+        _log2_axis(ax)
+        ax.set_xticks(sorted(set(rows["batch_per_gpu"])))
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_k))
+        ax.set_title(precision, fontsize=10)
+        ax.set_xlabel("batch per GPU" if rows["n_gpus"].max() else "batch per replica")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    named = {}  # one legend for every panel, to their right: a line's label is the same in each
+    for ax in axes[0]:
+        for handle, text in zip(*ax.get_legend_handles_labels()):
+            named.setdefault(text, handle)
+    fig.tight_layout(rect=(0, 0.02, 1, 0.93))
+    fig.legend(list(named.values()), list(named), fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 0.9))
+    fig.suptitle(title, fontsize=12, x=0.01, ha="left")
+    fig.text(0.01, 0.0, textwrap.fill(caption_text, 160), fontsize=8, color="dimgray", va="top")
+    return _save(fig, folder, name)
+
+
+def _points_csv(rows: pd.DataFrame, picks: list[dict], path: Path, value: str) -> None:
+    """What a figure draws, as a table: one line per point."""
+    chosen = {(p["precision"], p["strategy"], p["devices"], p["batch_per_gpu"]) for p in picks}
+    table = pd.DataFrame({
+        "precision": rows["precision"], "strategy": rows["strategy"], "gpus": rows["n_gpus"].astype(int),
+        "hosts": rows["hosts"], "batch_per_gpu": rows["batch_per_gpu"].astype(int), "configuration": rows["config"],
+        value: rows[value], **({f"{value}_p10": rows[f"{value}_p10"], f"{value}_p90": rows[f"{value}_p90"]}
+                               if f"{value}_p10" in rows else {}),
+        "pick": [(p, s, int(n or r), int(b)) in chosen for p, s, n, r, b in
+                 zip(rows["precision"], rows["strategy"], rows["n_gpus"], rows["n_replicas"], rows["batch_per_gpu"])]})
+    results.atomic_write_bytes(path, table.to_csv(index=False).encode())
+
+
+def figure_throughput(group: pd.DataFrame, folder: Path, name: str, picks: list[dict] | None = None) -> list[Path]:
+    """Images/s against the per-GPU batch: each strategy at its best configuration measured at
+    each batch (the envelope over executions and knobs), the answer's picks starred; the points
+    also as <name>.csv."""
+    rows = envelope(group)
+    if rows.empty:
+        return []
+    picks = [p for p in (picks or []) if p.get("strategy")]
+    _points_csv(rows, picks, folder / f"{name}.csv", "img_per_s")
+    others = "; every setting: the knobs figure" if _knob_panels(group) else ""
+    return _envelope_panels(rows, f"Throughput: each strategy at its best configuration per batch{others}",
+                            "images/s (median; bars: p10-p90)", "img_per_s", ("img_per_s_p10", "img_per_s_p90"),
+                            picks, folder, name, caption(group))
 
 
 KNOB_LINES = 8  # lines a knobs panel holds before it is split by GPU count
@@ -196,19 +301,19 @@ def figure_knobs(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
     return _save(fig, folder, name)
 
 
-def figure_memory(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
-    group = group[group["peak_alloc_mib"].notna() | (group["status"] != "ok")]
-    if group[group["status"] == "ok"].empty:
+def figure_memory(group: pd.DataFrame, folder: Path, name: str, picks: list[dict] | None = None) -> list[Path]:
+    """Peak memory per GPU (the busiest) of each strategy's best configuration at each batch,
+    the configurations of the throughput figure; the answer's picks starred."""
+    rows = envelope(group)
+    rows = rows[rows["peak_alloc_mib"].notna()] if "peak_alloc_mib" in rows else rows.iloc[0:0]
+    if rows.empty:
         return []
-
-    def draw(ax, line, lab):
-        (drawn,) = ax.plot(line["batch_per_gpu"], line["peak_alloc_mib"] / 1024, label=lab, **style(line.iloc[0]))
-        if (line["peak_alloc_mib_min"] < 0.97 * line["peak_alloc_mib"]).any():
-            ax.plot(line["batch_per_gpu"], line["peak_alloc_mib_min"] / 1024, ls="-.", lw=0.8, alpha=0.6,
-                    color=drawn.get_color())
-
-    return _batch_panels(primary(group), "Peak memory per GPU (busiest GPU; thin dash-dot: least busy GPU where it "
-                         "differs; fastest knobs)", "peak allocated GiB per GPU", draw, folder, name)
+    rows = rows.assign(peak_gib=rows["peak_alloc_mib"] / 1024)
+    picks = [{**p, "peak_gib": p["peak_alloc_mib"] / 1024} for p in (picks or [])
+             if p.get("strategy") and p.get("peak_alloc_mib") is not None]
+    title = "Peak memory per GPU (the busiest): each strategy at its best configuration per batch"
+    return _envelope_panels(rows, title, "peak allocated GiB per GPU", "peak_gib", None, picks, folder, name,
+                            caption(group))
 
 
 def _bar_panel(ax, table: pd.DataFrame, title: str, ylabel: str, reference: float, yerr=None) -> None:
@@ -224,7 +329,7 @@ def _bar_panel(ax, table: pd.DataFrame, title: str, ylabel: str, reference: floa
     ax.set_title(title)
     ax.set_xlabel("batch per GPU")
     ax.set_ylabel(ylabel)
-    ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))  # after hatching: shows it
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # after hatching: shows it
     ax.grid(alpha=0.3, axis="y")
 
 
@@ -250,23 +355,26 @@ def _bar_figure(frame: pd.DataFrame, title: str, names, value: str, panel_title,
             yerr = np.stack([(table - low).clip(lower=0).to_numpy().T,
                              (high - table).clip(lower=0).to_numpy().T], axis=1)
         _bar_panel(ax, table, panel_title(precision), ylabel, reference, yerr)
+    fig.tight_layout(rect=(0, 0.02, 1, 0.97))
     return _save(fig, folder, name)
 
 
 def figure_efficiency(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
-    sub = group[(group["status"] == "ok") & (group["strategy"] != strategies.baseline()) & group["efficiency"].notna()
-                & (group["n_gpus"] > 1)]
-    if sub.empty:
+    """Scaling efficiency of each multi-device strategy at its best configuration per batch,
+    over the best `single` of that batch (the answer's speed-up over the GPU count)."""
+    rows = envelope(group)
+    rows = rows[(rows["n_gpus"] > 1) & rows["vs_single"].notna()] if len(rows) else rows
+    if rows.empty:
         return []
-    sub = primary(sub)  # knob variants: the knobs figure and the tables
-    return _bar_figure(sub.assign(efficiency_pct=sub["efficiency"] * 100, efficiency_lo_pct=sub["efficiency_lo"] * 100,
-                                  efficiency_hi_pct=sub["efficiency_hi"] * 100),
-                       f"Scaling efficiency (speed-up over {strategies.baseline()} / GPUs; "
-                       "bars: both p10-p90 spreads; fastest knobs) - "
-                       f"{caption(group)}",
-                       lambda p: p.apply(label, axis=1), "efficiency_pct", lambda precision: precision,
-                       "scaling efficiency, % (100% = perfect)", 100, folder, name,
-                       bounds=("efficiency_lo_pct", "efficiency_hi_pct"))
+    single = rows["img_per_s"] / rows["vs_single"]
+    rows = rows.assign(efficiency_pct=100 * rows["vs_single"] / rows["n_gpus"],
+                       efficiency_lo_pct=100 * rows["img_per_s_p10"] / single / rows["n_gpus"],
+                       efficiency_hi_pct=100 * rows["img_per_s_p90"] / single / rows["n_gpus"])
+    return _bar_figure(rows, f"Scaling efficiency: each strategy at its best configuration per batch, over the best "
+                       f"{strategies.baseline()} (bars: p10-p90) - {caption(group)}",
+                       lambda p: p.apply(lambda r: f"{r['strategy']} ({int(r['n_gpus'])} GPU)", axis=1),
+                       "efficiency_pct", lambda precision: precision, "scaling efficiency, % (100% = perfect)", 100,
+                       folder, name, bounds=("efficiency_lo_pct", "efficiency_hi_pct"))
 
 
 def figure_amp(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
@@ -284,51 +392,49 @@ def figure_amp(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
 
 
 def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
-    """images/s against GPU count for each multi-device strategy and setting, one panel per
-    precision, anchored at `single` of the same run and settings (hollow marker at 1 GPU, the
-    row's own same-run baseline); dotted: linear from it."""
-    ok = group[(group["status"] == "ok") & (group["n_gpus"] > 0) & (group["strategy"] != strategies.baseline())]
-    keys = same_run(["precision", "variant", "batch_per_gpu"], group)
-    curves = []
-    for (strategy, *key), line in ok.groupby(["strategy"] + keys):
-        bases = line["single_img_per_s"].dropna() if "single_img_per_s" in line else pd.Series(dtype=float)
-        base = bases.iloc[0] if len(bases) else None
-        # A curve needs two device counts of its own or a count beyond 2: plain 2-GPU cases
-        # are in the efficiency figure already.
-        if line["n_gpus"].nunique() > 1 or line["n_gpus"].max() > 2:
-            curves.append((strategy, key, line.sort_values("date").drop_duplicates(["n_gpus", "nnodes"], keep="last"),
-                           base))
-    if not curves:
-        return []
-    precisions = [p for p in PRECISION_ORDER if any(c[1][0] == p for c in curves)]
-    fig, axes = plt.subplots(1, len(precisions), figsize=(6.5 * len(precisions), 5), squeeze=False)
-    for ax, precision in zip(axes[0], precisions):
-        counts = set()
-        for strategy, (_, var, batch, *_), line, base in [c for c in curves if c[1][0] == precision]:
-            line = line.sort_values("n_gpus")
-            color = colour(strategy)
-            hosts = line["nnodes"].fillna(1)
-            one, many = line[hosts <= 1], line[hosts > 1]
-            series = f"{strategy}{' ' + var if var else ''}, {batch}/GPU"
-            xs, ys = list(one["n_gpus"]), list(one["img_per_s"])
-            if base is not None:
-                xs, ys = [1] + xs, [base] + ys  # the curve starts at its own single
-                ax.plot([1], [base], marker="o", mfc="none", color=color, ls="none")
-                ax.plot(sorted({1, *line["n_gpus"]}), [base * x for x in sorted({1, *line["n_gpus"]})], ls=":",
-                        color="grey", lw=0.8)
-                counts.add(1)
-            first_own = 1 if base is not None else 0  # single's point is drawn hollow above
-            ax.plot(xs, ys, marker="o", color=color, ls="-" if not var else "--", label=_wrap(series),
-                    markevery=list(range(first_own, len(xs))))
-            for nnodes, across in many.groupby("nnodes"):  # across hosts: squares, a curve of their own
-                ax.plot(across["n_gpus"], across["img_per_s"], marker="s", ms=10, mfc="none", mew=1.5, zorder=4,
-                        color=color, ls=":", label=_wrap(f"{series}, across {int(nnodes)} hosts"))
-            counts |= set(line["n_gpus"])
-        ax.set_xticks(sorted(counts))
+    """Images/s against the GPU count, one panel per precision and per-GPU batch: one line per
+    multi-device strategy (its colour), each point its best configuration there, starting from
+    the best `single` of that batch (hollow); dotted: linear from it."""
+    rows = envelope(group)
+    base_name = strategies.baseline()
+    many = rows[(rows["strategy"] != base_name) & (rows["n_gpus"] > 0)] if len(rows) else rows
+    if many.empty or not ((many["n_gpus"] > 2) | (many.groupby(LINE[:1] + ["precision", "batch_per_gpu"])["n_gpus"]
+                                                  .transform("nunique") > 1)).any():
+        return []  # 2-GPU cases alone: the efficiency figure has them
+    panels = [(p, b) for p in PRECISION_ORDER for b in sorted(set(many["batch_per_gpu"]))
+              if ((many["precision"] == p) & (many["batch_per_gpu"] == b)).any()]
+    cols = min(3, len(panels))
+    grid = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(grid, cols, figsize=(4.2 * cols + 2.5, 3.9 * grid), squeeze=False)
+    handles = {}
+    for ax, (precision, batch) in zip(axes.flat, panels):
+        here = rows[(rows["precision"] == precision) & (rows["batch_per_gpu"] == batch)]
+        single = here[here["strategy"] == base_name]["img_per_s"]
+        anchor = float(single.max()) if len(single) else None
+        counts = set(here["n_gpus"])
+        if anchor is not None:
+            ax.plot([1], [anchor], marker="o", mfc="none", color=colour(base_name), ls="none")
+            top = max(counts | {1})
+            ax.plot([1, top], [anchor, anchor * top], ls=":", color="grey", lw=0.8)
+        for strategy, line in here[here["strategy"] != base_name].groupby("strategy", sort=False):
+            line = line[line["hosts"] <= 1].sort_values("n_gpus")
+            xs, ys = list(line["n_gpus"]), list(line["img_per_s"])
+            if anchor is not None:
+                xs, ys = [1] + xs, [anchor] + ys
+            (handles[strategy],) = ax.plot(xs, ys, marker="o", color=colour(strategy), lw=1.4,
+                                           markevery=list(range(1 if anchor is not None else 0, len(xs))))
+        ax.set_xticks(sorted(counts | {1}))
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_k))
+        ax.set_title(f"{precision}, {batch} per GPU", fontsize=10)
         ax.set_xlabel("GPUs")
-        ax.set_ylabel(f"images/s (hollow: {strategies.baseline()}; dotted: linear from {strategies.baseline()})")
-        ax.set_title(precision)
+        ax.set_ylabel("images/s")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.12))
-    fig.suptitle(f"Scaling 1 -> N GPUs - {caption(group)}", fontsize=10)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    ordered = [s for s in strategies.names() if s in handles] + sorted(set(handles) - set(strategies.names()))
+    fig.legend([handles[s] for s in ordered], ordered, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 0.95))
+    fig.suptitle(f"Scaling 1 -> N GPUs: each strategy at its best configuration (hollow: {base_name}; dotted: "
+                 f"linear from it)", fontsize=12, x=0.01, ha="left")
+    fig.text(0.01, 0.0, textwrap.fill(caption(group), 160), fontsize=8, color="dimgray", va="top")
+    fig.tight_layout(rect=(0, 0.02, 1, 0.95))
     return _save(fig, folder, name)

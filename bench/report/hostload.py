@@ -15,15 +15,31 @@ def _number(value) -> float | None:
             else None)
 
 
-def busy_line(rows: list[dict], name: str = "the run") -> str | None:
-    """One sentence where the host was busy at the run's start, else None."""
+def busy(rows: list[dict]) -> tuple[float, int, float | None] | None:
+    """(load average at the start, CPUs, load average at the end) where the host was busy at
+    the run's start, else None."""
     recorded = [r for r in rows if _number(r.get("load_avg_start")) is not None and _number(r.get("host_cpus"))]
     if not recorded:
         return None
     start, cpus = _number(recorded[0]["load_avg_start"]), int(_number(recorded[0]["host_cpus"]))
     if start < BUSY_SHARE * cpus:
         return None
-    end = _number(recorded[-1].get("load_avg_end"))
+    return start, cpus, _number(recorded[-1].get("load_avg_end"))
+
+
+def busy_short(rows: list[dict]) -> str | None:
+    """busy_line in one line of the report's first screen."""
+    found = busy(rows)
+    return None if found is None else (f"The host was busy (load average {found[0]:.1f} on {found[1]} CPUs): every "
+                                       "figure may be disturbed; re-run on an idle host.")
+
+
+def busy_line(rows: list[dict], name: str = "the run") -> str | None:
+    """One sentence where the host was busy at the run's start, else None."""
+    found = busy(rows)
+    if found is None:
+        return None
+    start, cpus, end = found
     return (f"The host was busy when {name} started: load average {start:.1f} on {cpus} CPUs"
             + (f" ({end:.1f} at its end)" if end is not None else "")
             + ": other work shared the machine, so every figure may be disturbed; re-run on an idle host.")

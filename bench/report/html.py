@@ -17,7 +17,9 @@ body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 1.5em auto
 table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.86em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left; vertical-align: top; }
 th { background: #f2f2f2; }
-img { max-width: 100%; height: auto; }
+img { max-width: 100%; height: auto; max-height: 48vh; }  /* a figure fits the first screen beside the answer */
+h1 { font-size: 1.45em; margin: 0.3em 0 0.4em; }
+p { margin: 0.5em 0; }
 code { background: #f4f4f4; padding: 0 0.2em; }
 """
 
@@ -27,12 +29,15 @@ window.addEventListener("load", function () {
   var images = Array.prototype.slice.call(document.images);
   document.body.dataset.imagesTotal = images.length;
   document.body.dataset.imagesLoaded = images.filter(function (i) { return i.complete && i.naturalWidth > 0; }).length;
-  // Where the first list (on the report: the answer's sentences) ends, against the window's
-  // height: a browser test reads whether the answer is on the first screen.
-  var first = document.querySelector("ul");
-  if (first) {
-    document.body.dataset.firstListBottom = Math.ceil(first.getBoundingClientRect().bottom);
-    document.body.dataset.viewportHeight = window.innerHeight;
+  // Where the first table (on the report: the answer) and the first figure (the throughput
+  // figure that stars the picks) end, against the window's height: a browser test reads whether
+  // both are on the first screen.
+  var table = document.querySelector("table"), figure = document.querySelector("img");
+  document.body.dataset.viewportHeight = window.innerHeight;
+  if (table) { document.body.dataset.answerBottom = Math.ceil(table.getBoundingClientRect().bottom); }
+  if (figure) {
+    document.body.dataset.figureBottom = Math.ceil(figure.getBoundingClientRect().bottom);
+    document.body.dataset.figureSrc = figure.getAttribute("src");
   }
 });
 </script>

@@ -43,6 +43,12 @@ def knobs(row) -> dict:
     return Case.from_row(dict(row)).changed_knobs()
 
 
+def tokens(row) -> str:
+    """The row's settings away from the defaults in the legend's short form (`graph+CL+fused`),
+    "defaults" where there are none."""
+    return "+".join(_token(k, v) for k, v in knobs(row).items()) or "defaults"
+
+
 def full(row) -> str:
     """The strategy with every knob spelled out."""
     variant = row.get("variant") or ""

@@ -7,6 +7,8 @@ where it has nothing to say). Adding a section is one function plus one entry in
 """
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import strategies
 from bench.cases import results
 from bench.report import answer as answers
 from bench.report import findings as answer
-from bench.report import fitted
+from bench.report import fitted, hostload
 from bench.report.anatomy import anatomy_section as _anatomy_details
 from bench.report.figures import (PRECISION_ORDER, figure_amp, figure_efficiency, figure_knobs, figure_memory,
                                   figure_scaling, figure_throughput, slug)
@@ -55,6 +57,60 @@ def _started(runs: pd.DataFrame, source: str) -> str:
     two runs apart."""
     dates = sorted(str(d) for d in runs[runs["source"] == source]["date"].dropna())
     return dates[0][:16].replace("T", " ") if dates else "an unknown date"
+
+
+WIDTH = 100  # columns: no line of the first screen is longer
+
+
+def _short(text: str, width: int = WIDTH) -> str:
+    return text if len(text) <= width else text[:width - 3].rstrip(" ,;:") + "..."
+
+
+def first_screen(rep: Report) -> list[str]:
+    """The answer at a glance, before any detail: per run, hardware, model and precision, one
+    table row per device count and batch (the pick, its images/s, its speed-up), each caveat in
+    one line, what could not run once per reason, and the throughput figure that stars the picks."""
+    recs = answers.records(rep.runs, rep.legend)
+    lines = []
+    for (source, hw, model), run in rep.runs.groupby(["source", "hardware", "model"], sort=True):
+        mine = [r for r in recs if (r["run"], r["hardware"], r["model"]) == (run_name(source), hw, model)]
+        for precision in [p for p in PRECISION_ORDER if any(r["precision"] == p for r in mine)]:
+            done = [r for r in mine if r["precision"] == precision and r["strategy"] is not None]
+            if not done:
+                continue
+            unit = answers.per(done[0])
+            which = f" (run `{run_name(source)}`)" if rep.runs["source"].nunique() > 1 else ""
+            lines += [f"**{model} on {hw}, {precision}**: the configuration to use{which}", "",
+                      f"| devices | batch/{unit} | use | images/s | vs {strategies.baseline()} |",
+                      "|---|---|---|---|---|"]
+            for r in sorted(done, key=lambda r: (-r["devices"], r["batch_per_gpu"])):
+                mark = "" if r["recommended"] else " (unjudged)"
+                speed = "" if r["speedup"] is None else f"x{r['speedup']:.2f}"
+                lines.append(f"| {r['where']} | {r['batch_per_gpu']} | `{r['label']}`{mark} | "
+                             f"{answer.rate(r['img_per_s'])} | {speed} |")
+            caveats = [f"{r['where']}, {r['batch_per_gpu']}/{unit}: unjudged, "
+                       + (", ".join(f"`{x['label']}` may be faster" for x in r["unjudged"]) or "re-run")
+                       for r in done if r["unstable"]]
+            caveats += [f"{r['where']}, {r['batch_per_gpu']}/{unit}: the pick's own trials were disturbed"
+                        for r in done if r["disturbed"]]
+            lines += [""] + [f"- {_short(c)}" for c in caveats] if caveats else []
+            lines.append("")
+        ran = set(run[run["status"] == "ok"]["strategy"])
+        absent: dict[str, list[str]] = {}
+        for r in run[(run["status"] == "skipped") & ~run["strategy"].isin(ran)].to_dict("records"):
+            reason = re.split(r" \(|: |; ", str(r.get("reason") or ""))[0]  # its first clause
+            absent.setdefault(reason, [])
+            if r["strategy"] not in absent[reason]:
+                absent[reason].append(r["strategy"])
+        notes = [_short(f"Not measured: {', '.join(who)}: {why}") for why, who in absent.items()]
+        busy = hostload.busy_short(run.to_dict("records"))
+        if busy:
+            notes.append(_short(busy))
+        lines += notes + ([""] if notes else [])
+        figure = rep.out / f"{slug(hw, model)}-throughput.png"
+        if figure.exists():
+            lines += [f"![{figure.stem}]({figure.name})", ""]
+    return lines
 
 
 def answer_section(rep: Report) -> list[str]:
@@ -151,16 +207,18 @@ def peak_section(rep: Report) -> list[str]:
     return achieved_vs_peak(rep.frame, peak_rates(rep.paths))
 
 
-SECTIONS = [answer_section, findings_section, throughput_section, scaling_section, fit_section,
+SECTIONS = [first_screen, answer_section, findings_section, throughput_section, scaling_section, fit_section,
             memory_overview, anatomy_overview, cudnn_section, peak_section]
 
 
 # --- details pages --------------------------------------------------------------------------
 def figures_section(page: Page) -> list[str]:
     g, out, name = page.group, page.out, page.name
+    picks = answers.records(g)  # the answer's pick at each device count and batch, starred
     figs = []
-    for kind, draw in (("throughput", figure_throughput), ("knobs", figure_knobs), ("memory", figure_memory),
-                       ("efficiency", figure_efficiency), ("amp-speedup", figure_amp), ("scaling", figure_scaling)):
+    for kind, draw in (("throughput", functools.partial(figure_throughput, picks=picks)), ("knobs", figure_knobs),
+                       ("memory", functools.partial(figure_memory, picks=picks)), ("efficiency", figure_efficiency),
+                       ("amp-speedup", figure_amp), ("scaling", figure_scaling)):
         figs += draw(g, out, f"{name}-{kind}")
     return [f"![{p.stem}]({p.name})" for p in figs if p.suffix == ".png"] + [""]
 

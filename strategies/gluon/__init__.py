@@ -73,8 +73,8 @@ class MXNetGluon(Strategy):
                 return f"cannot read the GPUs' compute capability ({exc})"
             for name, cap in caps.values():
                 if tuple(cap) > MAX_COMPUTE_CAPABILITY:
-                    return (f"mxnet-cu117 1.9.1, the newest MXNet CUDA wheel, has GPU code for sm_50-86 only "
-                            f"(no PTX): {name} is compute capability {cap[0]}.{cap[1]}")
+                    return (f"{name} (compute capability {cap[0]}.{cap[1]}) is newer than MXNet runs: "
+                            "mxnet-cu117 1.9.1, the newest MXNet CUDA wheel, has GPU code for sm_50-86 only (no PTX)")
         if precision.name not in ("fp32", "amp-fp16"):
             return f"MXNet runs fp32 and amp-fp16 (mxnet.contrib.amp), not {precision.name}"
         wheel = installed_wheel()
