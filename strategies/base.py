@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.core.placement import Placement
-from bench.core.step import CaseSpec, TrainStep, WorkerContext
+from bench.core.step import EXECUTIONS, CaseSpec, TrainStep, WorkerContext
 
 __all__ = ["COLLECTIVES", "STATE", "CaseSpec", "Collective", "Placement", "Strategy", "TrainStep", "WorkerContext"]
 
@@ -107,8 +107,6 @@ class Strategy:
     def declaration_error(self) -> str | None:
         """What is wrong with the strategy's declarations (executions, Apex levels, the baseline's
         one device, shards and sends), or None."""
-        from bench.cases.case import EXECUTIONS
-
         unknown = [e for e in self.executions if e not in EXECUTIONS]
         if unknown or "eager" not in self.executions:
             return f"executions {self.executions!r}: eager and any of {', '.join(EXECUTIONS[1:])}"

@@ -23,7 +23,6 @@ from bench.core.knobs import BY_NAME as KNOB, COMPILE_MODES, KNOBS as DECLARED, 
 from bench.core.placement import Placement
 from bench.core.step import CaseSpec, KnobFields
 
-EXECUTIONS = ("eager", "compile", "cuda-graph")
 
 AXES = ("strategy", "precision", "model", "device", "gpus", "n_gpus", "n_replicas", "nnodes", "batch_per_gpu")
 KNOBS = ("execution",) + KNOB_NAMES + ("options",)

@@ -16,7 +16,8 @@ def list_strategies(args) -> None:
     """Each strategy in two or three lines (what runs here, its options), then what cannot run
     here, each reason once with the strategies and precisions it holds for, then the knobs."""
     import strategies
-    from bench.cases.case import EXECUTIONS, Case, Settings, execution_unavailable_reason
+    from bench.cases.case import Case, Settings, execution_unavailable_reason
+    from bench.core.step import EXECUTIONS
     from bench.cases.grid import placements
     from bench.core.knobs import KNOBS
     from bench.core.precision import PRECISIONS, get_precision

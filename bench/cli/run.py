@@ -138,7 +138,7 @@ def _axes(args) -> tuple[list, list, list, list]:
     """The strategies, precisions, models and executions asked for, each checked."""
     import strategies
     from bench import workloads
-    from bench.cases.case import EXECUTIONS
+    from bench.core.step import EXECUTIONS
     from bench.core.precision import PRECISIONS
 
     names = check_names(listed(args.strategies, "--strategies") or strategies.names(), strategies.names(), "strategy",

@@ -27,6 +27,10 @@ for _declared in KNOBS:
     setattr(KnobFields, _declared.name, _field(_declared))
 
 
+# How a step runs: as written, under torch.compile, or captured whole in a CUDA graph (an axis of
+# every case; a strategy declares which it supports).
+EXECUTIONS = ("eager", "compile", "cuda-graph")
+
 # The layout of a CaseSpec across the process boundary. A worker refuses another version: the
 # parent and the worker would then be running different code.
 SPEC_VERSION = 1
