@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
@@ -173,6 +175,7 @@ def test_a_second_reference_or_a_bad_claim_is_refused_when_it_registers(tmp_path
         assert proc.returncode != 0 and message in proc.stderr, (claim, proc.stderr[-2000:])
 
 
+@pytest.mark.slow  # a sweep in a worker: make test-slow, which CI runs too
 def test_execution_compile_is_refused_unless_declared_and_checked_when_declared(tmp_path):
     """The Toy recipe declares no executions: --execution compile is refused, with the reason in
     the row. A strategy that declares compile but never compiles fails its case: a row that says
@@ -282,6 +285,7 @@ def test_every_entry_point_takes_its_measurement_defaults_from_one_table():
             assert said in " ".join(usage.split()), (command, name, usage[-1500:])
 
 
+@pytest.mark.slow  # a sweep in a worker: make test-slow, which CI runs too
 def test_a_knob_added_in_one_file_reaches_list_the_sweep_the_answer_and_the_report(tmp_path):
     """docs/extending.md, a knob: one entry in bench/core/knobs.py and nothing else edited. In a
     copy of the code with that entry added, `list` offers its flag, a sweep records its column,
