@@ -526,7 +526,7 @@ def test_only_one_strategy_is_said_only_where_one_ran():
         shaky.append(r)
     (rec,) = one_group(answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000), *shaky]))
     cell = answer.table([rec]).to_dict("records")[0]["runner-up"]
-    assert cell == "none steady: allreduce-scratch, fsdp2, zero1 left out (stopped or starved)"
+    assert cell == "no runner-up: allreduce-scratch, fsdp2, zero1 left out (stopped or starved)"
     (alone,) = one_group(answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000)]))
     assert answer.table([alone]).to_dict("records")[0]["runner-up"] == "only one strategy"
 
@@ -614,3 +614,15 @@ def test_the_figures_and_the_first_screen_show_the_answer(tmp_path):
     assert len(sentences) == len(set(sentences)), sentences
     assert "nvidia-h200-resnet18-small-throughput.png" in head
     assert "| 2 GPUs | 256 | `ddp+graph+CL+fused` | 115.2k | x1.79 |" in head
+
+
+def test_a_stopped_case_alone_at_its_batch_is_not_said_to_hide_a_faster_one(tmp_path):
+    """Where the only configuration at a batch was stopped, the answer says so, not that "a
+    configuration that may be faster could not be ranked" (there is none)."""
+    path = tmp_path / "r.json"
+    results.write(path, [row("single", 1, 64, ips=10000), row("single", 1, 128, ips=18000, wall_img_per_s=9000)])
+    proc = run_cli("answer", str(path))
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join(proc.stdout.split())
+    assert "At 128/GPU on 1 GPU: the one configuration measured was stopped or starved" in said, said
+    assert "may be faster" not in said

@@ -293,12 +293,17 @@ def table(recs: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(lines).fillna("")
 
 
+def rivals(r: dict) -> list[dict]:
+    """The unjudged configurations of a record other than the one it shows."""
+    return [x for x in r.get("unjudged") or [] if x["label"] != r["label"]]
+
+
 def _runner_up(r: dict) -> str:
-    """The next strategy; where none is stable, the ones left out; "only one strategy" where one ran."""
+    """The next strategy; where every other was left out, which; "only one strategy" where one ran."""
     if r["runner_up"]:
         return r["runner_up"]
     if r.get("others_left_out"):
-        return "none steady: " + ", ".join(r["others_left_out"]) + " left out (stopped or starved)"
+        return "no runner-up: " + ", ".join(r["others_left_out"]) + " left out (stopped or starved)"
     return "only one strategy"
 
 
@@ -452,11 +457,16 @@ def actions(run: pd.DataFrame, recs: list[dict]) -> str:
             parts.append(f"No configuration can be recommended: every candidate's run was stopped or starved (fastest "
                          f"measured: {_case(best)}, unstable); re-run.")
     unsettled = [r for r in done if r is not best and r["unstable"]]
-    if unsettled:
-        cells = sorted({(r["batch_per_gpu"], per(r), r["where"]) for r in unsettled})
+    alone = [r for r in unsettled if not rivals(r)]  # nothing else there to rank it against
+    if len(alone) < len(unsettled):
+        cells = sorted({(r["batch_per_gpu"], per(r), r["where"]) for r in unsettled if r not in alone})
         parts.append("Unjudged at " + ", ".join(f"{b}/{unit} on {w}" for b, unit, w in cells)
                      + ": a configuration that may be faster there could not be ranked; "
                        "re-run before trusting the order.")
+    if alone:
+        cells = sorted({(r["batch_per_gpu"], per(r), r["where"]) for r in alone})
+        parts.append("At " + ", ".join(f"{b}/{unit} on {w}" for b, unit, w in cells)
+                     + ": the one configuration measured was stopped or starved; re-run before trusting its figure.")
     largest = max(r["batch_per_gpu"] for r in done)
     at = max((r for r in done if r["batch_per_gpu"] == largest),
              key=lambda r: (r["recommended"], r["img_per_s"], r["label"]))

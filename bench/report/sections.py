@@ -89,7 +89,8 @@ def first_screen(rep: Report) -> list[str]:
                 lines.append(f"| {r['where']} | {r['batch_per_gpu']} | `{r['label']}`{mark} | "
                              f"{answer.rate(r['img_per_s'])} | {speed} |")
             caveats = [f"{r['where']}, {r['batch_per_gpu']}/{unit}: unjudged, "
-                       + (", ".join(f"`{x['label']}` may be faster" for x in r["unjudged"]) or "re-run")
+                       + (", ".join(f"`{x['label']}` may be faster" for x in answers.rivals(r))
+                          or "its one configuration was stopped or starved: re-run")
                        for r in done if r["unstable"]]
             caveats += [f"{r['where']}, {r['batch_per_gpu']}/{unit}: the pick's own trials were disturbed"
                         for r in done if r["disturbed"]]
