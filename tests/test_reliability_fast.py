@@ -42,6 +42,14 @@ def noisy():
 
 def sleepy():
     time.sleep(600)
+
+def detached():
+    import subprocess
+    import torch
+    # A helper in a session of its own: the probe's process group does not reach it.
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "parabench-test-detached"],
+                     start_new_session=True)
+    return {"model": torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 10)), "input_shape": (3, 8, 8)}
 '''
 
 
@@ -58,6 +66,55 @@ def test_a_factory_that_prints_without_a_newline_resolves(factories):
     found = workloads.probe(["userfactories:noisy"])
     assert (found["userfactories:noisy"]["num_classes"] == 10
             and found["userfactories:noisy"]["input_shape"] == [3, 8, 8])
+
+
+def test_a_sweep_killed_while_a_factory_resolves_leaves_a_folder_the_next_sweep_removes(factories):
+    """SIGKILL runs no clean-up: the resolving folder stays, and its lock, released by the kernel
+    with the process, tells the next sweep (remove_stale) that no one is using it."""
+    import signal
+
+    from bench.run import procs
+
+    temp = factories / "tmp"
+    temp.mkdir()
+    sweep = subprocess.Popen([sys.executable, "-m", "bench", "run", "--gpus", "", "--strategies", "single",
+                              "--models", "userfactories:sleepy", "--out", str(factories / "r.json")], cwd=REPO,
+                             env={**os.environ, "TMPDIR": str(temp)}, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(temp.glob("parabench-sweep-probe-*/live.lock")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = list(temp.glob("parabench-sweep-probe-*"))
+        assert left, "no resolving folder appeared"
+    finally:
+        sweep.send_signal(signal.SIGKILL)
+        sweep.wait(timeout=30)
+    time.sleep(0.5)  # the probe dies with the sweep (its parent-death signal)
+    assert left[0].exists()
+    assert procs.remove_stale(str(temp)) == [str(left[0])] and not left[0].exists()
+
+
+def test_a_helper_a_factory_starts_in_a_session_of_its_own_ends_with_the_resolving(factories):
+    import psutil
+
+    from bench import workloads
+
+    def helpers():
+        found = []
+        for p in psutil.process_iter(["cmdline"]):
+            if "parabench-test-detached" in (p.info["cmdline"] or []):
+                found.append(p)
+        return found
+
+    assert workloads.probe(["userfactories:detached"])["userfactories:detached"]["num_classes"] == 10
+    deadline = time.monotonic() + 10
+    while helpers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = helpers()
+    for p in left:
+        p.kill()
+    assert not left, [p.pid for p in left]
 
 
 def test_resolving_a_factory_keeps_to_the_start_up_limit(factories):

@@ -26,3 +26,23 @@ def kill_with_parent(parent: int) -> None:
     prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:
         os._exit(1)
+
+
+# A temporary folder that the next sweep removes if its process dies without removing it
+# (bench/run/procs.py remove_stale): the prefix every such folder has, and the file its process
+# holds locked while it lives (the kernel releases the lock with the process, SIGKILL included).
+SCRATCH_PREFIX = "parabench-sweep-"
+LIVE = "live.lock"
+
+
+def lock_folder(path: str) -> int:
+    """Hold `path`'s LIVE lock for as long as this process lives (or until the returned
+    descriptor is closed). Locked under another name, then renamed: no sweep ever sees the
+    lock file unlocked. Not inherited by children (O_CLOEXEC)."""
+    import fcntl
+
+    pending = os.path.join(path, f".{LIVE}")
+    fd = os.open(pending, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.rename(pending, os.path.join(path, LIVE))
+    return fd

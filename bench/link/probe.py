@@ -185,11 +185,18 @@ def measure(gpus: list[int], counts: list[int], sizes: list[int], warmup: int, r
             "collectives": list(collectives), "parent": os.getpid()}
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # as the sweep's workers: NVLink multicast off unless asked
     points = []
-    with tempfile.TemporaryDirectory(prefix="parabench-probe-") as tmp:
-        for n in counts:
-            out = os.path.join(tmp, f"n{n}.json")
-            mp.spawn(_rank_main, args=(n, _free_port(), spec, out), nprocs=n, join=True)
-            points += json.loads(Path(out).read_text())
+    from bench.core.lifetime import SCRATCH_PREFIX, lock_folder
+
+    # A folder the next sweep removes should this process be killed before it removes it.
+    with tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}comm-") as tmp:
+        live = lock_folder(tmp)
+        try:
+            for n in counts:
+                out = os.path.join(tmp, f"n{n}.json")
+                mp.spawn(_rank_main, args=(n, _free_port(), spec, out), nprocs=n, join=True)
+                points += json.loads(Path(out).read_text())
+        finally:
+            os.close(live)
     return points
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.core.lifetime import kill_with_parent, prctl as _prctl
+from bench.core.lifetime import LIVE, SCRATCH_PREFIX, kill_with_parent, lock_folder, prctl as _prctl
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -188,9 +188,7 @@ for _ in range(10):
         break
     time.sleep(0.2)
 """
-SCRATCH_PREFIX = "parabench-sweep-"
 OWNER = "owner.json"  # who made the folder (PID, host, time): for a person who finds it
-LIVE = "live.lock"  # locked by the sweep for as long as it runs
 
 
 class Scratch:
@@ -205,11 +203,7 @@ class Scratch:
     def __init__(self):
         remove_stale()
         self.path = tempfile.mkdtemp(prefix=SCRATCH_PREFIX)
-        # Locked under another name, then renamed: no other sweep ever sees the lock file unlocked.
-        pending = os.path.join(self.path, f".{LIVE}")
-        self._live = os.open(pending, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        fcntl.flock(self._live, fcntl.LOCK_EX)
-        os.rename(pending, os.path.join(self.path, LIVE))
+        self._live = lock_folder(self.path)
         me = psutil.Process()
         with open(os.path.join(self.path, OWNER), "w") as fh:
             json.dump({"pid": me.pid, "create_time": me.create_time()}, fh)

@@ -240,36 +240,42 @@ def probe(names: list[str], timeout_s: float = 300) -> dict[str, dict]:
     import tempfile
 
     from bench.core.imports import ROOT, pythonpath
-    from bench.core.lifetime import kill_with_parent
+    from bench.core.lifetime import SCRATCH_PREFIX, kill_with_parent, lock_folder
 
     _load()
     others = [n for n in dict.fromkeys(names) if n not in _REGISTRY]
     if not others:
         return {}
     env = {**os.environ, "PYTHONPATH": pythonpath()}
-    with tempfile.TemporaryDirectory(prefix="parabench-probe-") as folder:
-        answer = os.path.join(folder, "answer.jsonl")
-        # Its output goes to a file and the wait is for the process, not for the end of its
-        # output: a helper process the factory starts holds pipes open, never a file. In a
-        # process group of its own, so that such helpers end with it.
-        with open(os.path.join(folder, "output.txt"), "w+", errors="replace") as output:
-            proc = subprocess.Popen([sys.executable, "-m", "bench.workloads._probe", answer, *others], cwd=ROOT,
-                                    env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
-                                    start_new_session=True, preexec_fn=functools.partial(kill_with_parent, os.getpid()))
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                raise WorkloadError(f"resolving {', '.join(others)} took over {timeout_s:g} s: give its factory more "
-                                    f"time with a larger --startup-timeout") from None
-            finally:
-                _end_group(proc)
-            output.seek(0)
-            printed = output.read()
+    # A folder the next sweep removes should this process be killed while the factory resolves.
+    with tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}probe-") as folder:
+        live = lock_folder(folder)
         try:
-            with open(answer) as fh:
-                lines = fh.read().splitlines()
-        except OSError:
-            lines = []
+            answer = os.path.join(folder, "answer.jsonl")
+            # Its output goes to a file and the wait is for the process, not for the end of its
+            # output: a helper process the factory starts holds pipes open, never a file. In a
+            # process group of its own, so that such helpers end with it.
+            with open(os.path.join(folder, "output.txt"), "w+", errors="replace") as output:
+                dies_with_us = functools.partial(kill_with_parent, os.getpid())
+                proc = subprocess.Popen([sys.executable, "-m", "bench.workloads._probe", answer, *others], cwd=ROOT,
+                                        env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
+                                        start_new_session=True, preexec_fn=dies_with_us)
+                try:
+                    proc.wait(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    raise WorkloadError(f"resolving {', '.join(others)} took over {timeout_s:g} s: give its factory "
+                                        f"more time with a larger --startup-timeout") from None
+                finally:
+                    _end_group(proc)
+                output.seek(0)
+                printed = output.read()
+            try:
+                with open(answer) as fh:
+                    lines = fh.read().splitlines()
+            except OSError:
+                lines = []
+        finally:
+            os.close(live)
     found = {}
     for line in lines:
         try:
@@ -289,14 +295,26 @@ def probe(names: list[str], timeout_s: float = 300) -> dict[str, dict]:
 
 
 def _end_group(proc) -> None:
-    """SIGKILL the probe's process group (the probe, and what it started and left behind) and reap it."""
+    """SIGKILL the probe's process group (the probe, and what it started and left behind), and
+    its descendants in sessions of their own, which the group does not reach; reap it."""
     import os
     import signal
 
+    import psutil
+
+    try:
+        descendants = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        descendants = []
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    for child in descendants:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
     proc.wait()
 
 

@@ -27,5 +27,20 @@ def main(answer: str, names: list[str]) -> None:
             fh.write(json.dumps(found) + "\n")
 
 
+def end_descendants() -> None:
+    """SIGKILL every process this one started and left running (a factory's helper, also one in a
+    session of its own, which the probe's process group does not reach)."""
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    try:
+        main(sys.argv[1], sys.argv[2:])
+    finally:
+        end_descendants()
