@@ -685,3 +685,14 @@ def test_a_torchrun_sweep_leaves_nothing_in_the_temp_folder(tmp_path):
     assert json.loads((tmp_path / "r.json").read_text())["rows"][0]["status"] == "ok"
     left = [p.name for p in temp.iterdir() if not p.name.startswith("torchinductor_")]
     assert left == [], left
+
+
+def test_a_run_into_a_file_or_pipe_says_which_case_it_measures_now(tmp_path):
+    """No live progress bar where the output is not a terminal: each case announces itself when
+    it starts, so a minute-long case is not a minute of silence."""
+    proc = run_cli("run", "--gpus", "", "--strategies", "single", "--batch-sizes", "2", "--warmup", "0", "--steps",
+                   "1", "--trials", "1", "--out", str(tmp_path / "r.json"))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    started = lines.index("measuring single fp32 resnet18-small CPU x1 batch 2 ...")
+    assert any(line.startswith("single ") and "img/s" in line for line in lines[started + 1:]), lines

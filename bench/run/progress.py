@@ -47,6 +47,10 @@ class ConsoleReporter:
 
     def case_started(self, label: str) -> None:
         self.progress.update(self.task, description=label)
+        if not self.console.is_terminal:
+            # No live bar where the output is a file or a pipe: a line says what runs now (a
+            # large model's case can take a minute with nothing else printed).
+            self.progress.console.print(f"measuring {label} ...", highlight=False, soft_wrap=True, markup=False)
 
     def case_done(self, row: dict) -> None:
         self.progress.advance(self.task)
