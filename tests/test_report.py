@@ -626,3 +626,23 @@ def test_a_stopped_case_alone_at_its_batch_is_not_said_to_hide_a_faster_one(tmp_
     said = " ".join(proc.stdout.split())
     assert "At 128/GPU on 1 GPU: the one configuration measured was stopped or starved" in said, said
     assert "may be faster" not in said
+
+
+def test_the_answer_says_what_it_never_measured_and_a_busy_host_in_every_form(tmp_path):
+    """Strategies a run measured nowhere are said once per reason, and a busy host is said, in the
+    terminal, in --json and on the report's first screen alike."""
+    path = tmp_path / "r.json"
+    skipped = [row(s, 2, 64, status="skipped", reason="needs CUDA GPUs (none selected or none on this host)")
+               for s in ("dp", "dp-fn", "dp-manual")]
+    busy = {"load_avg_start": 7.5, "load_avg_end": 6.0, "host_cpus": 2}
+    results.write(path, [row("single", 1, 64, ips=10000, **busy), row("ddp", 2, 64, ips=19000, **busy), *skipped])
+    said = run_cli("answer", str(path)).stdout
+    assert said.count("Not measured: dp, dp-fn, dp-manual: needs CUDA GPUs.") == 1, said
+    assert "The host was busy when run r.json started: load average 7.5 on 2 CPUs" in said
+    recs = json.loads(run_cli("answer", str(path), "--json").stdout)
+    assert all(r["not_measured"] == [{"strategies": ["dp", "dp-fn", "dp-manual"], "why": "needs CUDA GPUs"}]
+               and r["host_busy"].startswith("The host was busy") for r in recs)
+    assert run_cli("report", str(path), "--out", str(tmp_path / "p")).returncode == 0
+    head = (tmp_path / "p" / "REPORT.md").read_text().split("\n## ", 1)[0]
+    assert "Not measured: dp, dp-fn, dp-manual: needs CUDA GPUs" in head
+    assert "The host was busy (load average 7.5" in head

@@ -28,8 +28,9 @@ def cmd_answer(args) -> int:
     for (source, hw, model), run in runs.groupby(["source", "hardware", "model"], sort=True):
         mine = [r for r in recs if (r["run"], r["hardware"], r["model"]) == (run_name(source), hw, model)]
         busy = busy_line(run.to_dict("records"), f"run {run_name(source)}")
+        absent = "".join(f"Not measured: {', '.join(who)}: {why}.\n" for why, who in answer.not_measured(run).items())
         print(f"{model} on {hw} (run {run_name(source)}): {answer.actions(run, mine)}\n"
-              + (f"{busy}\n" if busy else ""))
+              + (f"{busy}\n" if busy else "") + absent)
         for where in dict.fromkeys((r["precision"], r["where"]) for r in mine):
             print(f"{where[0]}, {where[1]}:")
             group = [r for r in mine if (r["precision"], r["where"]) == where]

@@ -30,6 +30,7 @@ from bench.cases.ranking import UNSTABLE  # noqa: F401 - the report's legend sta
 from bench.core.peaks import dense_peak
 from bench.report.findings import efficiency_cell, rate, reference_pairs
 from bench.report.frame import run_name
+from bench.report.hostload import busy_line
 from bench.report.labels import Legend, full, knobs
 from bench.report.regime import GPU, HOST
 
@@ -81,6 +82,19 @@ def _search_log(source: str, mtime_ns: int, size: int) -> dict:
 def _in_group(entry_group: dict, model, precision, batch, n_replicas) -> bool:
     return (entry_group.get("model"), entry_group.get("precision"), entry_group.get("batch_per_gpu"),
             entry_group.get("devices")) == (model, precision, int(batch), int(n_replicas))
+
+
+def not_measured(run: pd.DataFrame) -> dict[str, list[str]]:
+    """The strategies a run measured nowhere, by the first clause of why (reason -> strategies)."""
+    import re
+
+    ran = set(run[run["status"] == "ok"]["strategy"])
+    absent: dict[str, list[str]] = {}
+    for r in run[(run["status"] == "skipped") & ~run["strategy"].isin(ran)].to_dict("records"):
+        reason = re.split(r" \(|: |; ", str(r.get("reason") or ""))[0]
+        if r["strategy"] not in absent.setdefault(reason, []):
+            absent[reason].append(r["strategy"])
+    return absent
 
 
 def baselines(run: pd.DataFrame) -> dict[tuple, dict]:
@@ -249,9 +263,14 @@ def records(runs: pd.DataFrame, legend: Legend | None = None) -> list[dict]:
     # a file of 20,000 rows needed), grouped by their positions; the baselines once per run.
     every = runs.to_dict("records")
     base_of = {source: baselines(run) for source, run in runs.groupby("source", sort=False)}
+    # What the whole run says beside each answer: the busy host, the strategies it measured nowhere.
+    around = {source: {"host_busy": busy_line(run.to_dict("records"), f"run {run_name(source)}"),
+                       "not_measured": [{"strategies": who, "why": why} for why, who in not_measured(run).items()]}
+              for source, run in runs.groupby("source", sort=False)}
     for key, group in groups(runs):
         for batch, at in sorted(group.groupby("batch_per_gpu", sort=False).indices.items()):
-            out.append(_record(key, batch, [every[group.index[i]] for i in at], base_of[key[0]], legend))
+            record = _record(key, batch, [every[group.index[i]] for i in at], base_of[key[0]], legend)
+            out.append({**record, **around[key[0]]})
     return out
 
 

@@ -8,7 +8,6 @@ where it has nothing to say). Adding a section is one function plus one entry in
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,14 +95,7 @@ def first_screen(rep: Report) -> list[str]:
                         for r in done if r["disturbed"]]
             lines += [""] + [f"- {_short(c)}" for c in caveats] if caveats else []
             lines.append("")
-        ran = set(run[run["status"] == "ok"]["strategy"])
-        absent: dict[str, list[str]] = {}
-        for r in run[(run["status"] == "skipped") & ~run["strategy"].isin(ran)].to_dict("records"):
-            reason = re.split(r" \(|: |; ", str(r.get("reason") or ""))[0]  # its first clause
-            absent.setdefault(reason, [])
-            if r["strategy"] not in absent[reason]:
-                absent[reason].append(r["strategy"])
-        notes = [_short(f"Not measured: {', '.join(who)}: {why}") for why, who in absent.items()]
+        notes = [_short(f"Not measured: {', '.join(who)}: {why}") for why, who in answers.not_measured(run).items()]
         busy = hostload.busy_short(run.to_dict("records"))
         if busy:
             notes.append(_short(busy))
