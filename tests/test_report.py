@@ -646,3 +646,13 @@ def test_the_answer_says_what_it_never_measured_and_a_busy_host_in_every_form(tm
     head = (tmp_path / "p" / "REPORT.md").read_text().split("\n## ", 1)[0]
     assert "Not measured: dp, dp-fn, dp-manual: needs CUDA GPUs" in head
     assert "The host was busy (load average 7.5" in head
+
+
+def test_a_cpu_run_s_figures_say_batch_per_replica(tmp_path):
+    cpu = {"n_gpus": 0, "gpus": "", "device": "cpu", "gpu_name": "cpu", "cpu": "x"}
+    path = tmp_path / "r.json"
+    results.write(path, [row("single", 1, 2, ips=10.0, **cpu), row("single", 1, 4, ips=18.0, **cpu),
+                         row("ddp", 2, 2, ips=19.0, **cpu), row("ddp", 2, 4, ips=35.0, **cpu)])
+    assert run_cli("report", str(path), "--out", str(tmp_path / "p")).returncode == 0
+    svgs = " ".join(p.read_text() for p in (tmp_path / "p").glob("*.svg"))
+    assert "batch per replica" in svgs and "batch per GPU" not in svgs

@@ -18,7 +18,7 @@ import strategies  # noqa: E402
 from bench.cases import results  # noqa: E402
 from bench.core.precision import PRECISIONS  # noqa: E402
 from bench.measure import envinfo  # noqa: E402
-from bench.report.frame import amp_speedups, label  # noqa: E402
+from bench.report.frame import amp_speedups  # noqa: E402
 from bench.report.labels import tokens  # noqa: E402
 
 PRECISION_ORDER = list(PRECISIONS)
@@ -81,6 +81,11 @@ def _hatch_repeats(ax, columns) -> None:
             patch.set_hatch(hatch)
 
 
+def batch_axis(frame: pd.DataFrame) -> str:
+    """What a batch is per on this figure's x axis: a GPU, or on the CPU a replica."""
+    return "batch per GPU" if frame["n_gpus"].fillna(0).max() > 0 else "batch per replica"
+
+
 def _log2_axis(ax) -> None:
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
@@ -100,30 +105,6 @@ def _panels(precisions, title):
     if foot:
         fig.text(0.01, 0.0, textwrap.fill(foot, 160), fontsize=8, color="dimgray", va="top")
     return fig, axes[0]
-
-
-def _batch_panels(group: pd.DataFrame, title: str, ylabel: str, draw_line, folder: Path, name: str) -> list[Path]:
-    """One panel per precision, one line per strategy/GPUs/knobs against log2 per-GPU batch;
-    `draw_line(ax, line_rows, label)` draws one line."""
-    precisions = [p for p in PRECISION_ORDER if p in set(group["precision"])]
-    fig, axes = _panels(precisions, f"{title} - {caption(group)}")
-    for ax, precision in zip(axes, precisions):
-        sub = group[(group["precision"] == precision) & (group["status"] == "ok")]
-        labels = sub.apply(label, axis=1) if not sub.empty else pd.Series(dtype=str)  # empty apply gives a frame
-        for lab, line in sub.groupby(labels, sort=False):
-            draw_line(ax, line.sort_values("batch_per_gpu"), _wrap(lab))
-        failed = group[(group["precision"] == precision) & group["status"].isin(["oom", "error", "timeout"])]
-        for _, r in failed.iterrows():
-            ax.annotate(r["status"], (r["batch_per_gpu"], 0), textcoords="offset points", xytext=(0, 5), fontsize=7)
-        _log2_axis(ax)
-        ax.set_title(precision)
-        ax.set_xlabel("batch per GPU (log2)")
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-        # Below the panel: knob lists make long labels that would hide the data.
-        if ax.get_legend_handles_labels()[0]:  # a panel where nothing ran has no line to name
-            ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
-    return _save(fig, folder, name)
 
 
 def primary(group: pd.DataFrame) -> pd.DataFrame:
@@ -210,7 +191,7 @@ def _envelope_panels(rows: pd.DataFrame, title: str, ylabel: str, value: str, bo
         ax.set_xticks(sorted(set(rows["batch_per_gpu"])))
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_k))
         ax.set_title(precision, fontsize=10)
-        ax.set_xlabel("batch per GPU" if rows["n_gpus"].max() else "batch per replica")
+        ax.set_xlabel(batch_axis(rows))
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
     named = {}  # one legend for every panel, to their right: a line's label is the same in each
@@ -291,7 +272,7 @@ def figure_knobs(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
                         ls=styles[i % len(styles)], label=_wrap(f"{int(gpus)} GPU: {variant or 'defaults'}"))
         _log2_axis(ax)
         ax.set_title(title)
-        ax.set_xlabel("batch per GPU (log2)")
+        ax.set_xlabel(f"{batch_axis(sub)} (log2)")
         ax.set_ylabel("images/s")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
@@ -316,7 +297,8 @@ def figure_memory(group: pd.DataFrame, folder: Path, name: str, picks: list[dict
                             caption(group))
 
 
-def _bar_panel(ax, table: pd.DataFrame, title: str, ylabel: str, reference: float, yerr=None) -> None:
+def _bar_panel(ax, table: pd.DataFrame, title: str, ylabel: str, reference: float, yerr=None,
+               xlabel: str = "batch per GPU") -> None:
     """Bars per batch (rows of `table`), one per column, named '<strategy> ...': the
     strategy's colour, hatching for its other GPU counts and knobs; a dashed reference line;
     `yerr` (columns x 2 x rows), asymmetric error bars."""
@@ -327,7 +309,7 @@ def _bar_panel(ax, table: pd.DataFrame, title: str, ylabel: str, reference: floa
     _hatch_repeats(ax, table.columns)
     ax.axhline(reference, color="black", lw=0.8, ls="--")
     ax.set_title(title)
-    ax.set_xlabel("batch per GPU")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # after hatching: shows it
     ax.grid(alpha=0.3, axis="y")
@@ -354,7 +336,7 @@ def _bar_figure(frame: pd.DataFrame, title: str, names, value: str, panel_title,
             low, high = (pivot(c).reindex(index=table.index, columns=table.columns) for c in bounds)
             yerr = np.stack([(table - low).clip(lower=0).to_numpy().T,
                              (high - table).clip(lower=0).to_numpy().T], axis=1)
-        _bar_panel(ax, table, panel_title(precision), ylabel, reference, yerr)
+        _bar_panel(ax, table, panel_title(precision), ylabel, reference, yerr, batch_axis(frame))
     fig.tight_layout(rect=(0, 0.02, 1, 0.97))
     return _save(fig, folder, name)
 
