@@ -27,6 +27,7 @@ def test_exclusive_blocks_stay_within_the_gpus_numa_node(monkeypatch):
     assert affinity.exclusive_cpus(started, 1, 2, [0, 1]) == [4, 5, 6, 7]
 
 
+@pytest.mark.slow  # several sweeps or fits: make test-slow, which CI runs too
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="needs Linux CPU affinity")
 def test_a_run_records_each_ranks_cpus_and_exclusive_ones_do_not_overlap(tmp_path):
     out = tmp_path / "bound.json"

@@ -72,6 +72,7 @@ def _recipe(heading_word: str) -> str:
     return next(b.split("```")[0] for b in blocks if f"class {heading_word}(" in b)
 
 
+@pytest.mark.slow  # several sweeps or fits: make test-slow, which CI runs too
 def test_a_strategy_that_shards_the_optimiser_is_fitted_and_reported_from_its_file_alone(tmp_path):
     """The recipe's MyZero, in a folder of its own and nowhere else: `bench fit` (which fits
     every strategy that declares it shards) measures it, its optimiser state at n = 2 is rank 0's

@@ -437,6 +437,7 @@ def test_the_reserve_is_held_back_at_2_and_more_and_given_back_at_1(monkeypatch)
     assert calls == [0.5, 0.4, 0.5]
 
 
+@pytest.mark.slow  # several sweeps or fits: make test-slow, which CI runs too
 def test_the_verdict_at_a_batch_does_not_depend_on_what_was_asked_or_on_a_resume(tmp_path):
     """A probe's peak is its batch's: the first probe of a worker once counted the activations
     that Job.data works out on the meta device (no memory at all: 106 MiB for resnet18-small, whose
