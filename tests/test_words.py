@@ -182,3 +182,13 @@ def test_listing_a_torchvision_model_prints_no_warning_of_torchvision_io():
     proc = run_cli("list", "--models", "torchvision:resnet18")
     assert proc.returncode == 0, proc.stderr
     assert "Failed to load image Python extension" not in proc.stderr + proc.stdout, proc.stderr
+
+
+def test_the_readme_is_a_manual_not_a_lab_book():
+    """README.md at most 300 lines: the proofs, the list of tests and the reliability details live
+    in docs/ (proofs.md, measuring.md, reliability.md), which it links."""
+    from tests.conftest import REPO
+
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= 300
+    assert all(f"docs/{page}" in text for page in ("proofs.md", "measuring.md", "reliability.md"))
