@@ -656,3 +656,27 @@ def test_a_cpu_run_s_figures_say_batch_per_replica(tmp_path):
     assert run_cli("report", str(path), "--out", str(tmp_path / "p")).returncode == 0
     svgs = " ".join(p.read_text() for p in (tmp_path / "p").glob("*.svg"))
     assert "batch per replica" in svgs and "batch per GPU" not in svgs
+
+
+def test_figures_divide_within_a_run_skip_stopped_rows_and_a_failed_run_says_so(tmp_path):
+    """With --all, a strategy's speed-up in the figures divides by its own run's single, never by
+    another run's; a stopped row is no strategy's best where a steady one ran; a run where nothing
+    ran ok says so on the first screen."""
+    from bench.report.figures import envelope
+    from bench.report.frame import load_frame
+
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    results.write(first, [row("single", 1, 64, ips=10000, date="2026-11-21T10:00"),
+                          row("ddp", 2, 64, ips=19000, date="2026-11-21T10:00")])
+    results.write(second, [row("ddp", 2, 128, ips=30000, date="2026-11-22T10:00"),
+                           row("ddp", 2, 128, ips=90000, wall_img_per_s=40000, sgd_impl="fused",
+                               date="2026-11-22T10:00")])
+    rows = envelope(load_frame([first, second])).set_index(["strategy", "batch_per_gpu"])
+    assert rows.loc[("ddp", 64), "vs_single"] == 1.9  # a.json's own single
+    assert rows.loc[("ddp", 128), "img_per_s"] == 30000  # the steady row, not the stopped 90k
+    assert pd.isna(rows.loc[("ddp", 128), "vs_single"])  # b.json has no single: no ratio across runs
+    failed = tmp_path / "c.json"
+    results.write(failed, [row("single", 1, 64, status="error", reason="boom")])
+    assert run_cli("report", str(failed), "--out", str(tmp_path / "p")).returncode == 0
+    head = (tmp_path / "p" / "REPORT.md").read_text().split("\n## ", 1)[0]
+    assert "nothing ran ok (1 error)" in head

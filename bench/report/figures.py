@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import strategies  # noqa: E402
-from bench.cases import results  # noqa: E402
+from bench.cases import ranking, results  # noqa: E402
 from bench.core.precision import PRECISIONS  # noqa: E402
 from bench.measure import envinfo  # noqa: E402
 from bench.report.frame import amp_speedups  # noqa: E402
@@ -127,16 +127,22 @@ LINE = ["strategy", "n_gpus", "hosts", "precision"]  # one line of a figure: a s
 def envelope(group: pd.DataFrame) -> pd.DataFrame:
     """Each strategy at its best measured configuration at each batch: per strategy, device
     count, hosts, precision and per-GPU batch, the ok row with the highest median images/s among
-    its executions and knobs, with `config` (its settings, short) and `vs_single` (its images/s
-    over the best `single` of that precision and batch, the answer's speed-up where the knobs
-    differ)."""
+    its executions and knobs (a row whose process was stopped or starved only where nothing else
+    ran there), with `config` (its settings, short) and `vs_single` (its images/s over the best
+    steady `single` of that precision and batch in the same run: the answer's speed-up where the
+    knobs differ; none where that run has no such `single`)."""
     ok = group[group["status"] == "ok"].reset_index(drop=True)
     if ok.empty:
         return ok.assign(hosts=[], config=[], vs_single=[])
-    ok = ok.assign(hosts=ok["nnodes"].fillna(1).astype(int) if "nnodes" in ok else 1)
-    best = ok.loc[ok.groupby([*LINE, "batch_per_gpu"], sort=False)["img_per_s"].idxmax()]
-    base = best[best["strategy"] == strategies.baseline()].groupby(["precision", "batch_per_gpu"])["img_per_s"].max()
-    single = [base.get((p, b)) for p, b in zip(best["precision"], best["batch_per_gpu"])]
+    records = ok.to_dict("records")
+    ok = ok.assign(hosts=ok["nnodes"].fillna(1).astype(int) if "nnodes" in ok else 1,
+                   _steady=[not ranking.stopped(r) for r in records],
+                   _run=ok["source"] if "source" in ok else "")
+    best = ok.loc[ok.sort_values(["_steady", "img_per_s"]).groupby([*LINE, "batch_per_gpu"], sort=False).tail(1).index]
+    singles = ok[(ok["strategy"] == strategies.baseline()) & ok["_steady"]]
+    base = singles.groupby(["_run", "precision", "batch_per_gpu"])["img_per_s"].max()
+    single = [base.get((run, p, b)) for run, p, b in zip(best["_run"], best["precision"], best["batch_per_gpu"])]
+    best = best.drop(columns=["_steady", "_run"])
     return _order_lines(best.assign(config=[tokens(r) for r in best.to_dict("records")],
                                     vs_single=[r / s if s else None for r, s in zip(best["img_per_s"], single)]))
 

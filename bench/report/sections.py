@@ -95,6 +95,10 @@ def first_screen(rep: Report) -> list[str]:
                         for r in done if r["disturbed"]]
             lines += [""] + [f"- {_short(c)}" for c in caveats] if caveats else []
             lines.append("")
+        if not any(r["strategy"] is not None for r in mine):
+            counts = run["status"].value_counts()
+            lines += [_short(f"**{model} on {hw}**: nothing ran ok ("
+                             + ", ".join(f"{n} {status}" for status, n in counts.items()) + ")"), ""]
         notes = [_short(f"Not measured: {', '.join(who)}: {why}") for why, who in answers.not_measured(run).items()]
         busy = hostload.busy_short(run.to_dict("records"))
         if busy:
