@@ -637,10 +637,11 @@ def test_the_answer_says_what_it_never_measured_and_a_busy_host_in_every_form(tm
     busy = {"load_avg_start": 7.5, "load_avg_end": 6.0, "host_cpus": 2}
     results.write(path, [row("single", 1, 64, ips=10000, **busy), row("ddp", 2, 64, ips=19000, **busy), *skipped])
     said = run_cli("answer", str(path)).stdout
-    assert said.count("Not measured: dp, dp-fn, dp-manual: needs CUDA GPUs.") == 1, said
+    assert said.count("Not measured: dp, dp-fn, dp-manual: needs CUDA GPUs (none selected or none on this host).") == 1
     assert "The host was busy when run r.json started: load average 7.5 on 2 CPUs" in said
     recs = json.loads(run_cli("answer", str(path), "--json").stdout)
-    assert all(r["not_measured"] == [{"strategies": ["dp", "dp-fn", "dp-manual"], "why": "needs CUDA GPUs"}]
+    why = "needs CUDA GPUs (none selected or none on this host)"
+    assert all(r["not_measured"] == [{"strategies": ["dp", "dp-fn", "dp-manual"], "why": why}]
                and r["host_busy"].startswith("The host was busy") for r in recs)
     assert run_cli("report", str(path), "--out", str(tmp_path / "p")).returncode == 0
     head = (tmp_path / "p" / "REPORT.md").read_text().split("\n## ", 1)[0]
