@@ -150,7 +150,7 @@ def test_every_committed_results_file_names_the_command_and_output_that_wrote_it
 
 def test_the_reference_tree_stays_lean():
     files = committed("results") + committed("plots")
-    assert len(files) <= 84, len(files)  # three reference reports, each with its linked details page
+    assert len(files) <= 80, len(files)
     assert not [f for f in files if f.startswith("results/") and f.endswith(".py")]
     assert sum((claims.REPO / f).stat().st_size for f in files if f.startswith("plots/")) < 2 * 2**20
 
