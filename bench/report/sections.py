@@ -38,6 +38,13 @@ class Report:
     out: Path
     legend: Legend = field(default_factory=Legend)
     pages: dict = field(default_factory=dict)  # (hardware, model) -> details page, relative to out
+    _records: list | None = None
+
+    def records(self) -> list[dict]:
+        """The answer's records, made once for every section that states them."""
+        if self._records is None:
+            self._records = answers.records(self.runs, self.legend)
+        return self._records
 
 
 @dataclass
@@ -69,7 +76,7 @@ def first_screen(rep: Report) -> list[str]:
     """The answer at a glance, before any detail: per run, hardware, model and precision, one
     table row per device count and batch (the pick, its images/s, its speed-up), each caveat in
     one line, what could not run once per reason, and the throughput figure that stars the picks."""
-    recs = answers.records(rep.runs, rep.legend)
+    recs = rep.records()
     lines = []
     for (source, hw, model), run in rep.runs.groupby(["source", "hardware", "model"], sort=True):
         mine = [r for r in recs if (r["run"], r["hardware"], r["model"]) == (run_name(source), hw, model)]
@@ -113,7 +120,7 @@ def first_screen(rep: Report) -> list[str]:
 def answer_section(rep: Report) -> list[str]:
     """The recommendation in sentences (one per run, hardware and model), the legend of
     short labels, then one compact table per precision and device count."""
-    recs = answers.records(rep.runs, rep.legend)
+    recs = rep.records()
     several = rep.runs["source"].nunique() > 1
     lines, tables = ["## The answer", ""], []
     for (source, hw, model), run in rep.runs.groupby(["source", "hardware", "model"], sort=True):
