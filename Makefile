@@ -21,7 +21,7 @@ ARGS ?=
 # On GPUs the default sweep asks what the hardware can do: bf16 autocast and channels_last
 # (the fast path on H100/H200), per-GPU batches from host-bound (256) to GPU-bound (1024,
 # 2048), so the answer is not a comparison of kernel-launch overheads. About 24 cases,
-# a search of 7 minutes on GPUs (BUDGET). On the CPU (GPUS= or no GPU): fp32, the small default sweep.
+# a search of 9 minutes on GPUs (BUDGET). On the CPU (GPUS= or no GPU): fp32, the small default sweep.
 ON_GPU := $(if $(filter-out cpu none,$(GPUS)),$(if $(shell command -v nvidia-smi 2>/dev/null),yes))
 PRECISION ?= $(if $(ON_GPU),amp-bf16,fp32)
 BATCH_SIZES ?= $(if $(ON_GPU),256$(,)1024$(,)2048)
