@@ -13,8 +13,8 @@ import torch
 
 import strategies
 from bench.checks.parity import (COMPILE_UPDATE_FRACTION, CPU_TOLERANCE, FLOAT64_UPDATE_FRACTION, GPU_TOLERANCE,
-                                 all_close, max_abs_difference, parity_case, reference_parameters, run_parity,
-                                 strategy_parameters, update_share)
+                                 all_close, max_abs_difference, parameters_by_worker, parity_case,
+                                 reference_parameters, run_parity, strategy_parameters, update_share)
 from tests.conftest import cuda_gpus, needs_two_gpus
 
 MODEL, GLOBAL_BATCH = "resnet18-small", 8
@@ -32,16 +32,42 @@ def reference():
     return {n: reference_parameters(MODEL, GLOBAL_BATCH, shards=n) for n in (1, 2)}
 
 
-@pytest.mark.parametrize("strategy, replicas, options", [
+CPU_STRATEGIES = [
     ("single", 1, {}), ("allreduce-scratch", 2, {}), ("ddp", 2, {}), ("zero1", 2, {}), ("fsdp2", 2, {}),
     ("fsdp2", 2, {"reshard_after_forward": False}),
     ("ddp", 2, {"launcher": "spawn"}), ("allreduce-scratch", 2, {"coalesce": True}),
     # PowerSGD runs two exact all-reduce steps before it compresses (start_powerSGD_iter=2):
     # its first step is the exact one.
     ("ddp", 2, {"comm_hook": "powersgd"}),
-])
-def test_cpu_strategies_match_the_reference(strategy, replicas, options, reference):
-    params = strategy_parameters(strategy, MODEL, GLOBAL_BATCH // replicas, (), replicas, options=options)
+]
+
+
+def shared_workers(setups: list[tuple], gpus_of=lambda replicas: ()) -> list:
+    """Each (strategy, replicas, options[, knobs])'s parameters after one step, the setups that
+    share a worker run in one (bench/checks/parity.py `parameters_by_worker`)."""
+    cases = [parity_case(name, MODEL, GLOBAL_BATCH // replicas, gpus_of(replicas), replicas, options,
+                         **(rest[0] if rest else {}))
+             for name, replicas, options, *rest in setups]
+    return parameters_by_worker(cases)
+
+
+def answered(found):
+    """A setup's parameters, or its failure raised here."""
+    if isinstance(found, Exception):
+        raise found
+    return found
+
+
+@pytest.fixture(scope="module")
+def cpu_parameters():
+    return shared_workers(CPU_STRATEGIES)
+
+
+@pytest.mark.parametrize("index", range(len(CPU_STRATEGIES)),
+                         ids=["-".join([n, *(f"{k}={v}" for k, v in o.items())]) for n, _, o in CPU_STRATEGIES])
+def test_cpu_strategies_match_the_reference(index, cpu_parameters, reference):
+    replicas = CPU_STRATEGIES[index][1]
+    params = answered(cpu_parameters[index])
     diff = max_abs_difference(params, reference[replicas])
     assert all_close(params, reference[replicas], **CPU_TOLERANCE), f"max |diff| {diff:.3g}"
 
@@ -148,14 +174,36 @@ def _gpu_check(label, params, gpu_reference, replicas, tolerance=GPU_TOLERANCE):
     assert all_close(params, gpu_reference[replicas], **tolerance), f"max |diff| {diff:.3g}"
 
 
+GPU_STRATEGIES = [n for n in strategies.names() if n != "mxnet-gluon"]
+# DDP's knobs on 2 GPUs: each (SGD kernels, options, tolerance).
+DDP_KNOBS = [
+    ("fused", {}, GPU_TOLERANCE),
+    ("foreach", {"gradient_as_bucket_view": True, "static_graph": True, "bucket_cap_mb": 100}, GPU_TOLERANCE),
+    ("foreach", {"comm_hook": "fp16"}, FP16_HOOK_TOLERANCE),
+    ("foreach", {"comm_hook": "bf16"}, BF16_HOOK_TOLERANCE),
+]
+
+
+def _two_gpus(replicas: int) -> tuple[int, ...]:
+    return (0,) if replicas == 1 else (0, 1)
+
+
+@pytest.fixture(scope="module")
+def gpu_parameters():
+    """Every strategy's step on 1 or 2 GPUs, then DDP's knobs on 2: the setups that share a worker
+    (every one-process strategy; every torchrun one) run in one, as a sweep runs them."""
+    setups = [(n, 1 if strategies.get(n).max_replicas == 1 else 2, {}) for n in GPU_STRATEGIES]
+    setups += [("ddp", 2, options, {"sgd_impl": sgd_impl}) for sgd_impl, options, _ in DDP_KNOBS]
+    found = shared_workers(setups, _two_gpus)
+    return dict(zip(GPU_STRATEGIES, found)), found[len(GPU_STRATEGIES):]
+
+
 @needs_two_gpus
 @pytest.mark.gpu
-@pytest.mark.parametrize("strategy", [n for n in strategies.names() if n != "mxnet-gluon"])
-def test_gpu_strategies_match_the_reference(strategy, gpu_reference):
+@pytest.mark.parametrize("strategy", GPU_STRATEGIES)
+def test_gpu_strategies_match_the_reference(strategy, gpu_parameters, gpu_reference):
     replicas = 1 if strategies.get(strategy).max_replicas == 1 else 2
-    gpus = (0,) if replicas == 1 else (0, 1)
-    params = strategy_parameters(strategy, MODEL, GLOBAL_BATCH // replicas, gpus, replicas)
-    _gpu_check(strategy, params, gpu_reference, replicas)
+    _gpu_check(strategy, answered(gpu_parameters[0][strategy]), gpu_reference, replicas)
 
 
 @pytest.mark.gpu
@@ -195,12 +243,31 @@ def test_gpu_compiled_steps_are_the_step_in_float64(strategy, replicas):
 
 @needs_two_gpus
 @pytest.mark.gpu
-@pytest.mark.parametrize("sgd_impl, options, tolerance", [
-    ("fused", {}, GPU_TOLERANCE),
-    ("foreach", {"gradient_as_bucket_view": True, "static_graph": True, "bucket_cap_mb": 100}, GPU_TOLERANCE),
-    ("foreach", {"comm_hook": "fp16"}, FP16_HOOK_TOLERANCE),
-    ("foreach", {"comm_hook": "bf16"}, BF16_HOOK_TOLERANCE),
-])
-def test_gpu_ddp_knobs_keep_the_step(sgd_impl, options, tolerance, gpu_reference):
-    params = strategy_parameters("ddp", MODEL, GLOBAL_BATCH // 2, (0, 1), 2, options=options, sgd_impl=sgd_impl)
-    _gpu_check(f"ddp sgd={sgd_impl} {options}", params, gpu_reference, 2, tolerance)
+@pytest.mark.parametrize("index", range(len(DDP_KNOBS)))
+def test_gpu_ddp_knobs_keep_the_step(index, gpu_parameters, gpu_reference):
+    sgd_impl, options, tolerance = DDP_KNOBS[index]
+    _gpu_check(f"ddp sgd={sgd_impl} {options}", answered(gpu_parameters[1][index]), gpu_reference, 2, tolerance)
+
+
+def test_a_failing_case_in_a_shared_worker_is_its_own_failure(monkeypatch):
+    # Cases that share a worker run in one; a worker that fails runs its cases again one to a
+    # worker, so that the failure is the failing case's and the others still answer.
+    from bench.checks import parity
+
+    calls = []
+
+    def fake_run_parity(cases, timeout_s, dtype):
+        calls.append([c.strategy for c in cases])
+        if any(c.options_dict.get("comm_hook") == "powersgd" for c in cases):
+            raise RuntimeError("ddp parity step failed")
+        return [{"strategy": c.strategy} for c in cases]
+
+    monkeypatch.setattr(parity, "run_parity", fake_run_parity)
+    cases = [parity_case(n, MODEL, GLOBAL_BATCH // r, (), r, o) for n, r, o in CPU_STRATEGIES]
+    found = parameters_by_worker(cases)
+    failed = [i for i, f in enumerate(found) if isinstance(f, Exception)]
+    assert [CPU_STRATEGIES[i][2] for i in failed] == [{"comm_hook": "powersgd"}]
+    assert all(found[i] == {"strategy": CPU_STRATEGIES[i][0]} for i in range(len(found)) if i not in failed)
+    # One worker per key (the one-process three: single and allreduce-scratch twice; the torchrun
+    # five; spawn's ddp), the failed torchrun worker's five again one at a time right after it.
+    assert [len(c) for c in calls] == [3, 5, 1, 1, 1, 1, 1, 1] and calls[2:7] == [[n] for n in calls[1]]

@@ -21,9 +21,8 @@ from bench.core import imports
 from bench.core import protocol
 from bench.cases.case import Case, settings as make_settings
 from bench.engine.launchers import worker_environment
-from bench.run.sweep import launcher_of, worker_spec, write_spec
+from bench.run.sweep import launcher_of, worker_env, worker_key, worker_spec, write_spec
 from bench.workloads import get_workload
-from bench.run.sweep import worker_env
 from bench.engine.training import sgd_arguments
 from bench.core.placement import Placement
 
@@ -107,6 +106,29 @@ def run_parity(cases: list[Case], timeout_s: float = 300, dtype: str = "float32"
             else:
                 found.append(torch.load(out))
         return found
+
+
+def parameters_by_worker(cases: list[Case], timeout_s: float = 300, dtype: str = "float32") -> list:
+    """Each case's parameters, or the error that stopped it: the cases that share a worker key
+    run in one worker, as a sweep runs them (one start for many strategies: a torchrun start is
+    seconds). A worker that fails runs its cases again one to a worker, so that each failure is
+    its own case's and the others still answer."""
+    groups: dict[tuple, list[int]] = {}
+    for i, case in enumerate(cases):
+        groups.setdefault(worker_key(case), []).append(i)
+    out: list = [None] * len(cases)
+    for members in groups.values():
+        try:
+            found = run_parity([cases[i] for i in members], timeout_s * len(members), dtype)
+            for i, params in zip(members, found):
+                out[i] = params
+        except (RuntimeError, subprocess.TimeoutExpired):
+            for i in members:
+                try:
+                    out[i] = run_parity([cases[i]], timeout_s, dtype)[0]
+                except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                    out[i] = exc
+    return out
 
 
 def strategy_parameters(strategy: str, model: str, batch_per_replica: int, gpus: tuple[int, ...] = (),
