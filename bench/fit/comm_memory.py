@@ -4,7 +4,11 @@ buffers), which a fake world of n (bench fit) does not have. Run one process per
 (bench fit does, on a host of 2 or more GPUs: bench/fit/reserve.py). Each rank prints, as one
 JSON line: device memory in use (the driver's view: total - free) less what PyTorch's allocator
 holds, after CUDA starts, after the first all-reduce, and after a DDP step of resnet18 with its
-buckets (the all-reduces DDP runs)."""
+buckets (the all-reduces DDP runs): the communicator the fit holds back. Then, as figures beside
+it, after the collectives other strategies declare (`sends`): every parameter broadcast from its
+owner as ZeroRedundancyOptimizer does after its step, and an all-gather and a reduce-scatter of
+the parameters as FSDP2 does. NCCL connects some of its buffers only when a kind of collective
+first runs; these say whether a strategy's real run holds more than a DDP step's."""
 import json
 import os
 
@@ -34,10 +38,25 @@ def main() -> None:
     model(torch.randn(32, 3, 224, 224, device="cuda")).sum().backward()
     torch.cuda.synchronize()
     stepped = outside_allocator()
-    print(json.dumps({"rank": rank, "world": dist.get_world_size(), "gpu": torch.cuda.get_device_name(),
+    world = dist.get_world_size()
+    params = list(model.parameters())
+    handles = [dist.broadcast(p.data, src=i % world, async_op=True) for i, p in enumerate(params)]
+    for handle in handles:
+        handle.wait()
+    torch.cuda.synchronize()
+    broadcast = outside_allocator()
+    flat = torch.cat([p.detach().reshape(-1) for p in params])
+    flat = torch.nn.functional.pad(flat, (0, (-flat.numel()) % world))
+    gathered = torch.empty(flat.numel() * world, device="cuda")
+    dist.all_gather_into_tensor(gathered, flat)
+    dist.reduce_scatter_tensor(flat, gathered)
+    torch.cuda.synchronize()
+    sharded = outside_allocator()
+    print(json.dumps({"rank": rank, "world": world, "gpu": torch.cuda.get_device_name(),
                       "nccl": torch.cuda.nccl.version(), "outside_allocator_mib": {
                           "cuda_started": round(started, 1), "after_all_reduce": round(communicator, 1),
-                          "after_ddp_step": round(stepped, 1)},
+                          "after_ddp_step": round(stepped, 1), "after_broadcast": round(broadcast, 1),
+                          "after_all_gather_reduce_scatter": round(sharded, 1)},
                       "communicator_mib": round(stepped - started, 1)}), flush=True)
     dist.destroy_process_group()
 
