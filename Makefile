@@ -28,8 +28,8 @@ BATCH_SIZES ?= $(if $(ON_GPU),256$(,)1024$(,)2048)
 LAYOUT ?= $(if $(ON_GPU),--channels-last)
 # On GPUs the sweep is the survey of a search (bench/run/search.py): every strategy at every batch,
 # the levers (executions, SGD kernels, memory format, strategy options) on the leaders, then the
-# finalists measured again, all within BUDGET minutes (empty: the search's default, 7, what the
-# whole job takes on 2 and 4 H200s). SEARCH= turns it off.
+# finalists measured again, all within BUDGET minutes (empty: the search's default, 9, what the
+# whole job takes on 2 H200s: docs/search.md). SEARCH= turns it off.
 BUDGET ?=
 SEARCH ?= $(if $(ON_GPU),--search)
 , := ,

@@ -101,8 +101,8 @@ def get(name: str) -> Strategy:
 
 
 def info(name: str) -> Strategy | None:
-    """The strategy's declaration, or None for a name this checkout does not know (results
-    written elsewhere): the report then falls back to neutral presentation."""
+    """The strategy's declaration, or None for a name this checkout does not know (a results
+    file refuses such a row when it is read: bench/cases/results.py)."""
     _load()
     return _REGISTRY.get(name)
 

@@ -30,7 +30,7 @@ def baselines(tmp_path_factory):
 @pytest.mark.parametrize("launcher", list(LAUNCHERS))
 def test_unchanged_code_passes_and_counts_are_repeatable(baselines, launcher, tmp_path):
     again = sweep(tmp_path / "again.json", launcher)
-    proc = run_cli("compare", str(baselines[launcher]), str(again), *RULE)
+    proc = run_cli("compare", str(baselines[launcher]), str(again), *RULE, env=TEST_STRATEGIES)
     assert proc.returncode == 0, proc.stdout
     first, second = (json.loads(p.read_text())["rows"][0] for p in (baselines[launcher], again))
     assert first["ops_per_step"] > 1000 and first["alloc_mib_per_step"] > 0
@@ -46,7 +46,8 @@ def test_unchanged_code_passes_and_counts_are_repeatable(baselines, launcher, tm
 ])
 def test_an_injected_regression_is_flagged(baselines, launcher, extra, counter, tmp_path):
     current = sweep(tmp_path / "current.json", launcher, extra)
-    proc = run_cli("compare", str(baselines[launcher]), str(current), *RULE, "--json", str(tmp_path / "v.json"))
+    proc = run_cli("compare", str(baselines[launcher]), str(current), *RULE, "--json", str(tmp_path / "v.json"),
+                   env=TEST_STRATEGIES)
     assert proc.returncode == 1, proc.stdout
     verdict = json.loads((tmp_path / "v.json").read_text())[0]
     assert verdict["verdict"] == "regression" and any(counter in why for why in verdict["why"]), verdict

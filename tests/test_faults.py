@@ -13,7 +13,6 @@ import uuid
 import psutil
 import pytest
 
-from bench.cases import results
 from tests.conftest import REPO, TEST_STRATEGIES, rows_of, run_cli
 
 FAST = ["--strategies", "faulty", "--gpus", "", "--warmup", "0", "--steps", "2", "--trials", "1"]
@@ -145,7 +144,7 @@ def test_sigterm_and_sighup_stop_cleanly(tmp_path, signum, status, finished):
     last = err.strip().splitlines()[-1]
     assert last.startswith("parabench: stopped by SIG") and "Traceback" not in err
     if finished:
-        assert "--resume --out" in last and results.load(out)[0]["status"] == "ok"
+        assert "--resume --out" in last and rows_of(out)[0]["status"] == "ok"
     else:
         assert "nothing was written" in last and not out.exists() and str(out) not in err
     assert not (tmp_path / "r.json.lock").exists()

@@ -243,7 +243,8 @@ def test_gpu_compiled_steps_are_the_step_in_float64(strategy, replicas):
 
 @needs_two_gpus
 @pytest.mark.gpu
-@pytest.mark.parametrize("index", range(len(DDP_KNOBS)))
+@pytest.mark.parametrize("index", range(len(DDP_KNOBS)),
+                         ids=["-".join([s, *(f"{k}={v}" for k, v in o.items())]) for s, o, _ in DDP_KNOBS])
 def test_gpu_ddp_knobs_keep_the_step(index, gpu_parameters, gpu_reference):
     sgd_impl, options, tolerance = DDP_KNOBS[index]
     _gpu_check(f"ddp sgd={sgd_impl} {options}", answered(gpu_parameters[1][index]), gpu_reference, 2, tolerance)
@@ -271,3 +272,20 @@ def test_a_failing_case_in_a_shared_worker_is_its_own_failure(monkeypatch):
     # One worker per key (the one-process three: single and allreduce-scratch twice; the torchrun
     # five; spawn's ddp), the failed torchrun worker's five again one at a time right after it.
     assert [len(c) for c in calls] == [3, 5, 1, 1, 1, 1, 1, 1] and calls[2:7] == [[n] for n in calls[1]]
+
+
+def test_cases_that_fail_only_together_fail_every_test_of_their_worker(monkeypatch):
+    # A sweep runs them together: that they pass alone does not make the shared worker's failure go away.
+    from bench.checks import parity
+
+    def fake_run_parity(cases, timeout_s, dtype):
+        if len(cases) > 1:
+            raise RuntimeError("ddp parity step failed")
+        return [{"strategy": c.strategy} for c in cases]
+
+    monkeypatch.setattr(parity, "run_parity", fake_run_parity)
+    found = parameters_by_worker([parity_case(n, MODEL, GLOBAL_BATCH // r, (), r, o) for n, r, o in CPU_STRATEGIES])
+    spawn = [i for i, (_, _, o) in enumerate(CPU_STRATEGIES) if o.get("launcher") == "spawn"]
+    assert [found[i] for i in spawn] == [{"strategy": "ddp"}]  # a worker of its own, which passed
+    shared = [f for i, f in enumerate(found) if i not in spawn]
+    assert all(isinstance(f, RuntimeError) and "each alone passed" in str(f) for f in shared), shared

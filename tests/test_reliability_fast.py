@@ -641,10 +641,12 @@ def test_what_counts_as_out_of_memory():
     ({"n_replicas": 10**9, "world_size": 10**9}, "more devices than any cluster has"),
     ({"device": "cuda", "gpus": "0,1,2,3", "n_gpus": 4, "gpu_count_host": 2, "gpu_name": "NVIDIA H200"},
      r"4 GPUs on 1 host\(s\) of 2 GPUs"),
-], ids=["1e308", "beyond-peak", "a-billion-replicas", "more-gpus-than-the-host"])
+    ({"strategy": "hyperdrive"}, "strategy 'hyperdrive', which no registered strategy is"),
+], ids=["1e308", "beyond-peak", "a-billion-replicas", "more-gpus-than-the-host", "a-strategy-no-registry-knows"])
 def test_a_results_file_is_checked_for_sense_where_it_is_read(tmp_path, changes, said):
-    """img/s of 1e308 printed a 309-digit answer and "+inf% PASS"; 10^9 replicas read "CPU x1000000000".
-    Each is one line naming the row and the field."""
+    """img/s of 1e308 printed a 309-digit answer and "+inf% PASS"; 10^9 replicas read "CPU x1000000000";
+    a strategy no registry knows ("hyperdrive") was shown as a row. Each is one line naming the row
+    and the field."""
     path = tmp_path / "bad.json"
     results.write(path, [ok_row(**changes)])
     with pytest.raises(results.ResultsError, match=said):

@@ -21,6 +21,8 @@ import os
 import stat
 from pathlib import Path
 
+import strategies
+
 from bench.cases import case as case_mod, caveats
 from bench.core import stats
 from bench.core.precision import PRECISIONS
@@ -398,6 +400,10 @@ def load(path: str | os.PathLike) -> list[dict]:
             raise ResultsError(f"{where} lacks {', '.join(missing)}; {fix}")
         if raw["status"] not in STATUSES:
             raise ResultsError(f"{where} has unknown status {raw['status']!r}; {fix}")
+        if strategies.info(str(raw["strategy"])) is None:  # a typo, an edit, another checkout's strategy
+            raise ResultsError(f"{where} has strategy {str(raw['strategy'])[:40]!r}, which no registered strategy is "
+                               f"(this parabench knows {', '.join(strategies.names())}; one of your own goes in "
+                               f"strategies/ or PARABENCH_STRATEGY_PATH: docs/extending.md); {fix}")
         if raw["precision"] not in PRECISIONS:  # every table and figure is laid out by precision
             raise ResultsError(f"{where} has unknown precision {str(raw['precision'])[:40]!r} (this parabench knows "
                                f"{', '.join(PRECISIONS)}); {fix}")

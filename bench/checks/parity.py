@@ -112,7 +112,8 @@ def parameters_by_worker(cases: list[Case], timeout_s: float = 300, dtype: str =
     """Each case's parameters, or the error that stopped it: the cases that share a worker key
     run in one worker, as a sweep runs them (one start for many strategies: a torchrun start is
     seconds). A worker that fails runs its cases again one to a worker, so that each failure is
-    its own case's and the others still answer."""
+    its own case's and the others still answer; where every case then passes alone, the shared
+    worker's failure is every case's (cases that break each other in one worker break a sweep)."""
     groups: dict[tuple, list[int]] = {}
     for i, case in enumerate(cases):
         groups.setdefault(worker_key(case), []).append(i)
@@ -122,12 +123,17 @@ def parameters_by_worker(cases: list[Case], timeout_s: float = 300, dtype: str =
             found = run_parity([cases[i] for i in members], timeout_s * len(members), dtype)
             for i, params in zip(members, found):
                 out[i] = params
-        except (RuntimeError, subprocess.TimeoutExpired):
+            continue
+        except Exception as exc:  # noqa: BLE001 - each case's own outcome is found below
+            shared = exc
+        for i in members:
+            try:
+                out[i] = run_parity([cases[i]], timeout_s, dtype)[0]
+            except Exception as exc:  # noqa: BLE001 - the case's outcome, raised by its test
+                out[i] = exc
+        if len(members) > 1 and not any(isinstance(out[i], Exception) for i in members):
             for i in members:
-                try:
-                    out[i] = run_parity([cases[i]], timeout_s, dtype)[0]
-                except (RuntimeError, subprocess.TimeoutExpired) as exc:
-                    out[i] = exc
+                out[i] = RuntimeError(f"{len(members)} cases in one worker failed, each alone passed: {shared}")
     return out
 
 

@@ -11,6 +11,13 @@ from bench.cli.common import UsageError, check_names, ints, listed, resolve_gpus
 from bench.cli.run_files import existing_rows as _existing_rows, output_path as _output_path
 
 
+def _default_budget() -> float:
+    """The search's default budget, minutes (bench/run/search.py)."""
+    from bench.run.search import DEFAULT_BUDGET_MIN
+
+    return DEFAULT_BUDGET_MIN
+
+
 def _parse_options(pairs: list[str], strategy_names: list[str]) -> dict:
     import strategies
 
@@ -68,9 +75,7 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
     if args.budget is not None and not args.search:
         raise UsageError("--budget bounds a --search: add --search")
     if args.search:
-        from bench.run.search import DEFAULT_BUDGET_MIN
-
-        args.budget = DEFAULT_BUDGET_MIN if args.budget is None else args.budget
+        args.budget = _default_budget() if args.budget is None else args.budget
         if not (math.isfinite(args.budget) and 0 < args.budget <= 24 * 60):
             raise UsageError(f"--budget takes minutes, more than 0 and at most 1440, got {args.budget:g}")
     return Settings(
@@ -323,9 +328,9 @@ def add_parser(sub) -> None:
                      help="after the sweep, try each lever (execution, SGD kernels, memory format, the strategy's "
                      "options) on the leaders of every batch and measure the finalists again, interleaved, within "
                      "--budget; the plan and every decision are recorded in the results file (bench/run/search.py)")
-    run.add_argument("--budget", type=float, help="minutes the whole --search may take (default 7: every strategy at "
-                     "every batch, then each regime's executions at every batch, on 2 or 4 GPUs); what it cannot "
-                     "hold is recorded as not tried")
+    run.add_argument("--budget", type=float, help="minutes the whole --search may take (default "
+                     f"{_default_budget():g}: every strategy at every batch, then each regime's executions at every "
+                     "batch, on 2 H200s); what it cannot hold is recorded as not tried")
     run.add_argument("--anatomy", action="store_true",
                      help="after each case's timing, profile a few steps on every rank: traces under "
                           "<results folder>/traces/<results name>/ and the step's breakdown in anatomy_* columns")

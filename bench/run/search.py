@@ -50,7 +50,7 @@ SCHEMA = "parabench-search/1"
 # The default budget, minutes: what the whole job takes on 2 H200s (docs/search.md): every strategy
 # surveyed at every batch, then each regime's executions at every batch of both device counts, with
 # room to measure a two-mode compiled row again. Replayed at the seconds each case took there
-# (tests/test_search.py), that is 457 s; at 7 minutes the real run left one GPU's 2048/GPU out.
+# (tests/test_search.py), 7 minutes leave a first-tier execution out, as the real run did, and 9 hold it all.
 DEFAULT_BUDGET_MIN = 9.0
 MAX_LEADERS = 2  # configurations per group that levers are tried on
 MAX_FINALISTS = 3  # configurations per group measured again side by side
@@ -88,6 +88,7 @@ class _Item:
     leader: Leader
     lever: Lever
     rank: tuple  # the plan's order
+    late: bool  # not of the first tier on the group's first leader: after every first-tier lever
 
 
 class Search:
@@ -277,7 +278,7 @@ class Search:
                         where = (self._serve(key)[0], priority, key[4])
                     else:
                         where = (priority, round(self.budget.cost(lever.case), 1), order)
-                    items.append(_Item(key, leader, lever, (late, rank) + where))
+                    items.append(_Item(key, leader, lever, (late, rank) + where, late))
         items.sort(key=lambda i: i.rank)
         chosen, phase = [], f"levers: {dimension}"
         # One lever at every batch of a device count in one call: its cases share a worker's start.
@@ -290,7 +291,7 @@ class Search:
                 calls[-1].append(item)
             else:
                 calls.append([item])
-        shaky: list[_Item] = []  # measured, waiting for their group's other first-tier executions
+        waiting: list[_Item] = []  # measured, their group's other first-tier levers still to come
         for index, call in enumerate(calls):
             todo = [i for i in call if identity(self.sweep._row(i.lever.case)) not in known]
             chosen += [i for i in call if i not in todo]
@@ -309,26 +310,27 @@ class Search:
                     known.add(identity(self.sweep._row(item.lever.case)))
                     chosen.append(item)
                 todo = [i for i in todo if i not in fits]
-                # A disturbed row is judged once its group's first-tier executions are all in: on 2 H200s
+                # A disturbed row is judged once its group's first-tier levers are all in: on 2 H200s
                 # ddp's compile reduce-overhead at 256/GPU was measured again (24 s) just before the CUDA
                 # graph beat it by 1.7x, and the budget then missed one GPU's 2048/GPU.
-                coming = {i.key for i in todo} | {i.key for c in calls[index + 1:] for i in c if not i.rank[0]}
-                shaky += fits
-                self._again_winners(phase, [i for i in shaky if i.key not in coming])
-                shaky = [i for i in shaky if i.key in coming]
+                coming = {i.key for i in todo} | {i.key for c in calls[index + 1:] for i in c if not i.late}
+                waiting += fits
+                self._again_winners(phase, [i for i in waiting if i.key not in coming])
+                waiting = [i for i in waiting if i.key in coming]
                 if not guessed or not fits:
                     for item in todo:
                         self.log["not_tried"].append({"group": group_dict(item.key), "on": _label(item.leader.row),
                                                       "lever": item.lever.label(),
                                                       "why": f"the budget ({self.budget.minutes:g} min) was spent"})
                     break
-        self._again_winners(phase, shaky)
+        self._again_winners(phase, waiting)
         # A stopped lever row that may lead its group is measured once more before it is judged
         # (one whose interval is merely wide is ranked by it; the finals settle an open order).
         unique = {identity(self.sweep._row(i.lever.case)): i for i in chosen}.values()
         self._again(f"levers: {dimension}, again", [i.lever.case for i in unique if (r := self.runner.row(i.lever.case))
                                                     is not None and r["status"] == "ok" and ranking.stopped(r)
-                                                    and r["img_per_s"] > ranking.interval(i.leader.row)[1]])
+                                                    and r["img_per_s"] > ranking.interval(i.leader.row)[1]
+                                                    and not self._beaten(i.key, r)])
         for key, group_leaders in leaders.items():
             for leader in group_leaders:
                 tried = [(i.lever, self.runner.row(i.lever.case)) for i in chosen if i.leader is leader]
@@ -361,15 +363,27 @@ class Search:
     def _again_winners(self, phase: str, measured: list[_Item]) -> None:
         """A lever row that may lead its group but was disturbed (stopped between steps, or an
         interval too wide to rank by: a compiled step re-recording its graphs in a timed trial,
-        say) is measured again as soon as its group's first-tier executions are in, before the
-        budget goes elsewhere: the answer cannot rank it until then. One that another row of its
-        group beats beyond both intervals cannot lead, and is not measured again."""
-        shaky = [i.lever.case for i in measured
+        say) is measured again as soon as the first-tier levers on its group's first leader are
+        in, before the budget goes elsewhere: the answer cannot rank it until then. One that a
+        steady row of its group beats beyond both intervals cannot lead, and is not measured again;
+        one the budget cannot hold is logged as not tried."""
+        shaky = [i for i in measured
                  if (r := self.runner.row(i.lever.case)) is not None and r["status"] == "ok"
                  and ranking.disturbed(r) and r["img_per_s"] > ranking.interval(i.leader.row)[1]
-                 and not any(ranking.beats(other, r) for other in self._group_rows(i.key))]
-        if shaky and sum(self.budget.cost(c) for c in shaky) <= self.budget.left():
-            self.runner.measure(f"{phase}, again", shaky, again=True)
+                 and not self._beaten(i.key, r)]
+        if not shaky:
+            return
+        if sum(self.budget.cost(i.lever.case) for i in shaky) <= self.budget.left():
+            self.runner.measure(f"{phase}, again", [i.lever.case for i in shaky], again=True)
+            return
+        for item in shaky:
+            self.log["not_tried"].append({"group": group_dict(item.key), "on": _label(item.leader.row),
+                                          "lever": f"{item.lever.label()}, again",
+                                          "why": f"the budget ({self.budget.minutes:g} min) was spent"})
+
+    def _beaten(self, key: tuple, row: dict) -> bool:
+        """Whether a steady row of the group lies beyond both intervals above `row`: it cannot lead."""
+        return any(ranking.beats(other, row) for other in self._group_rows(key) if not ranking.disturbed(other))
 
     def _group_rows(self, key: tuple) -> list[dict]:
         """The ok rows this run measured in a group."""
