@@ -2,8 +2,10 @@
 #   make bench GPUS=0,1 STRATEGIES=single,ddp BATCH_SIZES=64,128 PRECISION=fp32,amp-bf16 MODEL=resnet18 RESULTS=results
 # PY: the interpreter. The default is the project's virtual environment (made by `make setup`);
 # on a machine that already has torch, pandas and matplotlib, pass PY=python3 to skip setup.
-# A value given on the command line or in the environment is text, never make's own syntax:
-# `make plot RESULTS='$(shell ...)'` must not run it. Each such value is kept as written, once.
+# A value given on the command line or in the environment is text, never make's own syntax nor the
+# shell's: `make plot RESULTS='$(shell ...)'` or `STRATEGIES='x;cmd'` must not run it. Each such value
+# is kept as written, once, and reaches the command quoted; ARGS and PYTEST_ARGS alone are split into
+# words by the shell, as they carry flags.
 GIVEN := GPUS STRATEGIES MODEL RESULTS PLOTS ARGS PRECISION BATCH_SIZES BUDGET REF_DIR CURRENT FIT FIT_STRATEGIES PYTEST_ARGS
 $(foreach v,$(GIVEN),$(if $(filter command line environment environment override,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
 PYTHON ?= python3
@@ -87,8 +89,9 @@ $(MXNET_VENV)/parabench-wheel.txt:
 	echo "$(if $(MXNET_WHEEL),$(MXNET_WHEEL),mxnet)" > $@
 
 # One line, so that make echoes the command as it runs (no dangling `\`).
-RUN_ARGS = --gpus $(call sq,$(GPUS)) --precisions $(PRECISION) --models $(call sq,$(MODEL)) --results-dir $(call sq,$(RESULTS))$(if \
-	$(STRATEGIES), --strategies $(STRATEGIES))$(if $(BATCH_SIZES), --batch-sizes $(BATCH_SIZES))$(if $(LAYOUT), $(LAYOUT))$(if \
+RUN_ARGS = --gpus $(call sq,$(GPUS)) --precisions $(call sq,$(PRECISION)) --models $(call sq,$(MODEL)) --results-dir $(call \
+	sq,$(RESULTS))$(if $(STRATEGIES), --strategies $(call sq,$(STRATEGIES)))$(if $(BATCH_SIZES), --batch-sizes $(call \
+	sq,$(BATCH_SIZES)))$(if $(LAYOUT), $(LAYOUT))$(if \
 	$(SEARCH), $(SEARCH))$(if $(BUDGET), --budget $(call sq,$(BUDGET)))$(if $(ARGS), $(ARGS))
 
 bench: $(NEEDS_SETUP)
@@ -180,11 +183,12 @@ FIT_STRATEGIES ?= ddp,zero1,fsdp2
 FIT_DIR = $(RESULTS)/fit-check-$(shell date +%Y%m%d-%H%M%S)
 fit-check: $(NEEDS_SETUP)
 	$(if $(findstring $(,),$(GPUS)),,$(error fit-check needs two or more GPUs: GPUS=0,1[,...]))
-	set -e; dir=$(FIT_DIR); mkdir -p $$dir; n=$(words $(subst $(,), ,$(GPUS))); \
-	fit=$(or $(FIT),$$dir/fit.fit.json); \
-	$(if $(FIT),,$(PY) -m bench fit --gpus $(firstword $(subst $(,), ,$(GPUS))) --models $(MODEL) \
-		--strategies $(FIT_STRATEGIES) --precisions $(PRECISION) $(LAYOUT) --devices 1,$$n --out $$fit;) \
-	PY=$(PY) bash scripts/fit_check.sh $$fit $(MODEL) $(FIT_STRATEGIES) $(GPUS) $$dir
+	set -e; dir=$(call sq,$(FIT_DIR)); mkdir -p "$$dir"; n=$(words $(subst $(,), ,$(GPUS))); \
+	fit=$(if $(FIT),$(call sq,$(FIT)),"$$dir/fit.fit.json"); \
+	$(if $(FIT),,$(PY) -m bench fit --gpus $(call sq,$(firstword $(subst $(,), ,$(GPUS)))) --models $(call sq,$(MODEL)) \
+		--strategies $(call sq,$(FIT_STRATEGIES)) --precisions $(call sq,$(PRECISION)) $(LAYOUT) --devices 1,$$n \
+		--out "$$fit";) \
+	PY=$(PY) bash scripts/fit_check.sh "$$fit" $(call sq,$(MODEL)) $(call sq,$(FIT_STRATEGIES)) $(call sq,$(GPUS)) "$$dir"
 
 clean:
 	rm -rf $(VENV) $(MXNET_VENV) .pytest_cache .benchmarks

@@ -62,7 +62,7 @@ def test_make_passes_a_folder_with_a_space_as_one_word():
 def test_make_bench_echoes_one_whole_command():
     echoed = make_n("bench", "GPUS=", "STRATEGIES=single,ddp", "ARGS=--steps 3")
     assert [line for line in echoed.splitlines() if line.strip()] == [echoed.strip()], echoed
-    assert not echoed.rstrip().endswith("\\") and "--strategies single,ddp --steps 3" in echoed
+    assert not echoed.rstrip().endswith("\\") and "--strategies 'single,ddp' --steps 3" in echoed
 
 
 def test_a_make_variable_is_text_never_make_syntax(tmp_path):
@@ -77,6 +77,20 @@ def test_a_make_variable_is_text_never_make_syntax(tmp_path):
     subprocess.run(["make", "-n", "PY=python3", "answer"], cwd=REPO, env=env, capture_output=True, text=True,
                    timeout=60)
     assert not planted.exists()
+
+
+def test_a_make_variable_is_never_shell_syntax_either(tmp_path):
+    """`make bench STRATEGIES='nonesuch;touch X'` ran `touch X` (so did PRECISION, BATCH_SIZES, and
+    MODEL, FIT_STRATEGIES and FIT of fit-check): each value reaches its command as one quoted word."""
+    planted = tmp_path / "ran"
+    for name in ("STRATEGIES", "PRECISION", "BATCH_SIZES", "MODEL"):
+        done = subprocess.run(["make", "bench", f"PY={sys.executable}", "GPUS=", f"{name}=x;touch {planted}"],
+                              cwd=REPO, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert done.returncode != 0 and not planted.exists(), (name, done.stdout, done.stderr)
+    for given in ("MODEL", "FIT_STRATEGIES", "FIT", "PRECISION"):
+        shown = make_n("fit-check", "GPUS=0,1", f"{given}=x;touch {planted}")
+        assert f"'x;touch {planted}'" in shown and " x;touch" not in shown, shown
 
 
 def test_a_budget_on_the_cpu_reaches_the_command_line_that_refuses_it():
