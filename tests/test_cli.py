@@ -64,6 +64,11 @@ def test_list_says_what_runs_here_each_reason_once_and_the_knobs():
     (["--strategies", "single", "--option", "bucket_cap_mb=5"], "no selected strategy has option 'bucket_cap_mb'"),
     (["--gpus", "", "--cpu-replicas", "0"], "--cpu-replicas must be at least 1"),
     (["--gpus", "", "--case-timeout", "0"], "--case-timeout and --startup-timeout must be positive"),
+    # Flags that were dropped without a word: --execution eager lost to the alias, a one-host rank,
+    # GPU counts on the CPU.
+    (["--gpus", "", "--compile", "--execution", "eager"], "--compile is --execution compile, and --execution says"),
+    (["--gpus", "", "--node-rank", "3"], "--node-rank joins hosts into one run"),
+    (["--gpus", "", "--gpu-counts", "1,4"], "--gpu-counts picks GPUs of --gpus, and this run has none"),
 ])
 def test_bad_input_gives_one_line_and_nonzero_exit(args, message):
     proc = run_cli("run", *args)

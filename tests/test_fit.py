@@ -511,11 +511,11 @@ def test_make_fit_check_runs_the_fit_then_the_real_runs_then_the_table():
 
     planned = make("GPUS=2,3,5", "MODEL=vit-large")
     assert planned.returncode == 0, planned.stderr
-    assert "n=3;" in planned.stdout and "-m bench fit --gpus 2 --models vit-large" in planned.stdout
-    assert "--devices 1,$n --out $fit" in planned.stdout
-    assert "bash scripts/fit_check.sh $fit vit-large ddp,zero1,fsdp2 2,3,5 $dir" in planned.stdout
+    assert "n=3;" in planned.stdout and "-m bench fit --gpus '2' --models 'vit-large'" in planned.stdout
+    assert '--devices 1,$n' in planned.stdout and '--out "$fit"' in planned.stdout
+    assert """bash scripts/fit_check.sh "$fit" 'vit-large' 'ddp,zero1,fsdp2' '2,3,5' "$dir\"""" in planned.stdout
     given = make("GPUS=0,1", "FIT=mine.fit.json")
-    assert "fit=mine.fit.json" in given.stdout and "-m bench fit " not in given.stdout
+    assert "fit='mine.fit.json'" in given.stdout and "-m bench fit " not in given.stdout
     one = make("GPUS=0")
     assert one.returncode != 0 and "fit-check needs two or more GPUs" in one.stderr
 

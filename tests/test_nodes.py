@@ -110,6 +110,10 @@ def test_slurm_tasks_are_the_nodes(monkeypatch):
     ((2, 0, None, None), "needs --rdzv-endpoint HOST:PORT"),
     ((2, 0, "h:x", None), "takes HOST:PORT"),
     ((0, 0, "h:1", None), "--nnodes takes 1 to 1024 hosts"),
+    # One host: a rank or an endpoint was dropped without a word.
+    ((None, 3, None, None), "--node-rank joins hosts into one run: give --nnodes N"),
+    ((1, None, "foo:1", None), "--rdzv-endpoint joins hosts into one run"),
+    ((None, 0, "foo:1", None), "--node-rank and --rdzv-endpoint join hosts"),
 ])
 def test_bad_node_flags_get_one_line(args, message):
     with pytest.raises(nodes.NodesError, match=message.replace("(", r"\(")):

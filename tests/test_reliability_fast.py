@@ -359,8 +359,12 @@ def test_every_reader_and_the_report_tables_show_the_caveat(tmp_path):
     from bench.report import frame, pages
 
     path = tmp_path / "run.json"
+    # A row written before the caveat column: the reader says it too.
+    batch = ok_row()["global_batch"]
     results.write(path, [ok_row(img_per_s=72.0, img_per_s_p10=70.0, img_per_s_p90=74.0, wall_img_per_s=8.1,
-                                caveat=None)])  # a row written before the column: the reader says it too
+                                step_ms_p10=1000 * batch / 74.0, step_ms_p50=1000 * batch / 72.0,
+                                step_ms_p90=1000 * batch / 70.0, img_per_s_ci_lo=71.0, img_per_s_ci_hi=73.0,
+                                caveat=None)])
     row, = results.load(path)
     assert row["caveat"].startswith("wall-clock 8.1 img/s is -89% off")
     tables = pages.tables(frame.load_frame([path]))
@@ -642,11 +646,20 @@ def test_what_counts_as_out_of_memory():
     ({"device": "cuda", "gpus": "0,1,2,3", "n_gpus": 4, "gpu_count_host": 2, "gpu_name": "NVIDIA H200"},
      r"4 GPUs on 1 host\(s\) of 2 GPUs"),
     ({"strategy": "hyperdrive"}, "strategy 'hyperdrive', which no registered strategy is"),
-], ids=["1e308", "beyond-peak", "a-billion-replicas", "more-gpus-than-the-host", "a-strategy-no-registry-knows"])
+    ({k: v * 1000 for k, v in ok_row().items() if k.startswith(("img_per_s", "wall_img_per_s", "trial_img_per_s"))
+      and isinstance(v, float)}, "where its median step of"),
+    ({"model": "m|x\n## injected"}, r"field model holds '\|', which no sweep writes there"),
+    ({"cpu": "Xeon\x1b[31m"}, r"field cpu holds '\\x1b', which no sweep writes there"),
+    ({"reason": "fine\x1b]0;title\x07"}, r"field reason holds '\\x1b'"),
+], ids=["1e308", "beyond-peak", "a-billion-replicas", "more-gpus-than-the-host", "a-strategy-no-registry-knows",
+        "a-rate-its-steps-do-not-make", "markdown-in-a-model-name", "an-escape-sequence-in-the-cpu",
+        "an-escape-sequence-in-a-reason"])
 def test_a_results_file_is_checked_for_sense_where_it_is_read(tmp_path, changes, said):
     """img/s of 1e308 printed a 309-digit answer and "+inf% PASS"; 10^9 replicas read "CPU x1000000000";
-    a strategy no registry knows ("hyperdrive") was shown as a row. Each is one line naming the row
-    and the field."""
+    a strategy no registry knows ("hyperdrive") was shown as a row; a model named 'm|x\n## injected'
+    broke REPORT.md's tables and made a heading; an escape sequence in the CPU's name reached the
+    terminal; img/s a thousand times what the row's own median step makes was named the answer.
+    Each is one line naming the row and the field."""
     path = tmp_path / "bad.json"
     results.write(path, [ok_row(**changes)])
     with pytest.raises(results.ResultsError, match=said):
@@ -660,9 +673,8 @@ def test_two_rows_of_one_case_in_one_file_are_refused_with_both_named(tmp_path):
     last kept. A sweep writes one row per case; two in one file are an edit, and the reader says so."""
     path = tmp_path / "twice.json"
     first = ok_row()
-    results.write(path, [first, {**first, "img_per_s": first["img_per_s"] * 3,
-                                 "img_per_s_p10": first["img_per_s_p10"] * 3,
-                                 "img_per_s_p90": first["img_per_s_p90"] * 3}])
+    results.write(path, [first, {**first, **{k: v * 3 for k, v in first.items() if k.startswith("img_per_s")},
+                                 **{k: first[k] / 3 for k in ("step_ms_p10", "step_ms_p50", "step_ms_p90")}}])
     with pytest.raises(results.ResultsError, match="row 1 measures the same case as row 0"):
         results.load(path)
 
@@ -698,3 +710,19 @@ def test_a_run_into_a_file_or_pipe_says_which_case_it_measures_now(tmp_path):
     lines = proc.stderr.splitlines()
     started = lines.index("measuring single fp32 resnet18-small CPU x1 batch 2 ...")
     assert any(line.startswith("single ") and "img/s" in line for line in lines[started + 1:]), lines
+
+
+def test_a_markdown_table_keeps_every_text_cell_in_its_cell(tmp_path):
+    """A failed case's reason quotes its traceback (`a | b`, `<lambda>`, two lines): in a Markdown table
+    a pipe ended the cell, a line break the row, and `<...>` was markup in the HTML twin."""
+    import pandas as pd
+
+    from bench.report import mdtable
+
+    table = pd.DataFrame([{"case": "ddp", "reason": "RuntimeError: a | b in <lambda>\nsecond line"}])
+    lines = mdtable.markdown(table).splitlines()
+    assert len(lines) == 3 and lines[2].count(" | ") == 1 and lines[2].count("\\|") == 1, lines
+    assert "&lt;lambda&gt;" in lines[2] and "second line" in lines[2]
+    path = tmp_path / "spans.json"  # line breaks stay where text spans lines (a reason, a topology)
+    results.write(path, [ok_row(reason="a traceback\nover two lines", gpu_topology="GPU0\tX\nGPU1\tNV18")])
+    assert results.load(path)[0]["reason"] == "a traceback\nover two lines"

@@ -73,6 +73,7 @@ class SimulatedSweep:
             if self.times[key] <= times:
                 figures = {"stopped": measured(ips, wall=0.7),
                            "wide": measured(ips * 1.15, spread=(0.85, 1.15), ci=(0.9, 1.1))}[how]
+            figures.update(steps_of(figures, case.global_batch))
             self.rows[key] = {**row, "status": "ok", **figures, "flops_per_image": FLOPS,
                               "elapsed_s": self.cost_s[case.execution], "peak_alloc_mib": 700.0}
             self.clock.now += self.cost_s[case.execution]
@@ -91,6 +92,13 @@ def measured(ips, spread=(0.98, 1.02), ci=(0.994, 1.006), wall=1.0, trials=(0.99
             "img_per_s_ci_lo": ips * ci[0], "img_per_s_ci_hi": ips * ci[1], "wall_img_per_s": ips * wall,
             "trial_img_per_s_min": ips * trials[0], "trial_img_per_s_max": ips * trials[1],
             "step_ms_p10": 1.0, "step_ms_p50": 1.0, "step_ms_p90": 1.0}
+
+
+def steps_of(figures: dict, global_batch: int) -> dict:
+    """The step times a row's figures come from: its rate is the global batch over its median step."""
+    batch_ms = 1000.0 * global_batch / figures["img_per_s"]
+    return {"step_ms_p10": batch_ms * figures["img_per_s"] / figures["img_per_s_p90"], "step_ms_p50": batch_ms,
+            "step_ms_p90": batch_ms * figures["img_per_s"] / figures["img_per_s_p10"]}
 
 
 class Clock:
@@ -238,9 +246,9 @@ def test_the_answer_says_when_a_run_did_not_search(tmp_path):
     rows = []
     for case in build_cases(["single", "dp-fn"], ["amp-bf16"], ["resnet18-small"], ["eager"], [0], [1], 1, [256], s):
         ips = true_speed(case)
+        figures = {"img_per_s": ips, "img_per_s_p10": ips * 0.98, "img_per_s_p90": ips * 1.02}
         rows.append({**case.row(), "device": "cuda", "gpu_name": GPU, "date": "2026-11-25", "status": "ok",
-                     "img_per_s": ips, "img_per_s_p10": ips * 0.98, "img_per_s_p90": ips * 1.02, "step_ms_p10": 1.0,
-                     "step_ms_p50": 1.0, "step_ms_p90": 1.0})
+                     **figures, **steps_of(figures, case.global_batch)})
     results.write(path, rows)
     runs = load_runs([path])
     recs = answer.records(runs)
@@ -386,9 +394,7 @@ class DeviceSweep(SimulatedSweep):
             if worker in workers and not (case.strategy in TORCHRUN and case.execution == "compile"):
                 start = 0.0
             workers.add(worker)
-            batch_ms = 1000.0 * case.global_batch / figures["img_per_s"]
-            figures.update(step_ms_p10=batch_ms * figures["img_per_s"] / figures["img_per_s_p90"],
-                           step_ms_p50=batch_ms, step_ms_p90=batch_ms * figures["img_per_s"] / figures["img_per_s_p10"])
+            figures.update(steps_of(figures, case.global_batch))
             self.rows[key] = {**row, "status": "ok", **figures, "flops_per_image": FLOPS, "elapsed_s": seconds,
                               "worker_start_s": start or None, "peak_alloc_mib": 700.0, "screened": screened}
             self.clock.now += seconds + start

@@ -18,6 +18,7 @@ import itertools
 import json
 import math
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -86,6 +87,14 @@ TEXT = {"cuda", "cudnn", "nccl", "torch", "mxnet", "numpy", "python", "driver", 
         "worker_scope", "workload_source", "cpus_per_rank", "caveat", "reason", "date", "gpu_name", "host", "hosts",
         "node_gpu_names", "cpu", "platform", "command", "run_id", "gpu_topology", "environment", "output_tail",
         "outliers", "step_ms_trials"}
+# Text fields that name what ran and where: shown in headings, table cells and the answer's first
+# line, they hold no line breaks, no control characters and none of Markdown's and HTML's own
+# characters (a model named 'm|x\n## heading' broke REPORT.md's tables and made a heading of its own).
+LABELS = ("strategy", "model", "gpu_name", "node_gpu_names", "cpu", "host", "hosts", "platform", "device")
+LABEL_REFUSED = re.compile(r"[\x00-\x1f\x7f-\x9f|<>`]")
+# Any other text may span lines (a traceback, nvidia-smi's topology), but a sweep writes no other
+# control character: an escape sequence would reach the terminal that prints it.
+TEXT_REFUSED = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Text fields that hold a JSON object.
 JSON_OBJECTS = ("options", "environment")
 # A step anatomy comes whole: the profiled step, its parts and its distance from the timed step.
@@ -212,6 +221,10 @@ def _coerce(row: dict, where: str, fix: str) -> dict:
         elif v is not None and c in TEXT:
             v = str(v)
         out[c] = v
+    for c, v in out.items():
+        if isinstance(v, str) and (LABEL_REFUSED if c in LABELS else TEXT_REFUSED).search(v):
+            found = (LABEL_REFUSED if c in LABELS else TEXT_REFUSED).search(v).group(0)
+            raise ResultsError(f"{where}: field {c} holds {found!r}, which no sweep writes there; {fix}")
     for c in JSON_OBJECTS:
         if out.get(c) not in (None, ""):
             try:
@@ -280,6 +293,8 @@ MAX_BYTES = 256 * 2**20
 MAX_DEVICES = 65_536
 MAX_FLOPS_PER_DEVICE = 1e16
 MAX_IMG_PER_S = 1e9
+# How far a row's img/s may lie from its global batch over its median step (the rounding of a CSV).
+STEP_AGREEMENT = 0.01
 
 
 def _sense(row: dict, where: str, fix: str) -> None:
@@ -301,6 +316,11 @@ def _sense(row: dict, where: str, fix: str) -> None:
                            f"FLOP/s per device, beyond any device ({MAX_FLOPS_PER_DEVICE:.0e}); {fix}")
     if not flops and fastest > MAX_IMG_PER_S:
         raise ResultsError(f"{where}: {fastest:.3g} img/s, beyond what any device trains; {fix}")
+    batch, step = row.get("global_batch"), row.get("step_ms_p50")
+    if batch and step and not math.isclose(row["img_per_s"], batch * 1000 / step, rel_tol=STEP_AGREEMENT):
+        # The row's rate is its global batch over its median step (bench/core/stats.py `summarize`).
+        raise ResultsError(f"{where}: {row['img_per_s']:.4g} img/s, where its median step of {step:.4g} ms at a "
+                           f"global batch of {batch} makes {batch * 1000 / step:.4g}; {fix}")
 
 
 # The most rows a results file holds: the committed runs have at most 135 and a sweep of every

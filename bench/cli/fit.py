@@ -279,7 +279,9 @@ def cmd_fit_check(args) -> int:
                            "real peak MiB": "" if c["run_peak_mib"] is None else f"{c['run_peak_mib']:,.0f}",
                            "difference": "" if c["peak_error"] is None else f"{100 * c['peak_error']:+.2f}%"}
                           for c in checked])
-    print(table.to_markdown(index=False))
+    from bench.report import mdtable
+
+    print(mdtable.markdown(table))
     print(f"\n{fit.against_in_words(checked)}")
     return 0 if fit.against_holds(checked) else 1
 

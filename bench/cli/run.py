@@ -160,9 +160,11 @@ def _axes(args) -> tuple[list, list, list, list]:
         workloads.probe(models, timeout_s=args.startup_timeout)
     except workloads.WorkloadError as exc:
         raise UsageError(f"{exc} (--models)") from None
-    executions = listed(args.execution, "--execution")
-    if args.compile:
-        executions = ["compile"]  # --compile: the alias of --execution compile, kept for one release
+    executions = listed(args.execution or "eager", "--execution")
+    if args.compile:  # the alias of --execution compile, kept for one release
+        if args.execution not in (None, "compile"):
+            raise UsageError(f"--compile is --execution compile, and --execution says {args.execution}: give one")
+        executions = ["compile"]
     return names, precisions, models, check_names(executions, list(EXECUTIONS), "execution", "--execution")
 
 
@@ -171,6 +173,9 @@ def _devices(args) -> tuple[list[int], list[int], list[int]]:
     if args.cpu_replicas < 1:
         raise UsageError(f"--cpu-replicas must be at least 1, got {args.cpu_replicas}")
     gpus = resolve_gpus(args.gpus)
+    if args.gpu_counts is not None and not gpus:
+        raise UsageError("--gpu-counts picks GPUs of --gpus, and this run has none (on the CPU --cpu-replicas N sets "
+                         "how many processes a multi-device strategy runs)")
     counts = ints(args.gpu_counts, "--gpu-counts") if args.gpu_counts is not None else [len(gpus) or args.cpu_replicas]
     if gpus and max(counts) > len(gpus):
         raise UsageError(f"--gpu-counts asks for {max(counts)} GPUs but --gpus gives {len(gpus)}")
@@ -317,7 +322,7 @@ def add_parser(sub) -> None:
     flags.oversubscribe(run, "allow more --cpu-replicas than CPU cores (never more than the memory holds)")
     flags.measurement(run, "run")
     run.add_argument("--seed", type=int, default=0, help="seed of the weights and the synthetic data (>= 0)")
-    run.add_argument("--execution", default="eager",
+    run.add_argument("--execution", default=None,
                      help="eager,compile,cuda-graph: how the step runs, swept like precisions (default eager)")
     run.add_argument("--compile", action="store_true", help="alias of --execution compile (kept for one release)")
     for knob in KNOBS:  # bench/core/knobs.py declares each knob's flag

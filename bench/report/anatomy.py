@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 import strategies
-from bench.report import findings as answer
+from bench.report import findings as answer, mdtable
 from bench.report.figures import _save, plt, slug
 from bench.report.frame import _order, label
 from bench.report.regime import IDLE_SHARE
@@ -136,6 +136,6 @@ def anatomy_section(group: pd.DataFrame, folder: Path, name: str) -> list[str]:
         figs = figure_anatomy(sub, group, f"{group['model'].iloc[0]} step anatomy: {title}", folder,
                               f"{name}-anatomy-{slug(precision)}-b{batch}")
         lines += [f"#### {title}", "", f"![{figs[0].stem}]({figs[0].name})", "",
-                  anatomy_table(sub, group).to_markdown(index=False), ""]
+                  mdtable.markdown(anatomy_table(sub, group)), ""]
         lines += [f"- {s}" for s in anatomy_findings(sub, group)] + [""]
     return lines

@@ -10,6 +10,7 @@ import pandas as pd
 
 import strategies
 from bench.fit import fit
+from bench.report import mdtable
 
 
 def _readable(paths: list[Path]) -> list[tuple[Path, dict | None, str]]:
@@ -73,7 +74,7 @@ def section(paths: list[Path], models=None) -> list[str]:
         lines += [f"- {s}" for s in fit.sentences(doc, models)] + [""]
         for model, precision in dict.fromkeys((o["model"], o["precision"]) for o in doc["outcomes"]
                                               if o["model"] in _models(doc, models)):
-            lines += [f"**{model}, {precision}**", "", table(doc, model, precision).to_markdown(index=False), ""]
+            lines += [f"**{model}, {precision}**", "", mdtable.markdown(table(doc, model, precision)), ""]
     return (["## What fits at n devices (measured in a fake world of n)", ""] + lines) if lines else []
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 import strategies
 from bench.cases import results
 from bench.report import findings as answer
-from bench.report import sections
+from bench.report import mdtable, sections
 from bench.report.figures import PRECISION_ORDER, caption, slug
 from bench.report.frame import _order, label, load_anatomy, load_frame, load_runs, newest, run_labels, run_name
 
@@ -100,7 +100,7 @@ def model_page(group: pd.DataFrame, anatomy: pd.DataFrame, out: Path, name: str)
     for precision in [p for p in PRECISION_ORDER if p in set(group["precision"])]:
         sub = _run_labels(group[group["precision"] == precision])
         for title, table in tables(sub).items():
-            lines += [f"## {precision}: {title}", "", table.to_markdown(), ""]
+            lines += [f"## {precision}: {title}", "", mdtable.markdown(table, index=True), ""]
             results.atomic_write_bytes(out / f"{slug(name, precision, title.split(' (')[0].split(',')[0])}.csv",
                                        table.to_csv().encode())
     # The page lives one folder down from the figures.

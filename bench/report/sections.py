@@ -17,7 +17,7 @@ import strategies
 from bench.cases import results
 from bench.report import answer as answers
 from bench.report import findings as answer
-from bench.report import fitted, hostload
+from bench.report import fitted, hostload, mdtable
 from bench.report.anatomy import anatomy_section as _anatomy_details
 from bench.report.figures import (PRECISION_ORDER, figure_amp, figure_efficiency, figure_knobs, figure_memory,
                                   figure_scaling, figure_throughput, slug)
@@ -129,7 +129,7 @@ def answer_section(rep: Report) -> list[str]:
         lines.append(f"- **{head}**: {answers.actions(run, mine)}")
         for (precision, where), _ in pd.DataFrame(mine).groupby(["precision", "where"], sort=False):
             sub = [r for r in mine if (r["precision"], r["where"]) == (precision, where)]
-            tables += [f"**{head}: {precision}, {where}**", "", answers.table(sub).to_markdown(index=False), ""]
+            tables += [f"**{head}: {precision}, {where}**", "", mdtable.markdown(answers.table(sub)), ""]
             levers = answers.lever_lines(sub)
             if levers:
                 tables += ["Levers measured:", ""] + [f"- {line}" for line in levers] + [""]
@@ -342,7 +342,7 @@ def achieved_vs_peak(frame: pd.DataFrame, peaks: dict[str, dict]) -> list[str]:
                               if peak.get(f"{k}_matmul_tflops"))
                   + " TFLOP/s. Training FLOPs per image come from "
                   "torch.utils.flop_counter (forward and backward); each strategy's best case per GPU:", "",
-                  table.to_markdown(index=False), ""]
+                  mdtable.markdown(table), ""]
     return lines
 
 
@@ -393,4 +393,4 @@ def memory_section(group: pd.DataFrame) -> list[str]:
             f"({label(at)}, {at['precision']}, "
             f"batch {int(at['batch_per_gpu'])}/GPU). Where the saving exceeds the bound or is negative, the "
             "difference is the strategies' own buffers (DDP's gradient buckets, gathered parameters).", "",
-            pd.DataFrame(rows).to_markdown(index=False), ""]
+            mdtable.markdown(pd.DataFrame(rows)), ""]

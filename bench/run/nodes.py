@@ -85,6 +85,11 @@ def from_args(nnodes: int | None, node_rank: int | None, endpoint: str | None, r
     if not 1 <= nnodes <= MAX_NODES:
         raise NodesError(f"--nnodes takes 1 to {MAX_NODES} hosts, got {nnodes}")
     if nnodes == 1:
+        given = [flag for flag, value in (("--node-rank", node_rank), ("--rdzv-endpoint", endpoint))
+                 if value not in (None, "")]
+        if given and not slurm:  # a rank or an endpoint means more than one host: said, never dropped
+            raise NodesError(f"{' and '.join(given)} join{'s' if len(given) == 1 else ''} hosts into one run: give "
+                             "--nnodes N (2 or more) too, or leave them out")
         return Nodes()
     if node_rank is None or not 0 <= node_rank < nnodes:
         raise NodesError(f"--nnodes {nnodes} needs --node-rank between 0 and {nnodes - 1}, got {node_rank}")
