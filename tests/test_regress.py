@@ -80,6 +80,16 @@ def test_ratios_only_leaves_single_unjudged():
     assert verdicts["single"]["verdict"] == "regression"  # without --ratios-only, absolute figures are judged
 
 
+def _write(path, rows):
+    """The rows as a results file, each one's step times those its rate comes from (a reader checks
+    that the rate is the global batch over the median step)."""
+    for row in rows:
+        batch_ms = 1000.0 * row["batch_per_gpu"] * row["n_replicas"]
+        row.update(step_ms_p10=batch_ms / row["img_per_s_p90"], step_ms_p50=batch_ms / row["img_per_s"],
+                   step_ms_p90=batch_ms / row["img_per_s_p10"])
+    results.write(path, rows)
+
+
 def _rows(**changes):
     row = {c: None for c in results.COLUMNS}
     row.update(strategy="ddp", precision="fp32", model="resnet18", device="cuda", gpus="0,1", n_gpus=2, n_replicas=2,
@@ -131,31 +141,31 @@ def test_a_wide_spread_is_noise_not_a_regression():
 def test_nothing_comparable_exits_2(tmp_path):
     base, cur = _rows(gpu_name="NVIDIA A100")
     cur[1]["gpu_name"] = "NVIDIA A100"
-    results.write(tmp_path / "b.json", base)
-    results.write(tmp_path / "c.json", cur)
+    _write(tmp_path / "b.json", base)
+    _write(tmp_path / "c.json", cur)
     proc = run_cli("compare", str(tmp_path / "b.json"), str(tmp_path / "c.json"))
     assert proc.returncode == 2 and "could be compared" in proc.stderr
 
 
 def test_corrupt_baseline_exits_2(tmp_path):
     (tmp_path / "b.json").write_text('{"schema": "parabench-results/1", "rows": [')
-    results.write(tmp_path / "c.json", _rows()[1])
+    _write(tmp_path / "c.json", _rows()[1])
     proc = run_cli("compare", str(tmp_path / "b.json"), str(tmp_path / "c.json"))
     assert proc.returncode == 2 and "b.json: corrupt or truncated" in proc.stderr
 
 
 def test_auto_baseline_follows_the_gpu_model(tmp_path):
-    results.write(tmp_path / "c.json", _rows()[1])
+    _write(tmp_path / "c.json", _rows()[1])
     proc = run_cli("compare", "auto", str(tmp_path / "c.json"))
     # The H200 baseline is picked (these synthetic cases are not in it, hence exit 2).
     assert "against baseline" in proc.stdout and "baselines/nvidia-h200.json" in proc.stdout
-    results.write(tmp_path / "other.json", [dict(r, gpu_name="Imaginary GPU") for r in _rows()[1]])
+    _write(tmp_path / "other.json", [dict(r, gpu_name="Imaginary GPU") for r in _rows()[1]])
     proc = run_cli("compare", "auto", str(tmp_path / "other.json"))
     assert proc.returncode == 2 and "no baseline for Imaginary GPU" in proc.stderr
 
 
 def test_dashboard_export(tmp_path):
-    results.write(tmp_path / "c.json", _rows()[1])
+    _write(tmp_path / "c.json", _rows()[1])
     proc = run_cli("dashboard", str(tmp_path / "c.json"), "--out", str(tmp_path / "d.json"),
                    "--memory-out", str(tmp_path / "m.json"))
     assert proc.returncode == 0, proc.stderr
@@ -209,8 +219,8 @@ def _cpu_rows(**counter):
 @pytest.mark.parametrize("value", [float("inf"), float("nan"), "Infinity", "-inf"])
 def test_a_non_finite_counter_is_unusable_for_every_reader(tmp_path, value):
     base, cur = _cpu_rows(ops_per_step=value)
-    results.write(tmp_path / "b.json", base)
-    results.write(tmp_path / "c.json", cur)
+    _write(tmp_path / "b.json", base)
+    _write(tmp_path / "c.json", cur)
     for args in (["compare", str(tmp_path / "b.json"), str(tmp_path / "c.json"), "--judge", "counters"],
                  ["dashboard", str(tmp_path / "c.json"), "--out", str(tmp_path / "d.json")],
                  ["report", str(tmp_path / "c.json"), "--out", str(tmp_path / "p")],
@@ -225,8 +235,8 @@ def test_a_non_finite_counter_is_unusable_for_every_reader(tmp_path, value):
 @pytest.mark.parametrize("judge", ["counters", "all"])
 def test_a_missing_counter_is_unusable_not_a_pass(tmp_path, judge):
     base, cur = _cpu_rows(ops_per_step=None)
-    results.write(tmp_path / "b.json", base)
-    results.write(tmp_path / "c.json", cur)
+    _write(tmp_path / "b.json", base)
+    _write(tmp_path / "c.json", cur)
     proc = run_cli("compare", str(tmp_path / "b.json"), str(tmp_path / "c.json"), "--judge", judge)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "UNUSABLE: the current row has no ops_per_step" in proc.stdout

@@ -160,7 +160,7 @@ def _axes(args) -> tuple[list, list, list, list]:
         workloads.probe(models, timeout_s=args.startup_timeout)
     except workloads.WorkloadError as exc:
         raise UsageError(f"{exc} (--models)") from None
-    executions = listed(args.execution or "eager", "--execution")
+    executions = listed("eager" if args.execution is None else args.execution, "--execution")
     if args.compile:  # the alias of --execution compile, kept for one release
         if args.execution not in (None, "compile"):
             raise UsageError(f"--compile is --execution compile, and --execution says {args.execution}: give one")
@@ -173,10 +173,10 @@ def _devices(args) -> tuple[list[int], list[int], list[int]]:
     if args.cpu_replicas < 1:
         raise UsageError(f"--cpu-replicas must be at least 1, got {args.cpu_replicas}")
     gpus = resolve_gpus(args.gpus)
+    counts = ints(args.gpu_counts, "--gpu-counts") if args.gpu_counts is not None else [len(gpus) or args.cpu_replicas]
     if args.gpu_counts is not None and not gpus:
         raise UsageError("--gpu-counts picks GPUs of --gpus, and this run has none (on the CPU --cpu-replicas N sets "
                          "how many processes a multi-device strategy runs)")
-    counts = ints(args.gpu_counts, "--gpu-counts") if args.gpu_counts is not None else [len(gpus) or args.cpu_replicas]
     if gpus and max(counts) > len(gpus):
         raise UsageError(f"--gpu-counts asks for {max(counts)} GPUs but --gpus gives {len(gpus)}")
     replicas = counts if gpus else [args.cpu_replicas]
