@@ -208,6 +208,22 @@ def test_a_stopped_case_is_not_recommended_and_the_headline_says_unstable():
     assert answer.table([rec]).to_dict("records")[0]["gap"] == "unjudged, re-run"
 
 
+def test_an_unjudged_configuration_slower_by_its_median_is_not_called_faster():
+    """A CPU run: `allreduce-scratch` tied with the pick, its median 54% lower, its interval overlapping;
+    the answer said it "may be faster"."""
+    from bench.report import answer
+
+    slower = row("allreduce-scratch", 1, 64, ips=27.0)
+    slower.update(img_per_s_p10=10.0, img_per_s_p90=70.0, img_per_s_ci_lo=12.0, img_per_s_ci_hi=66.0)
+    pick = row("single", 1, 64, ips=59.0)
+    pick.update(img_per_s_ci_lo=40.0, img_per_s_ci_hi=62.0)
+    frame = answer_frame([pick, slower])
+    (rec,) = one_group(frame, "1 GPU")
+    assert rec["strategy"] == "single" and [x["label"] for x in rec["unjudged"]] == ["allreduce-scratch"], rec
+    said = answer.actions(frame, [rec])
+    assert "`allreduce-scratch` measured 27 img/s and may be as fast" in said and "may be faster" not in said, said
+
+
 def test_ties_at_one_device_go_to_single():
     """A run where single and dp-fn tie at one device (dp-fn 0.3% ahead, spreads overlapping) is
     answered single: every wrapper only adds host work there."""

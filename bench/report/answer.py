@@ -319,6 +319,12 @@ def rivals(r: dict) -> list[dict]:
     return [x for x in r.get("unjudged") or [] if x["label"] != r["label"]]
 
 
+def may_be(x: dict, r: dict) -> str:
+    """What an unjudged configuration `x` may be against the record's: faster where its median is
+    higher, as fast where it is lower but the intervals overlap (a median 54% lower is no "faster")."""
+    return "may be faster" if x["img_per_s"] > r["img_per_s"] else "may be as fast"
+
+
 def _runner_up(r: dict) -> str:
     """The next strategy; where every other was left out, which; "only one strategy" where one ran."""
     if r["runner_up"]:
@@ -419,7 +425,7 @@ def _ties(r: dict) -> str:
                      "configuration's interval")
     for x in r.get("unjudged", []):
         if x["label"] != r["label"]:
-            parts.append(f"`{x['label']}` measured {rate(x['img_per_s'])} img/s and may be faster ({x['why']}): "
+            parts.append(f"`{x['label']}` measured {rate(x['img_per_s'])} img/s and {may_be(x, r)} ({x['why']}): "
                          "re-run it")
     return "; ".join(parts)
 
@@ -471,8 +477,8 @@ def actions(run: pd.DataFrame, recs: list[dict]) -> str:
         best = max(done, key=lambda r: (r["img_per_s"], r["label"]))
         if best.get("unjudged") and best["label"] not in {x["label"] for x in best["unjudged"]}:
             parts.append(f"Unjudged: the simplest configuration nothing beats is {_case(best)}; "
-                         + "; ".join(f"`{x['label']}` measured {rate(x['img_per_s'])} img/s and may be faster "
-                                     f"({x['why']})" for x in best["unjudged"])
+                         + "; ".join(f"`{x['label']}` measured {rate(x['img_per_s'])} img/s and "
+                                     f"{may_be(x, best)} ({x['why']})" for x in best["unjudged"])
                          + ": re-run before choosing.")
         else:
             parts.append(f"No configuration can be recommended: every candidate's run was stopped or starved (fastest "

@@ -95,7 +95,7 @@ def first_screen(rep: Report) -> list[str]:
                 lines.append(f"| {r['where']} | {r['batch_per_gpu']} | `{r['label']}`{mark} | "
                              f"{answer.rate(r['img_per_s'])} | {speed} |")
             caveats = [f"{r['where']}, {r['batch_per_gpu']}/{unit}: unjudged, "
-                       + (", ".join(f"`{x['label']}` may be faster" for x in answers.rivals(r))
+                       + (", ".join(f"`{x['label']}` {answers.may_be(x, r)}" for x in answers.rivals(r))
                           or "its one configuration was stopped or starved: re-run")
                        for r in done if r["unstable"]]
             caveats += [f"{r['where']}, {r['batch_per_gpu']}/{unit}: the pick's own trials were disturbed"
