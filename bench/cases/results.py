@@ -222,9 +222,9 @@ def _coerce(row: dict, where: str, fix: str) -> dict:
             v = str(v)
         out[c] = v
     for c, v in out.items():
-        if isinstance(v, str) and (LABEL_REFUSED if c in LABELS else TEXT_REFUSED).search(v):
-            found = (LABEL_REFUSED if c in LABELS else TEXT_REFUSED).search(v).group(0)
-            raise ResultsError(f"{where}: field {c} holds {found!r}, which no sweep writes there; {fix}")
+        found = (LABEL_REFUSED if c in LABELS else TEXT_REFUSED).search(v) if isinstance(v, str) else None
+        if found:
+            raise ResultsError(f"{where}: field {c} holds {found.group(0)!r}, which no sweep writes there; {fix}")
     for c in JSON_OBJECTS:
         if out.get(c) not in (None, ""):
             try:
