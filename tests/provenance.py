@@ -31,6 +31,7 @@ MOVED = [
     ("results/baselines", "results/reference/baselines"),  # the CI baseline, before results/reference/ existed
     # A device machine's output folder, brought back whole (scripts/answer_proof.sh wrote to /tmp/proof).
     ("proof", "results/reference/h200x2/answer"),
+    ("proof", "results/reference/h200x2/shared-worker"),  # the round before, moved aside
 ]
 # Files that are the union of other runs' rows (a GPU baseline): file -> the runs its rows name.
 UNIONS = {
