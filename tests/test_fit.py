@@ -105,6 +105,27 @@ def test_a_caching_allocator_holding_memory_up_to_the_limit_does_not_slow_the_se
     assert len(probes) <= 10, [p["batch"] for p in probes]
 
 
+def test_a_failure_at_the_lines_guess_backs_off_from_it_instead_of_bisecting_from_far_below():
+    """timm:resnet50 amp-bf16 on one H200 (2026-11-27, `make fit-check GPUS=0,1 MODEL=timm:resnet50`):
+    42.7 MiB an image on a line through 64 and 512, the line's guess 3328 out of memory (the
+    allocator needs more than its peak near the limit), then 1920, 2624, 2976, 3152, 3240 and
+    3284 fit, each probe 12-19 s at those batches. The limit lies just under a failure near the
+    line: backing off from it brackets the limit in two probes after that failure."""
+    def probe(batch):
+        allocated = 430 + 42.7 * batch
+        fits = allocated <= 141_700  # 1.3 GiB under the limit the line aims at
+        return {"status": "ok" if fits else "oom", "peak_alloc_mib": allocated, "peak_reserved_mib": allocated + 900}
+
+    how = search.Search(limit_mib=143_000)
+    probes = search.run(how, probe)
+    assert_bracketed(probes, how, int((141_700 - 430) // 42.7))
+    batches = [p["batch"] for p in probes]
+    first_failure = next(i for i, p in enumerate(probes) if p["status"] == "oom")
+    assert len(probes) - first_failure - 1 <= 2, batches
+    # Where the line is far off (memory that is not a line), the back-off never does worse than
+    # bisection: the curved case of the test above still ends within its resolution.
+
+
 def test_errors_and_timeouts_count_as_not_fitting_and_two_end_the_search():
     """A probe that dies or hangs is no fit, and the search bisects below it; a second such
     failure ends it, with what fit so far."""
