@@ -110,20 +110,31 @@ def test_a_failure_at_the_lines_guess_backs_off_from_it_instead_of_bisecting_fro
     42.7 MiB an image on a line through 64 and 512, the line's guess 3328 out of memory (the
     allocator needs more than its peak near the limit), then 1920, 2624, 2976, 3152, 3240 and
     3284 fit, each probe 12-19 s at those batches. The limit lies just under a failure near the
-    line: backing off from it brackets the limit in two probes after that failure."""
-    def probe(batch):
-        allocated = 430 + 42.7 * batch
-        fits = allocated <= 141_700  # 1.3 GiB under the limit the line aims at
-        return {"status": "ok" if fits else "oom", "peak_alloc_mib": allocated, "peak_reserved_mib": allocated + 900}
+    line: one probe a resolution under the failure brackets the limit. Where the limit lies far
+    under the line, that probe costs one more than bisection, never more."""
+    def memory(limit_alloc_mib):
+        def probe(batch):
+            allocated = 430 + 42.7 * batch
+            return {"status": "ok" if allocated <= limit_alloc_mib else "oom", "peak_alloc_mib": allocated,
+                    "peak_reserved_mib": allocated + 900}
+        return probe
+
+    def after_first_failure(probes):
+        return len(probes) - next(i for i, p in enumerate(probes) if p["status"] == "oom") - 1
 
     how = search.Search(limit_mib=143_000)
-    probes = search.run(how, probe)
+    probes = search.run(how, memory(141_700))  # 1.3 GiB under the limit the line aims at
     assert_bracketed(probes, how, int((141_700 - 430) // 42.7))
-    batches = [p["batch"] for p in probes]
-    first_failure = next(i for i, p in enumerate(probes) if p["status"] == "oom")
-    assert len(probes) - first_failure - 1 <= 2, batches
-    # Where the line is far off (memory that is not a line), the back-off never does worse than
-    # bisection: the curved case of the test above still ends within its resolution.
+    assert after_first_failure(probes) <= 1, [p["batch"] for p in probes]
+
+    for below in (0.04, 0.08, 0.12, 0.3):
+        limit = 430 + 42.7 * 3339 * (1 - below)
+        probes = search.run(how, memory(limit))
+        assert_bracketed(probes, how, int((limit - 430) // 42.7))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(search, "NEAR_LINE", -1.0)
+            plain = search.run(how, memory(limit))  # the same search with the back-off off
+        assert after_first_failure(probes) <= after_first_failure(plain) + 1, (below, [p["batch"] for p in probes])
 
 
 def test_errors_and_timeouts_count_as_not_fitting_and_two_end_the_search():

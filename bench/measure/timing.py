@@ -11,8 +11,11 @@ the first step after it waits for the host to issue its work. Where the host's s
 step is close to the GPU's (torch.compile's reduce-overhead at small batches: 3.2 ms on the
 GPU, 4.3-5.6 ms for the first step of every trial on an H200), that wait showed in 1 to 7
 of each trial's 20 steps and made one configuration read as two. So each trial first runs
-LEAD_IN untimed steps, and its clock starts at the event after them, with the queue as full
-as training keeps it. Their time is taken off the trial's wall clock too.
+LEAD_IN untimed steps, and its clock starts at the event after them: the first timed step no
+longer waits for an empty queue. It does not refill the queue as training does (the host gains
+only what the GPU's share exceeds its own each step), so a host that falls behind for a while
+still shows in the steps, as it would in training. The lead-in's time is taken off the trial's
+wall clock too.
 """
 from __future__ import annotations
 
