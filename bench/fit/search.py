@@ -124,8 +124,8 @@ def next_batch(probes: list[dict], search: Search) -> int | None:
     if hi is None:  # the line points past the jump, or there is none (a flat start): as far as a jump goes
         return min(search.max_jump * lo, search.max_batch)
     middle = (lo + hi) // 2
-    near = [p["batch"] for p in probes if p["status"] in FAILED and p["batch"] > lo
-            and predicted is not None and abs(p["batch"] / predicted - 1) <= NEAR_LINE]
+    near = [] if predicted is None else [p["batch"] for p in probes if p["status"] in FAILED and p["batch"] > lo
+                                         and abs(p["batch"] / predicted - 1) <= NEAR_LINE]
     if near == [hi]:
         # The line's guess failed, and nothing else near it: the limit most often lies just under it
         # (what the allocator needs beyond its peak, and fragmentation, are not on the line). One probe
