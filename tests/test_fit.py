@@ -137,6 +137,29 @@ def test_a_failure_at_the_lines_guess_backs_off_from_it_instead_of_bisecting_fro
         assert after_first_failure(probes) <= after_first_failure(plain) + 1, (below, [p["batch"] for p in probes])
 
 
+def test_where_the_count_before_fit_more_the_next_count_backs_off_from_it_instead_of_halving():
+    """vit-large amp-bf16 on one H200 (2026-11-27): ddp fit 809 at n = 1; at n = 2, with the
+    communicator's reserve held back, 809 ran out of memory, and halving went 404, 606, 707, 758,
+    783, 796: six probes. One probe a resolution under the failure brackets it."""
+    def held_back(reserve_mib):  # memory the probe cannot see (held outside the allocator) at n = 2
+        def probe(batch):
+            allocated = 4_000 + 171.5 * batch
+            fits = allocated + reserve_mib + 40 <= 143_000
+            return {"status": "ok" if fits else "oom", "peak_alloc_mib": allocated, "peak_reserved_mib": allocated + 40}
+        return probe
+
+    how = search.Search(limit_mib=143_000)
+    one = search.run(how, held_back(0))
+    later = how.at_next_count(one)
+    assert later.first == (search.bracket(one)[0],)
+    two = search.run(later, held_back(994))
+    assert_bracketed(two, later, truth(4_000 + 994, 171.5, 143_000))
+    assert len(two) <= 2, [p["batch"] for p in two]
+    # Where it is far lower at the next count, halving still finds it.
+    far = search.run(later, held_back(60_000))
+    assert_bracketed(far, later, truth(4_000 + 60_000, 171.5, 143_000))
+
+
 def test_errors_and_timeouts_count_as_not_fitting_and_two_end_the_search():
     """A probe that dies or hangs is no fit, and the search bisects below it; a second such
     failure ends it, with what fit so far."""

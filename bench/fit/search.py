@@ -9,8 +9,9 @@ fit (or, with one point, the slope found at another device count, `slope_mib`: a
 per image do not change with n), anchored at the largest batch's allocated memory (an upper
 bound of the limit: fragmentation comes on top; reserved memory is no anchor, a caching
 allocator near the limit holds it up to there at every batch). The next probe goes just under
-the predicted limit, the one after just over it. Below the first batch that failed near the line,
-one probe goes a resolution under it; then bisection closes what is left, until
+the predicted limit, the one after just over it. Below the first batch that failed near the line (or
+the largest batch of the count before, where it fails at this one), one probe goes a resolution
+under it; then bisection closes what is left, until
 the smallest batch that failed is within `resolution` (a fraction) of the largest that fit.
 
 Pure: no torch, no processes; the worker runs it, and the parent replays it after a worker
@@ -87,6 +88,11 @@ def _resolution(lo: int, search: Search) -> int:
     return max(1, math.floor(lo * search.resolution))
 
 
+def _back(failed: int, search: Search) -> int:
+    """How far under a failed batch to probe so that, if it fits, the search is done."""
+    return max(1, math.floor(failed * search.resolution / (1 + search.resolution)))
+
+
 def done(probes: list[dict], search: Search) -> bool:
     lo, hi = bracket(probes)
     if sum(p["status"] in ("error", "timeout") for p in probes) >= search.max_errors:
@@ -103,7 +109,16 @@ def next_batch(probes: list[dict], search: Search) -> int | None:
     tried = {p["batch"] for p in probes}
     lo, hi = bracket(probes)
     if lo == 0:  # nothing fit yet: the first batch, then halve below what failed
-        return search.first[0] if hi is None else max(1, hi // 2)
+        if hi is None:
+            return search.first[0]
+        carried = search.slope_mib is not None and len(search.first) == 1 and hi == search.first[0]
+        if carried and sum(p["status"] in FAILED for p in probes) == 1:
+            # The largest batch of the count before failed here: what this count holds beyond it (the
+            # communicator's reserve, DDP's buckets) is a few percent of the memory, so one probe a
+            # resolution under it first. On one H200 vit-large's 809 fit at n = 1 and failed at n = 2,
+            # and halving took six more probes to reach the 796 that fit.
+            return max(1, hi - _back(hi, search))
+        return max(1, hi // 2)
     upper = hi if hi is not None else search.max_batch + 1  # no probe at or past it
     reach = min(upper, search.max_jump * lo + 1)
     for start in search.first:
@@ -132,9 +147,8 @@ def next_batch(probes: list[dict], search: Search) -> int | None:
         # a resolution below the failure closes the search if it fits; if not, bisection goes on, one
         # probe later than it would have. On one H200 timm:resnet50 failed at the line's 3328, and
         # bisection from 512 took six probes of 12-19 s to reach 3284.
-        back = max(1, math.floor(hi * search.resolution / (1 + search.resolution)))
-        if hi - back > middle:
-            return hi - back
+        if hi - _back(hi, search) > middle:
+            return hi - _back(hi, search)
     return middle
 
 
