@@ -32,6 +32,8 @@ MOVED = [
     # A device machine's output folder, brought back whole (scripts/answer_proof.sh wrote to /tmp/proof).
     ("proof", "results/reference/h200x2/answer"),
     ("proof", "results/reference/h200x2/shared-worker"),  # the round before, moved aside
+    # `make fit-check GPUS=0,1 MODEL=vit-large` on 2 H200s, its folder brought back whole.
+    ("results/fit-check-20261127-170856", "results/reference/h200x2/fit-check"),
 ]
 # Files that are the union of other runs' rows (a GPU baseline): file -> the runs its rows name.
 UNIONS = {
@@ -155,7 +157,7 @@ def log_problems(path: Path, root: Path, committed: set[str]) -> list[str]:
 def _log_targets(text: str) -> list[re.Pattern]:
     """What the log's commands write, as patterns: `--out`/`--json` paths and `--results-dir`
     folders, with `dir=...` expanded and `$(date ...)` standing for any digits."""
-    dirs = {m.group(1): m.group(2) for m in re.finditer(r"\b(\w+)=((?:\$\([^)]*\)|[^\s;])+);", text)}
+    dirs = {m.group(1): m.group(2).strip("\"'") for m in re.finditer(r"\b(\w+)=((?:\$\([^)]*\)|[^\s;])+);", text)}
 
     def pattern(value: str) -> str:
         value = value.rstrip(";").strip("\"'")
@@ -169,6 +171,10 @@ def _log_targets(text: str) -> list[re.Pattern]:
         targets.append(re.compile(pattern(m.group(2))))
     for m in re.finditer(r"--results-dir[ =](\S+)", text):
         targets.append(re.compile(pattern(m.group(1)).rstrip("/") + r"/[^/\s]+"))
+    # A folder a command is given whole (`bash scripts/fit_check.sh ... "$dir"`): its files are the command's.
+    for name, value in dirs.items():
+        if re.search(rf"(?<![\w=])\"?\$(?:{name}|\{{{name}\}})\"?(?=\s|;|$)", text, re.M):
+            targets.append(re.compile(pattern(value).rstrip("/") + r"/[^/\s]+"))
     return targets
 
 

@@ -70,6 +70,19 @@ def _devices(args) -> list[int]:
     return devices
 
 
+# The default headroom on a GPU, a fraction of a probe's memory (bench/fit/worker.py says why).
+HEADROOM = 0.02
+
+
+def _headroom(args, gpus: list[int]) -> float:
+    """--headroom as a fraction: the default on a GPU, none on the CPU (the budget counts tensors)."""
+    if args.headroom is None:
+        return HEADROOM if gpus else 0.0
+    if not (math.isfinite(args.headroom) and 0 <= args.headroom < 50):
+        raise UsageError(f"--headroom is a percent of a probe's memory, at least 0 and below 50, got {args.headroom:g}")
+    return args.headroom / 100
+
+
 def _search(args) -> dict:
     first = ints(args.first_batches, "--first-batches")
     if not (0 < args.resolution < 1):
@@ -122,6 +135,7 @@ def cmd_fit(args) -> int:
         raise UsageError(f"--reserve-mib is the MiB held back at n >= 2, at least 0 and less than the memory a probe "
                          f"may use, got {args.reserve_mib:g}")
     held = _reserve(args, gpus)
+    headroom = _headroom(args, gpus)
     for flag, value in (("--probe-timeout", args.probe_timeout), ("--startup-timeout", args.startup_timeout)):
         if not (math.isfinite(value) and value > 0):
             raise UsageError(f"{flag} must be a positive number of seconds, got {value:g}")
@@ -139,6 +153,7 @@ def cmd_fit(args) -> int:
     knobs = make_settings(warmup=args.warmup, steps=args.steps, trials=1, channels_last=args.channels_last)
     settings = {"models": models, "strategies": chosen, "precisions": precisions, "devices": devices, "gpus": gpus,
                 "memory_budget_mib": budget, "reserve_mib": held.mib, "reserve_source": held.source,
+                "headroom": headroom,
                 "channels_last": args.channels_last, "warmup": args.warmup,
                 "steps": args.steps, **search, "first": list(search["first"]), "probe_timeout_s": args.probe_timeout,
                 "startup_timeout_s": args.startup_timeout}
@@ -175,7 +190,8 @@ def _measure_all(args, out, models, chosen, precisions, devices, gpus, knobs, bu
         rows += [{**r, **environment, "hardware": _hardware(environment), "fake_world": True,
                   "devices": r["n_replicas"]}
                  for r in skipped]
-        job = fit.Fit(model, items, gpus, budget, search, reserve_mib=held.mib, probe_timeout_s=args.probe_timeout,
+        job = fit.Fit(model, items, gpus, budget, search, reserve_mib=held.mib, headroom=settings["headroom"],
+                      probe_timeout_s=args.probe_timeout,
                       startup_timeout_s=args.startup_timeout)
         by_item = {(i["precision"], i["strategy"]): i for i in items}
         for row in rows:  # what a resumed file measured already
@@ -223,10 +239,10 @@ def _resumed(out: Path, settings: dict, models: list[str]) -> tuple[list[dict], 
         doc = fit.load(out)
     except fit.FitError as exc:
         raise UsageError(f"--resume: {exc}") from None
-    for key in ("gpus", "memory_budget_mib", "reserve_mib", "channels_last", "warmup", "steps", "first", "resolution",
-                "max_batch"):
-        # older files: none held back
-        if doc["settings"].get(key, 0.0 if key == "reserve_mib" else None) != settings[key]:
+    for key in ("gpus", "memory_budget_mib", "reserve_mib", "headroom", "channels_last", "warmup", "steps", "first",
+                "resolution", "max_batch"):
+        # older files: none held back, no headroom
+        if doc["settings"].get(key, 0.0 if key in ("reserve_mib", "headroom") else None) != settings[key]:
             raise UsageError(f"--resume: {out} was made with {key} {doc['settings'].get(key)!r}, "
                              f"not {settings[key]!r}: give the same settings, or another --out")
     return doc["rows"], [o for o in doc["outcomes"] if o["model"] not in models]
@@ -312,6 +328,10 @@ def add_parser(sub) -> None:
                      "PyTorch's allocator, the communicator's buffers (default: measured on a host of 2 or more "
                      "GPUs and kept per host, driver and NCCL version; on one GPU the shipped measurement for "
                      "its NCCL version; bench/fit/reserve.py)")
+    cmd.add_argument("--headroom", type=float, metavar="PCT",
+                     help="percent of a probe's memory a batch must leave free beyond its peak to count as fitting: "
+                     "a real run's allocator fragments differently from a probe's (default on a GPU "
+                     f"{100 * HEADROOM:g}; on the CPU 0, where the budget counts tensors; bench/fit/worker.py)")
     cmd.add_argument("--channels-last", action="store_true", help="channels_last memory format (default off)")
     how = Search(limit_mib=0)  # the search's defaults, declared once there
     first = ",".join(map(str, how.first))

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-PROBED = ("ok", "oom", "error", "timeout")  # a probe's outcomes (a skipped case has no probe)
+PROBED = ("ok", "tight", "oom", "error", "timeout")  # a probe's outcomes (a skipped case has no probe)
 PROBE_FIELDS = ("status", "reason", "peak_alloc_mib", "peak_reserved_mib")  # what the search reads of a probe
 SCHEMA = "parabench-fit/1"
 SUFFIX = ".fit.json"
@@ -110,6 +110,7 @@ class Fit:
     search: dict  # bench.fit.search.Search's fields other than the limit
     seed: int = 0
     reserve_mib: float = 0.0  # held back at n >= 2 for what a real world holds outside the allocator
+    headroom: float = 0.0  # the fraction of a probe's memory a fit must leave free (bench/fit/worker.py)
     probe_timeout_s: float = 600.0
     startup_timeout_s: float = 600.0
     limit_mib: float | None = None
@@ -144,7 +145,8 @@ def run_worker(fit: Fit, env: dict, on_probe, progress) -> bool:
         spec_path, events = Path(folder) / "spec.json", Path(folder) / "events.jsonl"
         spec_path.write_text(json.dumps({"model": fit.model, "gpus": [0] if fit.gpus else [],
                                          "budget_mib": fit.budget_mib,
-                                         "seed": fit.seed, "reserve_mib": fit.reserve_mib, "plan": left}))
+                                         "seed": fit.seed, "reserve_mib": fit.reserve_mib, "headroom": fit.headroom,
+                                         "plan": left}))
         worker = procs.Worker([sys.executable, "-m", "bench.fit.worker", str(spec_path)],
                               {**env, protocol.ENV: str(events)}, str(ROOT))
         reader, inflight, progressed = protocol.EventReader(str(events)), None, False
@@ -256,12 +258,19 @@ def _same_case(fit_row: dict, run_row: dict) -> bool:
     return all(str(fit_row.get(k)) == str(run_row.get(k)) for k in keys)
 
 
+def _fails_from(found: dict) -> int | None:
+    """The smallest batch the fit says fails: one that ran out of memory with all of the memory
+    (files before the headroom have no `smallest_oom`: every failure there was one)."""
+    return found["smallest_oom"] if "smallest_oom" in found else found["smallest_failed"]
+
+
 def real_run(doc: dict, model: str, strategy: str, n: int) -> list[str]:
     """The `bench run` flags of the real run that holds the fit at n devices: the fit's own case
     (precision, every knob as its probes resolved it, the strategy's options, eager), so that the
     run measures what the fit measured by construction, at the batches its search probed that tell
-    most: the smallest that fit (a peak to compare), the largest that fit and the smallest that
-    failed (the verdicts). FitError where the fit has no largest batch there."""
+    most: the smallest that fit (a peak to compare), the largest that fit and the smallest that ran
+    out of memory (the verdicts; a tight probe's batch decides nothing). FitError where the fit has
+    no largest batch there."""
     from bench.cases.case import Case
     from bench.core.knobs import KNOBS
 
@@ -272,8 +281,8 @@ def real_run(doc: dict, model: str, strategy: str, n: int) -> list[str]:
     fitted = sorted(r["batch_per_gpu"] for r in probed if r["status"] == "ok")
     if found is None or not found["largest_fit"] or not fitted:
         raise FitError(f"the fit has no largest batch for {model} {strategy} at {n} devices")
-    batches = dict.fromkeys([fitted[0], found["largest_fit"]]
-                            + ([found["smallest_failed"]] if found["smallest_failed"] else []))
+    failed = _fails_from(found)
+    batches = dict.fromkeys([fitted[0], found["largest_fit"]] + ([failed] if failed else []))
     case = Case.from_row(dict(probed[0]))
     args = ["--strategies", strategy, "--models", model, "--precisions", found["precision"],
             "--batch-sizes", ",".join(map(str, batches)), "--execution", case.execution]
@@ -293,8 +302,9 @@ def real_run(doc: dict, model: str, strategy: str, n: int) -> list[str]:
 def against(doc: dict, rows: list[dict]) -> list[dict]:
     """The fit's figures held against real runs of n devices (rows of `bench run`, not a fake
     world). For each measured row of a case the fit covers at the row's device count: the fit's
-    verdict at its batch per device (fits: at or below the largest batch that fit; fails: at
-    or above the smallest that failed; between the two: not decided) beside the run's outcome,
+    verdict at its batch per device (fits: at or below the largest batch that fit with the
+    headroom to spare; fails: at or above the smallest that ran out of memory; between the two,
+    where probes were tight: not decided) beside the run's outcome,
     and, where the fit probed that very batch and both ran, the two peaks per device."""
     outcomes = {(o["model"], o["precision"], o["strategy"], o["devices"]): o for o in doc["outcomes"]}
     probes = {(r["model"], r["precision"], r["strategy"], r["devices"], r["batch_per_gpu"]): r
@@ -308,7 +318,7 @@ def against(doc: dict, rows: list[dict]) -> list[dict]:
                 or key not in examples or not _same_case(examples[key], row):
             continue
         found = outcomes[key + (n,)]
-        lo, hi = found["largest_fit"] or 0, found["smallest_failed"]
+        lo, hi = found["largest_fit"] or 0, _fails_from(found)
         said = "fits" if lo and batch <= lo else "fails" if hi is not None and batch >= hi else "not decided"
         ran = "fits" if row["status"] == "ok" else "fails"
         entry = {"model": key[0], "precision": key[1], "strategy": key[2], "devices": n, "batch_per_gpu": batch,
@@ -328,7 +338,8 @@ def against_in_words(checked: list[dict]) -> str:
     peaks = [c["peak_error"] for c in checked if c["peak_error"] is not None]
     text = f"verdicts: {sum(c['agrees'] for c in decided)} of {len(decided)} agree"
     if len(decided) < len(checked):
-        text += f" ({len(checked) - len(decided)} batches between the largest that fit and the smallest that failed)"
+        text += (f" ({len(checked) - len(decided)} batches between the largest that fit and the smallest that ran out "
+                 "of memory: not decided)")
     if peaks:
         worst = max(peaks, key=abs)
         text += (f"; peaks: {sum(abs(e) <= PEAK_TOLERANCE for e in peaks)} of {len(peaks)} within "
@@ -352,6 +363,10 @@ def where(doc: dict) -> str:
             f", {source}" if source else
             ", nothing held back for the communicator's buffers, which a real world holds outside PyTorch's "
             "allocator (bench/fit/comm_memory.py measures them; --reserve-mib holds them back)")
+    headroom = doc["settings"].get("headroom") or 0
+    if headroom:
+        held += (f", {100 * headroom:g}% of the memory left free beyond each peak for the allocator's fragmentation "
+                 "(a batch that fit with less is `tight`, not promised)")
     return (f"measured in a fake world of n on one {hardware}" if not hardware.startswith("CPU") else (
         f"measured in a fake world of n on the {hardware}, tensors tracked against a budget of "
         f"{doc['settings'].get('memory_budget_mib'):g} MiB")) + held

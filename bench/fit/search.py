@@ -1,8 +1,10 @@
 """The largest batch per device that fits, found with as few probes as the memory allows.
 
 A probe runs the training step at one batch size and says whether it fit (`ok`) or ran out
-of memory (`oom`), with its peak memory; a probe that failed otherwise (`error`, `timeout`)
-counts as not fitting, and `max_errors` of them end the search. Memory grows about linearly
+of memory (`oom`), with its peak memory; a probe that fit with less than the headroom to spare
+(`tight`: a real process's allocator may fragment more than the probe's did) or failed otherwise
+(`error`, `timeout`) counts as not fitting, and `max_errors` failures other than memory end the
+search. Memory grows about linearly
 with the batch (the training state is fixed, activations are per image), so a line through
 what fit predicts where the limit is: its slope from the smallest and the largest batch that
 fit (or, with one point, the slope found at another device count, `slope_mib`: activations
@@ -24,14 +26,15 @@ import math
 from dataclasses import dataclass
 
 FITS = "ok"
-FAILED = ("oom", "error", "timeout")
+TIGHT = "tight"  # it ran, with less than the headroom to spare (bench/fit/worker.py): not promised
+FAILED = ("oom", "error", "timeout", TIGHT)
 # A failure this close to the line's predicted limit is the line's own small error.
 NEAR_LINE = 0.10
 
 
 @dataclass(frozen=True)
 class Search:
-    limit_mib: float  # the memory a probe may use: the device's, or the budget
+    limit_mib: float  # the memory a probe may use up to (the device's or the budget, less any headroom)
     first: tuple[int, ...] = (8, 64)  # the small batches the line starts from
     resolution: float = 0.02  # stop once (smallest failed - largest fit) <= resolution x largest fit
     max_batch: int = 65536  # the search's ceiling: a batch that fits there is reported as "at least"
@@ -48,7 +51,8 @@ class Search:
 
 
 def _ok(probes: list[dict]) -> list[dict]:
-    return sorted((p for p in probes if p["status"] == FITS and p.get("peak_alloc_mib") is not None),
+    """The probes that ran to their end (tight ones too: their peaks are measured), by batch."""
+    return sorted((p for p in probes if p["status"] in (FITS, TIGHT) and p.get("peak_alloc_mib") is not None),
                   key=lambda p: p["batch"])
 
 
@@ -57,6 +61,13 @@ def bracket(probes: list[dict]) -> tuple[int, int | None]:
     lo = max((p["batch"] for p in probes if p["status"] == FITS), default=0)
     failed = [p["batch"] for p in probes if p["status"] in FAILED and p["batch"] > lo]
     return lo, min(failed, default=None)
+
+
+def smallest_oom(probes: list[dict]) -> int | None:
+    """The smallest batch above the largest that fit that ran out of memory with all of the memory
+    (a tight probe ran: a real run there may fit, so only this is a "fails")."""
+    lo, _ = bracket(probes)
+    return min((p["batch"] for p in probes if p["status"] == "oom" and p["batch"] > lo), default=None)
 
 
 def measured_slope(probes: list[dict]) -> float | None:
@@ -166,7 +177,8 @@ def outcome(probes: list[dict], search: Search) -> dict:
     lo, hi = bracket(probes)
     errors = [p for p in probes if p["status"] in ("error", "timeout")]
     finished = done(probes, search)
-    out = {"largest_fit": lo or None, "smallest_failed": hi, "probes": len(probes), "finished": finished}
+    out = {"largest_fit": lo or None, "smallest_failed": hi, "smallest_oom": smallest_oom(probes),
+           "probes": len(probes), "finished": finished}
     if not probes:
         out["said"] = "not measured"
     elif lo == 0:
