@@ -31,9 +31,8 @@ MOVED = [
     ("results/baselines", "results/reference/baselines"),  # the CI baseline, before results/reference/ existed
     # A device machine's output folder, brought back whole (scripts/answer_proof.sh wrote to /tmp/proof).
     ("proof", "results/reference/h200x2/answer"),
-    ("proof", "results/reference/h200x2/shared-worker"),  # the round before, moved aside
     # `make fit-check GPUS=0,1 MODEL=vit-large` on 2 H200s, its folder brought back whole.
-    ("results/fit-check-20261127-170856", "results/reference/h200x2/fit-check"),
+    ("results/fit-check-20261127-171620", "results/reference/h200x2/fit-check"),
 ]
 # Files that are the union of other runs' rows (a GPU baseline): file -> the runs its rows name.
 UNIONS = {

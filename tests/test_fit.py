@@ -804,7 +804,7 @@ def test_the_answer_of_an_fp32_run_shows_no_amp_bf16_fit(tmp_path):
 
 # --- the headroom a fit leaves for the allocator ---------------------------------------------------
 # vit-large amp-bf16 on 2 H200s (2026-11-27, `make fit-check GPUS=0,1 MODEL=vit-large`, the fit without
-# headroom; its files are results/reference/h200x2/fit-check at commit FIT_CHECK_BEFORE): the fake world
+# headroom; its files are results/reference/h200x2/fit-check at commit de3f349): the fake world
 # at n = 2 (994 MiB held back, a probe may use 141,640 MiB) against the real 2-GPU runs.
 USABLE_X2 = 141_640
 PROBES_X2 = {  # strategy: [(batch, status, peak allocated MiB)] at n = 2

@@ -55,7 +55,7 @@ def simulated(monkeypatch):
 def test_a_trial_times_the_gpu_step_not_the_hosts_launch_after_its_synchronisation(simulated):
     # torch.compile's reduce-overhead at 256/GPU on an H200: 3.2 ms on the GPU, the host close
     # behind. Timed from the synchronisation, the first step read host + GPU (6.2 ms here; 4.3-5.6 ms
-    # in results/reference/h200x2/answer/search-1.json) and the row read as two speeds.
+    # in results/reference/h200x2/answer/search-1.json at commit b327837) and the row read as two speeds.
     gpu = simulated(host_ms=3.0, gpu_ms=3.2)
     clock = timing.StepClock([torch.device("cuda", 0)])
     for _ in range(3):
