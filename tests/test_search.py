@@ -611,8 +611,9 @@ def test_a_survey_case_far_behind_its_group_is_measured_once_and_the_bar_never_i
 
 def test_a_process_groups_compiled_cases_each_get_a_worker_of_their_own(tmp_path):
     """On 2 H200s ddp's compile reduce-overhead at 1024/GPU ran 178-194k img/s after the 256/GPU case in
-    the same torchrun worker and 215-217k in a worker of its own (results/reference/h200x2/shared-worker at commit 229a3ce): a
-    process group's compiled cases run one to a worker; one process's share one, as they ran alike."""
+    the same torchrun worker and 215-217k in a worker of its own (results/reference/h200x2/shared-worker at
+    commit 229a3ce): a process group's compiled cases run one to a worker; one process's share one, as they
+    ran alike."""
     from bench.run.sweep import Sweep
 
     s = settings(channels_last=True, compile_mode="reduce-overhead")
