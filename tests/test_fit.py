@@ -860,7 +860,8 @@ def test_a_batch_that_fit_with_less_than_the_headroom_is_not_promised():
 def test_the_search_closes_on_tight_probes_and_the_real_run_checks_the_first_that_ran_out_of_memory():
     """A tight probe counts as not fitting: the search closes between the largest batch with the
     headroom to spare and the smallest tight one; the verdict "fails" stays for a batch that ran out
-    of memory with all of the memory, which is where the fit-check's real run goes."""
+    of memory with all of the memory. The fit-check's real runs go to both: the tight batch decides
+    nothing, and whether it fits says whether the headroom was needed."""
     from bench.fit import fit
     from bench.fit.worker import judged
 
@@ -883,7 +884,7 @@ def test_the_search_closes_on_tight_probes_and_the_real_run_checks_the_first_tha
                    ((64, "ok"), (780, "ok"), (794, "tight"), (809, "oom"))]
     doc["outcomes"][0].update(largest_fit=780, smallest_failed=794, smallest_oom=809)
     flags = fit.real_run(doc, "resnet18", "zero1", 2)
-    assert flags[flags.index("--batch-sizes") + 1] == "64,780,809"
+    assert flags[flags.index("--batch-sizes") + 1] == "64,780,794,809"  # the tight batch: not decided, measured
 
 
 @pytest.mark.parametrize("value", ["-1", "50", "nan"])

@@ -269,8 +269,8 @@ def real_run(doc: dict, model: str, strategy: str, n: int) -> list[str]:
     (precision, every knob as its probes resolved it, the strategy's options, eager), so that the
     run measures what the fit measured by construction, at the batches its search probed that tell
     most: the smallest that fit (a peak to compare), the largest that fit and the smallest that ran
-    out of memory (the verdicts; a tight probe's batch decides nothing). FitError where the fit has
-    no largest batch there."""
+    out of memory (the verdicts), and the smallest tight batch (no verdict: what a real run does
+    there measures the headroom). FitError where the fit has no largest batch there."""
     from bench.cases.case import Case
     from bench.core.knobs import KNOBS
 
@@ -282,7 +282,11 @@ def real_run(doc: dict, model: str, strategy: str, n: int) -> list[str]:
     if found is None or not found["largest_fit"] or not fitted:
         raise FitError(f"the fit has no largest batch for {model} {strategy} at {n} devices")
     failed = _fails_from(found)
-    batches = dict.fromkeys([fitted[0], found["largest_fit"]] + ([failed] if failed else []))
+    # The smallest tight batch too, where the search closed on one: not decided, but whether a real
+    # run fits there says whether the headroom was needed.
+    tight = found["smallest_failed"] if found["smallest_failed"] != failed and any(
+        r["batch_per_gpu"] == found["smallest_failed"] and r["status"] == "tight" for r in probed) else None
+    batches = dict.fromkeys([fitted[0], found["largest_fit"]] + [b for b in (tight, failed) if b])
     case = Case.from_row(dict(probed[0]))
     args = ["--strategies", strategy, "--models", model, "--precisions", found["precision"],
             "--batch-sizes", ",".join(map(str, batches)), "--execution", case.execution]
