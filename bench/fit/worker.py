@@ -255,7 +255,8 @@ def headroom_mib(spec: dict, usable: float) -> float:
     fragments differently from the probe's (other steps, NCCL's streams), and near the limit that
     decides. On 2 H200s vit-large's real runs held 1.9-2.6 GiB reserved beyond their peak, the
     probes 0.2-2.7 GiB: a real ddp run failed at the batch whose probe fit with 2.1 GiB to spare
-    (results/reference/h200x2/fit-check). None on the CPU, where the budget counts tensors."""
+    (results/reference/h200x2/fit-check at commit de3f349). None on the CPU, where the budget
+    counts tensors."""
     return (spec.get("headroom") or 0.0) * usable
 
 
