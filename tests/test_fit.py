@@ -893,3 +893,18 @@ def test_a_headroom_outside_0_to_50_percent_is_refused(tmp_path, value):
                    "--headroom", value, "--out", str(tmp_path / "x.fit.json"))
     assert done.returncode == 2 and "--headroom is a percent" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow  # two fits: make test-slow, which CI runs too
+def test_a_headroom_given_on_the_cpu_lowers_the_largest_batch_and_marks_the_probes_over_it_tight(tmp_path):
+    """--headroom on the CPU was recorded in the fit's sentence but not applied by the worker."""
+    found = {}
+    for headroom in ("0", "5"):
+        out = tmp_path / f"h{headroom}.fit.json"
+        proc = run_cli("fit", "--gpus", "", "--models", "tinynets:widenet", "--precisions", "fp32", "--strategies",
+                       "ddp", "--memory-budget", "16", "--devices", "1", "--headroom", headroom, "--out", str(out),
+                       env=ENV)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        doc = json.loads(out.read_text())
+        found[headroom] = (doc["outcomes"][0]["largest_fit"], {r["status"] for r in doc["rows"]})
+    assert found["5"][0] < found["0"][0] and "tight" in found["5"][1] and "tight" not in found["0"][1], found

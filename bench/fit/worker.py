@@ -255,8 +255,8 @@ def headroom_mib(spec: dict, usable: float) -> float:
     fragments differently from the probe's (other steps, NCCL's streams), and near the limit that
     decides. On 2 H200s vit-large's real runs held 1.9-2.6 GiB reserved beyond their peak, the
     probes 0.2-2.7 GiB: a real ddp run failed at the batch whose probe fit with 2.1 GiB to spare
-    (results/reference/h200x2/fit-check at commit de3f349). None on the CPU, where the budget
-    counts tensors."""
+    (results/reference/h200x2/fit-check at commit de3f349). `bench fit` asks none on the CPU by
+    default, where the budget counts tensors; one given there applies as on a GPU."""
     return (spec.get("headroom") or 0.0) * usable
 
 
@@ -308,7 +308,7 @@ def main(spec_path: str) -> None:
                 world = n
             configure_backends(case)
             usable = held_back(memory, spec, n, limit)
-            headroom = headroom_mib(spec, usable) if gpus else 0.0
+            headroom = headroom_mib(spec, usable)
             how = dataclasses.replace(how, limit_mib=usable - headroom)  # the line aims at what is promised
             while (batch := search.next_batch(probes, how)) is not None:
                 sized = dataclasses.replace(case, batch_per_gpu=batch, global_batch=batch * n)
