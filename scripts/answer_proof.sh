@@ -5,7 +5,8 @@
 #   bash scripts/answer_proof.sh OUT_DIR listing GPUS       # the fastest configurations, listed; the hand loop
 #   bash scripts/answer_proof.sh OUT_DIR proof              # `check proof` of every search against every file
 # 1. search: `make bench GPUS=0,1` (or 0,1,2,3): the default search (resnet18-small, amp-bf16,
-#    channels_last, 256/1024/2048 per GPU, the default budget), with its wall time; run it twice.
+#    channels_last, 256/1024/2048 per GPU, the default budget), with its wall time and nvidia-smi's
+#    clocks beside it (smi-search-NAME.csv); run it twice.
 # 2. listing: `single` at one GPU and `ddp` at the largest count in a CUDA graph and under compile
 #    reduce-overhead with fused SGD (the executions that won on H100 and H200), each its own
 #    `bench run` file; `single` under compile reduce-overhead with foreach SGD at 256/GPU alone (what the
@@ -23,7 +24,15 @@ export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 common=(--models resnet18-small --precisions amp-bf16 --channels-last --batch-sizes 256,1024,2048)
 
 search() {  # NAME GPUS
-  local start; start=$(date +%s)
+  local start smi=; start=$(date +%s)
+  if command -v nvidia-smi >/dev/null; then
+    # The GPUs' clocks, power and what holds their clocks down (0x4: the software power cap), every 250 ms.
+    local reasons=clocks_event_reasons.active
+    nvidia-smi --query-gpu=$reasons --format=csv >/dev/null 2>&1 || reasons=clocks_throttle_reasons.active
+    nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,$reasons \
+      --format=csv -lms 250 > "$out/smi-search-$1.csv" 2>&1 &
+    smi=$!
+  fi
   if command -v make >/dev/null; then
     make bench GPUS="$2" PY="$py" ARGS="--out $out/search-$1.json" > "$out/search-$1.log" 2>&1
   else  # what `make bench GPUS=...` runs on a GPU host, for a machine without make
@@ -31,6 +40,7 @@ search() {  # NAME GPUS
       --channels-last --search --out "$out/search-$1.json" > "$out/search-$1.log" 2>&1
   fi
   echo "make bench GPUS=$2 wall time: $(( $(date +%s) - start )) s" | tee -a "$out/search-$1.log"
+  [ -z "$smi" ] || kill "$smi" 2>/dev/null
   "$py" -m bench answer "$out/search-$1.json" > "$out/answer-$1.txt" 2>&1
 }
 listing() {  # NAME ARGS...

@@ -79,3 +79,33 @@ def test_the_cpu_clock_times_every_step_it_runs(monkeypatch):
     runs = []
     steps, wall = timing.StepClock([torch.device("cpu")]).time_trial(lambda: runs.append(1), 7)
     assert len(steps) == 7 and len(runs) == 7 and wall >= 0
+
+
+def test_a_gpu_held_below_its_clocks_during_the_trials_is_read_from_nvml_and_said_in_the_row(monkeypatch):
+    """On 2 H200s the default search's 2048/GPU compiled cases ran into the 700 W power cap (nvidia-smi:
+    SM clocks down to 1365 MHz from 1980), and no row said so. NVML's violation counters, read before
+    and after the trials: the share of the trials' time the most capped GPU spent capped."""
+    from bench.cases.caveats import caveat
+    from bench.measure import throttle
+
+    counters = {0: {0: 0, 1: 0}, 1: {0: 0, 1: 0}}  # handle -> policy -> ns
+    clock = {"now": 50.0}
+    fake = types.SimpleNamespace(
+        NVML_PERF_POLICY_POWER=0, NVML_PERF_POLICY_THERMAL=1,
+        nvmlDeviceGetViolationStatus=lambda h, policy: types.SimpleNamespace(violationTime=counters[h][policy]))
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", fake)
+    monkeypatch.setattr(torch.cuda, "_get_pynvml_handler", lambda device: device.index, raising=False)
+    monkeypatch.setattr(throttle, "time", types.SimpleNamespace(perf_counter=lambda: clock["now"]))
+
+    limits = throttle.ClockLimits([torch.device("cuda", 0), torch.device("cuda", 1)])
+    limits.start()
+    clock["now"] += 2.0  # two seconds of trials: GPU 1 capped for power 0.5 s, GPU 0 for 0.1 s
+    counters[0][0], counters[1][0] = 100_000_000, 500_000_000
+    assert limits.shares() == {"power_capped_pct": 25.0, "thermal_capped_pct": 0.0}
+
+    row = {"status": "ok", "warmup": 10, "n_timed_steps": 60, "power_capped_pct": 25.0, "thermal_capped_pct": 0.0}
+    assert "below its asked clocks for its power limit during 25% of the timed trials" in caveat(row)
+    assert caveat({**row, "power_capped_pct": 2.0}) == ""  # a brief cap says nothing
+    # The CPU, or no NVML: nothing read, nothing said.
+    assert throttle.ClockLimits([torch.device("cpu")]).shares() == {"power_capped_pct": None, "thermal_capped_pct": None}
+    assert caveat({**row, "power_capped_pct": None}) == ""

@@ -47,6 +47,9 @@ FIGURES = [
     "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "n_timed_steps",
     "outliers",  # Tukey's classification of the timed steps, "" where none ("2 of 60 (2 high mild)")
     "step_ms_trials",  # every timed step in ms, ';' within a trial, '|' between trials
+    # Percent of the timed trials' wall time the most capped GPU ran below its asked clocks, for its
+    # power limit or its temperature (NVML's counters, bench/measure/throttle.py); empty without NVML.
+    "power_capped_pct", "thermal_capped_pct",
     "peak_alloc_mib", "peak_alloc_mib_min", "peak_reserved_mib",
     "peak_alloc_mib_per_device", "peak_reserved_mib_per_device",
     "parameters", "workload_source", "flops_per_image", "tflops", *COUNTERS, *ANATOMY, "elapsed_s", *PHASES,
@@ -76,7 +79,7 @@ FLOAT = {
     "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "peak_alloc_mib", "peak_alloc_mib_min",
     "peak_reserved_mib", "flops_per_image", "tflops", "elapsed_s", "gpu_memory_mib", "alloc_mib_per_step",
     *PHASES,
-} | ANATOMY_FLOAT | {"host_memory_gib", "load_avg_start", "load_avg_end"}
+} | ANATOMY_FLOAT | {"host_memory_gib", "load_avg_start", "load_avg_end", "power_capped_pct", "thermal_capped_pct"}
 AT_LEAST_ONE = {"batch_per_gpu", "global_batch", "n_replicas", "nnodes", "steps", "trials"}
 # Figures an `ok` row must have, finite and above zero.
 REQUIRED_POSITIVE = ("img_per_s", "img_per_s_p10", "img_per_s_p90", "step_ms_p10", "step_ms_p50", "step_ms_p90")

@@ -35,6 +35,7 @@ from bench.workloads import get_workload
 from bench.workloads.facts import facts
 from bench.core.precision import get_precision, release_apex
 from bench.core.stats import summarize
+from bench.measure.throttle import POLICIES, ClockLimits
 from bench.measure.timing import StepClock, peak_memory_mib, reset_peak_memory
 from bench.core.step import CaseSpec, WorkerContext
 
@@ -180,6 +181,8 @@ def measure_case(job: Job, case: CaseSpec) -> dict | None:
     # that is Python's, not the strategy's (compiled steps leave many objects to walk). Collected
     # before, off during the trials, on again after.
     gc.collect()
+    limits = ClockLimits(step.devices)
+    limits.start()
     gc.disable()
     try:
         for trial in range(case.trials):
@@ -192,6 +195,7 @@ def measure_case(job: Job, case: CaseSpec) -> dict | None:
                     break
     finally:
         gc.enable()
+    capped = limits.shares()
     phase("timed_s")
     if case.execution == "compile" and training.compiled_graphs() == graphs:
         # A row saying execution=compile must be a compiled step, whatever the strategy declares.
@@ -206,7 +210,8 @@ def measure_case(job: Job, case: CaseSpec) -> dict | None:
 
     # Several processes: a step takes as long as its slowest rank.
     per_rank = job.launcher.gather({"step_ms": step_ms, "wall": trial_wall, "memory": memory, "work": work,
-                                    "anatomy": breakdown, "where": job.whereabouts(), "phases": phases})
+                                    "anatomy": breakdown, "where": job.whereabouts(), "phases": phases,
+                                    "capped": capped})
     step_ms = [max(col) for col in zip(*[sum(r["step_ms"], []) for r in per_rank])]
     trial_wall = [max(col) for col in zip(*[r["wall"] for r in per_rank])]
     figures = summarize(step_ms, trial_wall, case.steps, case.global_batch)
@@ -218,6 +223,9 @@ def measure_case(job: Job, case: CaseSpec) -> dict | None:
     memory = {(r["where"]["node"], k): v for r in per_rank for k, v in r["memory"].items()}
     figures["cpus_per_rank"] = ";".join(r["where"]["cpus"] for r in per_rank)
     figures.update({name: round(max(r["phases"][name] for r in per_rank), 3) for name in phases})
+    # The most capped GPU of any rank (None where no rank could read its counters).
+    figures.update({column: max((r["capped"][column] for r in per_rank if r["capped"][column] is not None),
+                                default=None) for column in POLICIES})
     if case.nnodes > 1:
         nodes = {r["where"]["node"]: r["where"] for r in per_rank}
         figures.update(hosts=";".join(nodes[n]["host"] for n in sorted(nodes)),
