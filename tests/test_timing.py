@@ -107,5 +107,6 @@ def test_a_gpu_held_below_its_clocks_during_the_trials_is_read_from_nvml_and_sai
     assert "below its asked clocks for its power limit during 25% of the timed trials" in caveat(row)
     assert caveat({**row, "power_capped_pct": 2.0}) == ""  # a brief cap says nothing
     # The CPU, or no NVML: nothing read, nothing said.
-    assert throttle.ClockLimits([torch.device("cpu")]).shares() == {"power_capped_pct": None, "thermal_capped_pct": None}
+    nothing = {"power_capped_pct": None, "thermal_capped_pct": None}
+    assert throttle.ClockLimits([torch.device("cpu")]).shares() == nothing
     assert caveat({**row, "power_capped_pct": None}) == ""
