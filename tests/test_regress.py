@@ -254,3 +254,22 @@ def test_a_case_90_percent_slower_is_never_a_pass_however_wide_its_spread():
     (ddp,) = [v for v in compare.compare(base, cur, compare.Thresholds(noise_factor=1.5))
               if v["case"].startswith("ddp")]
     assert ddp["verdict"] == "not judged" and "too noisy to judge" in ddp["why"][0], ddp
+
+
+def test_a_run_whose_matched_cases_were_all_too_noisy_says_so_not_that_nothing_matched(tmp_path):
+    """`compare` said "no case could be compared (different cases or hardware)" after a NOT JUDGED
+    row of the same case and hardware: the case matched, and was too noisy to judge."""
+    def consistent(row, img, low, high):  # the step times that give these images/s
+        batch = row["batch_per_gpu"] * row["n_replicas"]
+        return dict(row, img_per_s=img, img_per_s_p10=low, img_per_s_p90=high, step_ms_p50=batch / img * 1000,
+                    step_ms_p10=batch / high * 1000, step_ms_p90=batch / low * 1000)
+
+    base, cur = _rows()
+    base = [consistent(r, r["img_per_s"], r["img_per_s_p10"], r["img_per_s_p90"]) for r in base[:1]]
+    cur = [consistent(r, r["img_per_s"] / 10, r["img_per_s"] / 50, r["img_per_s"] / 5) for r in cur[:1]]
+    results.write(tmp_path / "base.json", base)
+    results.write(tmp_path / "cur.json", cur)
+    proc = run_cli("compare", str(tmp_path / "base.json"), str(tmp_path / "cur.json"), "--noise-factor", "1.5")
+    assert proc.returncode == 2 and "NOT JUDGED" in proc.stdout, proc.stdout
+    assert "could be judged" in proc.stderr and "different cases or hardware" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -33,6 +33,11 @@ def cmd_compare(args) -> int:
         print(f"parabench: error: {len(unusable)} case(s) of {args.current[0]} lack work counters that "
               f"{args.baseline} has ({unusable[0]}{', ...' if len(unusable) > 1 else ''}): re-measure them",
               file=sys.stderr)
+    elif status == 2 and any(v["verdict"] == "not judged" for v in verdicts):
+        noisy = [v["case"] for v in verdicts if v["verdict"] == "not judged"]
+        print(f"parabench: error: no case of {args.current[0]} could be judged against {args.baseline}: "
+              f"{len(noisy)} matched but were not judged ({noisy[0]}{', ...' if len(noisy) > 1 else ''}; the table "
+              "says why): measure them again on a quieter host, or with more steps", file=sys.stderr)
     elif status == 2:
         print(f"parabench: error: no case of {args.current[0]} could be compared with {args.baseline} "
               "(different cases or hardware); pick the baseline for this hardware", file=sys.stderr)
