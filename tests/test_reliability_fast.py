@@ -726,3 +726,21 @@ def test_a_markdown_table_keeps_every_text_cell_in_its_cell(tmp_path):
     path = tmp_path / "spans.json"  # line breaks stay where text spans lines (a reason, a topology)
     results.write(path, [ok_row(reason="a traceback\nover two lines", gpu_topology="GPU0\tX\nGPU1\tNV18")])
     assert results.load(path)[0]["reason"] == "a traceback\nover two lines"
+
+
+def test_an_integer_of_a_hundred_thousand_digits_in_a_csv_is_one_short_line(tmp_path):
+    """The CSV's error repeated the whole value: one line of 100,151 characters."""
+    import csv
+
+    from tests.conftest import REPO
+
+    rows = list(csv.DictReader(open(REPO / "results" / "reference" / "baselines" / "cpu-ci.csv")))
+    path = tmp_path / "digits.csv"
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerow({**rows[0], "n_replicas": "9" * 100_000})
+    done = run_cli("answer", str(path))
+    assert "field n_replicas is" in done.stderr, done.stderr[:500]
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr[:500]
+    assert "Traceback" not in done.stderr and len(done.stderr) < 500, done.stderr[:500]

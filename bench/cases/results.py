@@ -204,6 +204,12 @@ class Lock:
         self.release()
 
 
+def _shown(value) -> str:
+    """A field's value as an error message shows it: at most 40 characters of it."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}... ({len(text):,} characters)"
+
+
 def _coerce(row: dict, where: str, fix: str) -> dict:
     out = {}
     for c in COLUMNS:
@@ -217,7 +223,7 @@ def _coerce(row: dict, where: str, fix: str) -> dict:
         if v is not None and c in INTEGER:
             number = float(v)
             if not math.isfinite(number):  # NaN and infinity are no count: never None, never skipped
-                raise ResultsError(f"{where}: field {c} is {v!r}, not a usable figure; {fix}")
+                raise ResultsError(f"{where}: field {c} is {_shown(v)}, not a usable figure; {fix}")
             v = int(number)
         elif v is not None and c in FLOAT:
             v = float(v)
@@ -245,7 +251,7 @@ def _counts(row: dict, where: str, fix: str) -> None:
     for c in sorted(INTEGER):
         v = row.get(c)
         if v is not None and v < (1 if c in AT_LEAST_ONE else 0):
-            raise ResultsError(f"{where}: field {c} is {v!r}, not a usable count; {fix}")
+            raise ResultsError(f"{where}: field {c} is {_shown(v)}, not a usable count; {fix}")
 
 
 def _validate(row: dict, where: str, fix: str) -> None:
@@ -254,7 +260,7 @@ def _validate(row: dict, where: str, fix: str) -> None:
     for c in FLOAT:
         v = row.get(c)
         if v is not None and (not math.isfinite(v) or (c in NON_NEGATIVE and v < 0)):
-            raise ResultsError(f"{where}: field {c} is {v!r}, not a usable figure; {fix}")
+            raise ResultsError(f"{where}: field {c} is {_shown(v)}, not a usable figure; {fix}")
     if row.get("anatomy_step_ms") is not None:
         missing = [c for c in ANATOMY_TOGETHER if row.get(c) is None]
         if missing:
