@@ -697,3 +697,25 @@ def test_figures_divide_within_a_run_skip_stopped_rows_and_a_failed_run_says_so(
     assert run_cli("report", str(failed), "--out", str(tmp_path / "p")).returncode == 0
     head = (tmp_path / "p" / "REPORT.md").read_text().split("\n## ", 1)[0]
     assert "nothing ran ok (1 error)" in head
+
+
+def test_what_could_not_run_stays_whole_on_the_first_screen_with_its_fix(tmp_path):
+    """The first screen cut each note at 100 columns: "run `make setup-..." left a code span open and
+    the fix nowhere on the page, and "re-run on an idle..." its advice half said; a long reason was
+    cut at its first bracket ("mxnet-gluon: NVIDIA H200")."""
+    path = tmp_path / "r.json"
+    why = "the MXNet environment is not installed (.venv-mxnet): run `make setup-mxnet`"
+    results.write(path, [row("single", 1, 64, ips=10000, load_avg_start=7.5, load_avg_end=6.0, host_cpus=2),
+                         row("ddp", 2, 64, ips=19000),
+                         row("mxnet-gluon", 2, 64, status="skipped", reason=why),
+                         row("dp", 2, 64, status="skipped", reason=(
+                             "NVIDIA H200 (compute capability 9.0) is newer than MXNet runs: mxnet-cu117 1.9.1, the "
+                             "newest MXNet CUDA wheel, has GPU code for sm_50-86 only (no PTX)"))])
+    assert run_cli("report", str(path), "--out", str(tmp_path / "p")).returncode == 0
+    head = (tmp_path / "p" / "REPORT.md").read_text().split("\n## ", 1)[0]
+    lines = head.splitlines()
+    assert "`make setup-mxnet`" in head and "..." not in head, head
+    # A long reason is cut at its first colon, not inside its first bracket ("dp: NVIDIA H200").
+    assert "Not measured: dp: NVIDIA H200 (compute capability 9.0) is newer than MXNet runs" in head, head
+    assert all(len(line) <= 100 or line.startswith("![") for line in lines), lines
+    assert all(line.count("`") % 2 == 0 for line in lines), lines

@@ -72,6 +72,21 @@ def _short(text: str, width: int = WIDTH) -> str:
     return text if len(text) <= width else text[:width - 3].rstrip(" ,;:") + "..."
 
 
+def _wrapped(text: str, width: int = WIDTH) -> list[str]:
+    """A sentence that must stay whole (it names a fix), in lines of at most `width` columns where
+    its words allow, never breaking a `code span` (a command to copy): Markdown joins the lines into
+    one paragraph again."""
+    import re
+
+    lines: list[str] = []
+    for word in re.findall(r"(?:[^\s`]*`[^`]*`)+\S*|\S+", text):
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
+
+
 def first_screen(rep: Report) -> list[str]:
     """The answer at a glance, before any detail: per run, hardware, model and precision, one
     table row per device count and batch (the pick, its images/s, its speed-up), each caveat in
@@ -106,11 +121,12 @@ def first_screen(rep: Report) -> list[str]:
             counts = run["status"].value_counts()
             lines += [_short(f"**{model} on {hw}**: nothing ran ok ("
                              + ", ".join(f"{n} {status}" for status, n in counts.items()) + ")"), ""]
-        notes = [_short(f"Not measured: {', '.join(who)}: {why}") for why, who in answers.not_measured(run).items()]
+        # Each what could not run and the busy host: a paragraph of its own, whole (each may name its fix).
+        notes = [f"Not measured: {', '.join(who)}: {why}" for why, who in answers.not_measured(run).items()]
         busy = hostload.busy_short(run.to_dict("records"))
-        if busy:
-            notes.append(_short(busy))
-        lines += notes + ([""] if notes else [])
+        notes += [busy] if busy else []
+        for note in notes:
+            lines += _wrapped(note) + [""]
         figure = rep.out / f"{slug(hw, model)}-throughput.png"
         if figure.exists():
             lines += [f"![{figure.stem}]({figure.name})", ""]
