@@ -908,3 +908,21 @@ def test_a_headroom_given_on_the_cpu_lowers_the_largest_batch_and_marks_the_prob
         doc = json.loads(out.read_text())
         found[headroom] = (doc["outcomes"][0]["largest_fit"], {r["status"] for r in doc["rows"]})
     assert found["5"][0] < found["0"][0] and "tight" in found["5"][1] and "tight" not in found["0"][1], found
+
+
+@pytest.mark.slow  # two fits: make test-slow, which CI runs too
+def test_a_resumed_fit_at_another_device_count_keeps_the_counts_it_measured(tmp_path):
+    """`--resume --devices 2` on a file of `--devices 1` kept the 1-device probes but dropped their
+    outcome: the file's summary forgot what it had measured."""
+    out = tmp_path / "f.fit.json"
+    common = ["fit", "--gpus", "", "--models", "tinynets:widenet", "--precisions", "fp32", "--strategies", "ddp",
+              "--memory-budget", "16", "--out", str(out)]
+    assert run_cli(*common, "--devices", "1", env=ENV).returncode == 0
+    first = json.loads(out.read_text())
+    proc = run_cli(*common, "--devices", "2", "--resume", env=ENV)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert sorted(o["devices"] for o in doc["outcomes"]) == [1, 2] and doc["settings"]["devices"] == [1, 2]
+    at_one = [r for r in doc["rows"] if r.get("devices") == 1]
+    assert at_one == [r for r in first["rows"] if r.get("devices") == 1]  # replayed, not measured again
+    assert next(o for o in doc["outcomes"] if o["devices"] == 1)["largest_fit"] == first["outcomes"][0]["largest_fit"]

@@ -160,8 +160,10 @@ def cmd_fit(args) -> int:
     environment = fit.environment_of(gpus)
     rows, found = [], []
     if args.resume and out.exists():
-        rows, found = _resumed(out, settings, models)
+        rows, found, earlier = _resumed(out, settings, models)
         settings["models"] = list(dict.fromkeys([o["model"] for o in found] + models))
+        # The counts the file measured stay in it: their searches are replayed, not measured again.
+        devices = settings["devices"] = sorted(set(devices) | set(earlier))
     from bench.run.signals import Terminated, ignore_further_signals, stop_on_signals
 
     stop_on_signals()  # SIGTERM and SIGHUP stop the fit as Ctrl-C does: the worker goes, the file stays
@@ -230,9 +232,9 @@ def _measure_all(args, out, models, chosen, precisions, devices, gpus, knobs, bu
     return 0 if complete else 1
 
 
-def _resumed(out: Path, settings: dict, models: list[str]) -> tuple[list[dict], list[dict]]:
-    """--resume: the rows of a fit file made with the same search, and the outcomes of its
-    models that this run does not measure again."""
+def _resumed(out: Path, settings: dict, models: list[str]) -> tuple[list[dict], list[dict], list[int]]:
+    """--resume: the rows of a fit file made with the same search, the outcomes of its models
+    that this run does not measure again, and the device counts it measured."""
     from bench.fit import fit
 
     try:
@@ -245,7 +247,8 @@ def _resumed(out: Path, settings: dict, models: list[str]) -> tuple[list[dict], 
         if doc["settings"].get(key, 0.0 if key in ("reserve_mib", "headroom") else None) != settings[key]:
             raise UsageError(f"--resume: {out} was made with {key} {doc['settings'].get(key)!r}, "
                              f"not {settings[key]!r}: give the same settings, or another --out")
-    return doc["rows"], [o for o in doc["outcomes"] if o["model"] not in models]
+    return doc["rows"], [o for o in doc["outcomes"] if o["model"] not in models], list(doc["settings"].get("devices")
+                                                                                      or [])
 
 
 def _worker_env(gpus: list[int]) -> dict:
