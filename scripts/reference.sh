@@ -51,6 +51,9 @@ status=${PIPESTATUS[0]}
 "$py" -m bench report "$out" --out "$plots" || exit $?
 "$py" -m bench answer "$out" > "$results/answer.txt" || exit $?
 if [ -n "$gpus" ] && [ "$gpus" != cpu ]; then
-  CUDA_VISIBLE_DEVICES="$gpus" "$py" -m pytest -m gpu tests -q -rs -p no:cacheprovider 2>&1 | tee "$results/gpu-tests.log"
+  # Four at a time where pytest-xdist is there (GPU tests of 2 H200s: 224 s so, tests/gpu-logs/h200x2.log).
+  parallel=(); "$py" -c "import xdist" 2>/dev/null && parallel=(-n 4)
+  CUDA_VISIBLE_DEVICES="$gpus" "$py" -m pytest -m gpu tests -q -rs -p no:cacheprovider "${parallel[@]}" 2>&1 \
+    | tee "$results/gpu-tests.log"
   exit "${PIPESTATUS[0]}"
 fi

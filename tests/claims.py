@@ -44,6 +44,7 @@ sm_86), shapes and layouts (3x224x224, 2x8) and dates.
 from __future__ import annotations
 
 import ast
+import csv
 import json
 import math
 import re
@@ -59,7 +60,7 @@ TABLE = REPO / "docs" / "claims.toml"
 
 # --- figures in a text --------------------------------------------------------------------
 UNITS = (r"%|x\b|k\b|M\b|MiB\b|GiB\b|KiB\b|MB\b|GB/s\b|Gb/s\b|GB\b|TFLOP/s\b|GFLOP\b|ms\b|us\b|s\b"
-         r"|cases\b|runs\b|pairs\b|parameters\b|ok\b|skipped\b|images\b|probes\b")
+         r"|cases\b|runs\b|pairs\b|parameters\b|ok\b|skipped\b|images\b|probes\b|MHz\b|samples\b|passed\b")
 # A number is a figure's only where no letter, digit, dot or underscore is glued to its left
 # (H200, resnet18, fp32, sm_86, x2 are names) and a sign counts only after a space or bracket.
 _START = r"(?<![\w.])"
@@ -263,6 +264,9 @@ def _names(default: str | None) -> dict:
         "answered": lambda devices, batch, execution, path=None: _answered(_path(path, default), devices, batch,
                                                                            execution),
         "const": lambda name, path=None: _const(name, path or default),
+        # A CSV's rows as dicts, headers and cells stripped (nvidia-smi's logs pad both with spaces).
+        "table": lambda path=None: [{k.strip(): v.strip() for k, v in r.items()}
+                                    for r in csv.DictReader(_path(path, default).read_text().splitlines())],
         "opt": option,
         "k": lambda x: x / 1e3,
         "ips": lambda r: r["img_per_s"] / 1e3,
@@ -315,7 +319,7 @@ def _namespace(file: str | None, let: dict[str, str]) -> dict:
 
 
 # The names that read committed files; a figure's expression must reach one of them.
-READERS = {"row", "rows", "row_in", "rows_in", "doc", "grep", "const", "best_of", "answered"}
+READERS = {"row", "rows", "row_in", "rows_in", "doc", "grep", "const", "best_of", "answered", "table"}
 
 
 def reads_data(expression: str, let: dict[str, str], seen: frozenset = frozenset()) -> bool:

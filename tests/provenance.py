@@ -33,6 +33,11 @@ MOVED = [
     ("proof", "results/reference/h200x2/answer"),
     # `make fit-check GPUS=0,1 MODEL=vit-large` on 2 H200s, its folder brought back whole.
     ("results/fit-check-20261127-171620", "results/reference/h200x2/fit-check"),
+    # `make fit-check GPUS=0,1 MODEL=timm:resnet50` on 2 of 4 H200s, and GPUS=0,1,2,3 MODEL=vit-large.
+    ("results/fit-check-20261127-191453", "results/reference/h200x2/fit-check-resnet50"),
+    ("results/fit-check-20261127-192218", "results/reference/h200x4/fit-check"),
+    # A ddp run beside nvidia-smi's log on the same host (NVML's power-cap share against the clocks).
+    ("results/throttle", "results/reference/h200x4/throttle"),
 ]
 # Files that are the union of other runs' rows (a GPU baseline): file -> the runs its rows name.
 UNIONS = {
@@ -42,6 +47,11 @@ UNIONS = {
                                                          "real-vit-large-fsdp2-x2.json",
                                                          "real-vit-large-ddp-x2-below.json"},
     "results/reference/h100/x2/dp-layout-x2.json": {"dp-cl-x2.json", "dp-nchw-x2.json"},
+    # `make fit-check`'s real runs, one per strategy, in one file (scripts/fit_check.sh's per-strategy files).
+    **{f"results/reference/{where}/real-{model}-x{n}.json": {f"real-{model}-{s}-x{n}.json"
+                                                              for s in ("ddp", "zero1", "fsdp2")}
+       for where, model, n in (("h200x2/fit-check", "vit-large", 2), ("h200x2/fit-check-resnet50", "timm:resnet50", 2),
+                               ("h200x4/fit-check", "vit-large", 4))},
 }
 
 
@@ -148,7 +158,10 @@ def log_problems(path: Path, root: Path, committed: set[str]) -> list[str]:
         tail = "/".join(written.split("/")[-2:])
         folder, name = tail.rpartition("/")[0], written.rsplit("/", 1)[-1]
         moved = [f"{now}/{name}" for shown, now in MOVED if shown.rsplit("/", 1)[-1] == folder]
-        if not any(c.endswith("/" + tail) for c in committed) and not any(m in committed for m in moved):
+        united = {f"{union.rpartition('/')[0]}/{part}" for union, parts in UNIONS.items() if union in committed
+                  for part in parts}  # a run whose rows a committed file unites
+        if not any(c.endswith("/" + tail) for c in committed) and not any(m in committed or m in united
+                                                                          for m in moved):
             problems.append(f"{relative}: wrote {written}, and no committed file is {tail}")
     return problems
 

@@ -3,11 +3,13 @@ for their power limit or their temperature.
 
 NVML counts it per GPU (nvmlDeviceGetViolationStatus: nanoseconds since the driver loaded, for
 each policy); the counters are read once before the trials and once after them, so the timed
-steps run untouched. A share is the largest over the case's GPUs, of the trials' wall time. On 2
-H200s, nvidia-smi sampled during a default search showed the software power cap at times, with SM
-clocks down to 1365 MHz from 1980 (results/reference/h200x2/answer/smi-search-1.csv), and no row
-could say which cases ran capped. A row whose GPU was capped says so (bench/cases/caveats.py):
-longer training runs nearer the capped speed than short trials show.
+steps run untouched. A share is the largest over the case's GPUs, of the trials' wall time.
+
+The counters give time, not depth. On 2 of 4 H200s (results/reference/h200x4/throttle), a ddp run
+read 93% of its trials' time as power-capped, while nvidia-smi, sampled beside it, showed SM clocks
+of 1905-1980 MHz (of 1980) whenever its power-cap flag was up: at the 700 W limit the clocks dip,
+mostly by a few percent. So a row keeps the power share as a fact, and only a temperature cap is
+a caveat (bench/cases/caveats.py): that is the cooling, not the configuration, setting the speed.
 
 Nothing is read where NVML (nvidia-ml-py) or the counter is missing: the shares are then None.
 """
