@@ -83,8 +83,9 @@ def test_the_cpu_clock_times_every_step_it_runs(monkeypatch):
 
 def test_a_gpu_held_below_its_clocks_during_the_trials_is_read_from_nvml_and_said_in_the_row(monkeypatch):
     """On 2 H200s the default search's 2048/GPU compiled cases ran into the 700 W power cap (nvidia-smi:
-    SM clocks down to 1365 MHz from 1980), and no row said so. NVML's violation counters, read before
-    and after the trials: the share of the trials' time the most capped GPU spent capped."""
+    SM clocks down to 1365 MHz from 1980: results/reference/h200x2/answer/smi-search-1.csv), and no
+    row said so. NVML's violation counters, read before and after the trials: the share of the
+    trials' time the most capped GPU spent capped."""
     from bench.cases.caveats import caveat
     from bench.measure import throttle
 
