@@ -122,15 +122,14 @@ reference: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),$(if $(MXNET_FITS),setup-mxnet))
 
 # `make test`: everything but the tests marked slow (minutes of CPU each: Callgrind, compiled
 # parity, fault, multi-node and regression sweeps), which `make test-slow` runs; CI runs both.
-# The tests run one per core (at most 4) where pytest-xdist is there (.venv has it), each taken by
-# the first free worker; nearly all their time is subprocesses starting torch. OpenMP threads
-# sleep while they wait (OMP_WAIT_POLICY=PASSIVE) instead of spinning on the cores the other
-# worker needs. On a 2-core machine: 5 min 16 s against 9 min 48 s one at a time (PYTEST_ARGS=-n0:
-# one at a time).
+# The tests run one per usable core (nproc: this process's CPUs, at most 4) where pytest-xdist is
+# there (.venv has it), each taken by the first free worker: nearly all their time is subprocesses
+# starting torch. OpenMP threads sleep while they wait (OMP_WAIT_POLICY=PASSIVE) instead of
+# spinning on the core the other worker needs. With xdist, PYTEST_ARGS=-n0 runs them one at a time.
 test: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),setup-models $(if $(MXNET_FITS),setup-mxnet))
-	@echo "make test: about 7 minutes on an idle 2-core machine, one dot per test (the README says so too)"
+	@echo "make test: about 6 minutes on an idle 2-core machine, one dot per test (the README says so too)"
 	$(PY) -m ruff check --quiet .  # the linter first: pyproject.toml's [tool.ruff], a second
-	workers=; $(PY) -c "import xdist" 2>/dev/null && workers="-n auto --maxprocesses 4 --dist worksteal"; \
+	workers=; $(PY) -c "import xdist" 2>/dev/null && workers="-n $$(n=$$(nproc); echo $$((n < 4 ? n : 4))) --dist worksteal"; \
 	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -q -m "not slow" tests $$workers $(PYTEST_ARGS)
 
 test-slow: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),setup-models $(if $(MXNET_FITS),setup-mxnet))

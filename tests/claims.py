@@ -26,6 +26,7 @@ The expression vocabulary (Python expressions over these names, nothing else):
   results file (bench/report/answer.py), checked to name that execution ("eager",
   "cuda-graph", "compile:reduce-overhead").
 - `const(name, path=None)`: a top-level constant of a Python module, read without importing it.
+- `table(path=None)`: a CSV's complete rows as dicts, headers and cells stripped (nvidia-smi logs).
 - `[claim.let]`, `name = 'expression'`: names of the claim's own, evaluated in order (rows,
   lists, small functions written as `lambda`), for the figures' expressions to share.
 - `ips(r)`, `p10(r)`, `p90(r)`: a row's images/s (median, p10, p90) in thousands;
@@ -35,7 +36,8 @@ The expression vocabulary (Python expressions over these names, nothing else):
 
 What counts as a figure (outside code, links and the exemptions below): a number with a decimal
 point or an exponent (3.2, 0.985, 1e-4); an integer followed by a unit (% x k M MiB GiB MB GB
-KiB ms us s GB/s Gb/s TFLOP/s GFLOP, or a count: cases, runs, pairs, parameters, ok, skipped),
+KiB ms us s GB/s Gb/s TFLOP/s GFLOP MHz, or a count: cases, runs, pairs, parameters, ok, skipped,
+passed, images, probes, samples),
 with the integers of a range or list it closes (95-99%, 10.44 / 10.49 ms); both numbers of
 "N of M"; and every number in a Markdown table's cells after the first column. Exempt: versions
 (torch 2.11.0, Python 3.12, cuDNN 9.19), names that hold digits (H200, resnet18, fp32, NV18,
@@ -265,8 +267,7 @@ def _names(default: str | None) -> dict:
                                                                            execution),
         "const": lambda name, path=None: _const(name, path or default),
         # A CSV's rows as dicts, headers and cells stripped (nvidia-smi's logs pad both with spaces).
-        "table": lambda path=None: [{k.strip(): v.strip() for k, v in r.items()}
-                                    for r in csv.DictReader(_path(path, default).read_text().splitlines())],
+        "table": lambda path=None: _table(_path(path, default)),
         "opt": option,
         "k": lambda x: x / 1e3,
         "ips": lambda r: r["img_per_s"] / 1e3,
@@ -279,6 +280,14 @@ def _names(default: str | None) -> dict:
         "sorted": sorted, "round": round, "any": any, "all": all, "zip": zip, "set": set, "dict": dict, "str": str,
         "float": float, "int": int, "math": math,
     }
+
+
+def _table(path: Path) -> list[dict]:
+    """A CSV's complete rows as dicts, headers and cells stripped (nvidia-smi pads both with spaces;
+    a log cut off mid-line leaves a short last row, which is dropped)."""
+    reader = csv.reader(path.read_text().splitlines(), skipinitialspace=True)
+    header = [h.strip() for h in next(reader, [])]
+    return [dict(zip(header, (c.strip() for c in r))) for r in reader if len(r) == len(header)]
 
 
 def _answered(path: Path, devices: int, batch: int, execution: str) -> dict:

@@ -112,6 +112,8 @@ def results_problems(path: Path, root: Path) -> list[str]:
                 if name not in union:
                     problems.append(f"{where} names {out}, not one of the runs this file unites "
                                     f"({', '.join(sorted(union))})")
+                elif not _agrees(_shown_folders(out), relative):
+                    problems.append(f"{where} was written to {out}, but the file uniting it lies in {relative.parent}")
             elif name != path.name:
                 problems.append(f"{where} was written as {out}, but the file is {path.name}")
             elif not _agrees(_shown_folders(out), relative):

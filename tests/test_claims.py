@@ -184,6 +184,22 @@ def test_an_output_path_edited_after_the_run_is_caught(tmp_path):
     assert "names no output" in found["e.json"][0]
 
 
+def test_a_file_uniting_runs_holds_only_rows_written_where_it_lies(tmp_path, monkeypatch):
+    """A union (provenance.UNIONS) names its runs by file name; the folder must agree too, or rows
+    of another fit-check with the same model and device count would pass."""
+    united = "results/reference/h200x2/fit-check/real-vit-large-x2.json"
+    monkeypatch.setattr(provenance, "UNIONS", {united: {"real-vit-large-ddp-x2.json"}})
+    monkeypatch.setattr(provenance, "MOVED",
+                        [("results/fit-check-20261127-171620", "results/reference/h200x2/fit-check")])
+    here = write_rows(tmp_path / united, "bench/__main__.py run --out results/fit-check-20261127-171620/"
+                      "real-vit-large-ddp-x2.json")
+    assert provenance.results_problems(here, tmp_path) == []
+    elsewhere = write_rows(tmp_path / united, "bench/__main__.py run --out results/fit-check-20261201-090000/"
+                           "real-vit-large-ddp-x2.json")
+    assert "the file uniting it lies in results/reference/h200x2/fit-check" in \
+        provenance.results_problems(elsewhere, tmp_path)[0]
+
+
 # Excerpts of two committed logs of `make predict-validate` (as they stood before they left
 # the tree): run 1 as written; run 3 with its output lines edited to name the folder the files
 # were moved to, while its command still wrote into a dated folder below it.

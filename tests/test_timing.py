@@ -81,19 +81,22 @@ def test_the_cpu_clock_times_every_step_it_runs(monkeypatch):
     assert len(steps) == 7 and len(runs) == 7 and wall >= 0
 
 
-def test_a_gpu_held_below_its_clocks_during_the_trials_is_read_from_nvml_and_said_in_the_row(monkeypatch):
+def test_a_gpu_held_below_its_clocks_during_the_trials_is_read_from_nvml_with_its_power_limit(monkeypatch):
     """On 2 H200s the default search's 2048/GPU compiled cases ran into the 700 W power cap (nvidia-smi:
     SM clocks down to 1365 MHz from 1980: results/reference/h200x2/answer/smi-search-1.csv), and no
     row said so. NVML's violation counters, read before and after the trials: the share of the
-    trials' time the most capped GPU spent capped."""
+    trials' time the most capped GPU spent capped, and the lowest power limit it ran under. The
+    answer says the power share beside the figure; only a temperature cap is a caveat."""
     from bench.cases.caveats import caveat
     from bench.measure import throttle
+    from bench.report.answer import _case
 
     counters = {0: {0: 0, 1: 0}, 1: {0: 0, 1: 0}}  # handle -> policy -> ns
     clock = {"now": 50.0}
     fake = types.SimpleNamespace(
         NVML_PERF_POLICY_POWER=0, NVML_PERF_POLICY_THERMAL=1,
-        nvmlDeviceGetViolationStatus=lambda h, policy: types.SimpleNamespace(violationTime=counters[h][policy]))
+        nvmlDeviceGetViolationStatus=lambda h, policy: types.SimpleNamespace(violationTime=counters[h][policy]),
+        nvmlDeviceGetEnforcedPowerLimit=lambda h: (700_000, 650_000)[h])  # milliwatts
     monkeypatch.setitem(__import__("sys").modules, "pynvml", fake)
     monkeypatch.setattr(torch.cuda, "_get_pynvml_handler", lambda device: device.index, raising=False)
     monkeypatch.setattr(throttle, "time", types.SimpleNamespace(perf_counter=lambda: clock["now"]))
@@ -102,17 +105,24 @@ def test_a_gpu_held_below_its_clocks_during_the_trials_is_read_from_nvml_and_sai
     limits.start()
     clock["now"] += 2.0  # two seconds of trials: GPU 1 capped for power 0.5 s, GPU 0 for 0.1 s
     counters[0][0], counters[1][0] = 100_000_000, 500_000_000
-    assert limits.shares() == {"power_capped_pct": 25.0, "thermal_capped_pct": 0.0}
+    assert limits.columns() == {"power_capped_pct": 25.0, "thermal_capped_pct": 0.0, "power_limit_w": 650.0}
 
-    # The power cap is kept as a fact, not a caveat: NVML counts its time, not its depth (on H200s,
-    # 93% of a run's time "capped" at 1905-1980 MHz of 1980: results/reference/h200x4/throttle).
+    # The power cap is a fact beside the figure, not a caveat: NVML counts its time, not its depth
+    # (on H200s, 93% of a run's time "capped" at 1905-1980 MHz of 1980: results/reference/h200x4/throttle).
     row = {"status": "ok", "warmup": 10, "n_timed_steps": 60, "power_capped_pct": 93.0, "thermal_capped_pct": 0.0}
     assert caveat(row) == ""
+    cell = {"label": "ddp", "precision": "fp32", "where": "2 GPUs", "batch_per_gpu": 256, "devices": 2,
+            "img_per_s": 1000.0, "img_per_s_p10": 990.0, "img_per_s_p90": 1010.0, "speedup": None,
+            "peak_alloc_mib": None, "regime": "", "power_capped_pct": 93.0, "power_limit_w": 700.0}
+    assert _case(cell).endswith(", at its power limit of 700 W during 93% of its trials")
+    assert _case({**cell, "power_capped_pct": 100.8}).endswith("at its power limit of 700 W throughout its trials")
+    assert "power limit" not in _case({**cell, "power_capped_pct": 2.0})  # a brief cap says nothing
     # Held down by its temperature: the cooling set part of the speed, and the row says so.
     hot = {**row, "thermal_capped_pct": 25.0}
     assert "below its asked clocks for its temperature during 25% of the timed trials" in caveat(hot)
     assert caveat({**hot, "thermal_capped_pct": 2.0}) == ""  # a brief cap says nothing
     # The CPU, or no NVML: nothing read, nothing said.
-    nothing = {"power_capped_pct": None, "thermal_capped_pct": None}
-    assert throttle.ClockLimits([torch.device("cpu")]).shares() == nothing
+    nothing = {"power_capped_pct": None, "thermal_capped_pct": None, "power_limit_w": None}
+    assert throttle.ClockLimits([torch.device("cpu")]).columns() == nothing
     assert caveat({**hot, "thermal_capped_pct": None}) == ""
+    assert "power limit" not in _case({**cell, "power_capped_pct": None})

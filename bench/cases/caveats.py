@@ -13,10 +13,10 @@ from __future__ import annotations
 # step while 0.1 * (n - 1) < 1: a spread needs at least 11 timed steps.
 MIN_STEPS_FOR_SPREAD = 11
 # A GPU held below its asked clocks by its temperature for more than this share of the timed trials:
-# its cooling, not the configuration, set part of the row's speed. The power cap is no caveat: NVML
-# counts its time, not how far the clocks fell, and on H200s at the 700 W cap 93% of the trials'
-# time read as capped while nvidia-smi showed 1905-1980 MHz of 1980 (docs/measuring.md): such a row
-# is the speed this GPU runs at at its power limit; `power_capped_pct` keeps the fact.
+# its cooling, not the configuration, set part of the row's speed. The power cap is no caveat: the
+# figure is the speed at the GPU's power limit, a setting of the machine that the row records
+# (`power_limit_w`, with `power_capped_pct`; bench/measure/throttle.py says what NVML can and cannot
+# tell of it), and the answer says it beside the figure.
 CAPPED_PCT = 5.0
 # Wall-clock against the steps: in the 821 ok rows of results/reference the wall clock and the median
 # differed by at most 5.3% (GPUs, p10-p90 spreads of 0.1-4%); twice that is a disagreement.

@@ -48,8 +48,9 @@ FIGURES = [
     "outliers",  # Tukey's classification of the timed steps, "" where none ("2 of 60 (2 high mild)")
     "step_ms_trials",  # every timed step in ms, ';' within a trial, '|' between trials
     # Percent of the timed trials' wall time the most capped GPU ran below its asked clocks, for its
-    # power limit or its temperature (NVML's counters, bench/measure/throttle.py); empty without NVML.
-    "power_capped_pct", "thermal_capped_pct",
+    # power limit or its temperature (NVML's counters, bench/measure/throttle.py), and the lowest
+    # enforced power limit of its GPUs (W); empty without NVML.
+    "power_capped_pct", "thermal_capped_pct", "power_limit_w",
     "peak_alloc_mib", "peak_alloc_mib_min", "peak_reserved_mib",
     "peak_alloc_mib_per_device", "peak_reserved_mib_per_device",
     "parameters", "workload_source", "flops_per_image", "tflops", *COUNTERS, *ANATOMY, "elapsed_s", *PHASES,
@@ -79,7 +80,8 @@ FLOAT = {
     "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "peak_alloc_mib", "peak_alloc_mib_min",
     "peak_reserved_mib", "flops_per_image", "tflops", "elapsed_s", "gpu_memory_mib", "alloc_mib_per_step",
     *PHASES,
-} | ANATOMY_FLOAT | {"host_memory_gib", "load_avg_start", "load_avg_end", "power_capped_pct", "thermal_capped_pct"}
+} | ANATOMY_FLOAT | {"host_memory_gib", "load_avg_start", "load_avg_end", "power_capped_pct", "thermal_capped_pct",
+                     "power_limit_w"}
 AT_LEAST_ONE = {"batch_per_gpu", "global_batch", "n_replicas", "nnodes", "steps", "trials"}
 # Figures an `ok` row must have, finite and above zero.
 REQUIRED_POSITIVE = ("img_per_s", "img_per_s_p10", "img_per_s_p90", "step_ms_p10", "step_ms_p50", "step_ms_p90")

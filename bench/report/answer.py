@@ -25,6 +25,7 @@ import pandas as pd
 import strategies
 from bench.cases import ranking, results
 from bench.cases.case import Case
+from bench.cases.caveats import CAPPED_PCT
 from bench.cases.levers import difference
 from bench.cases.ranking import UNSTABLE  # noqa: F401 - the report's legend states it
 from bench.core.peaks import dense_peak
@@ -220,6 +221,7 @@ def _record(key, batch, at: list[dict], base_of: dict[tuple, dict], legend: Lege
         "peak_alloc_mib": None if pd.isna(top.get("peak_alloc_mib")) else float(top["peak_alloc_mib"]),
         "regime": top.get("regime") or "", "notes": str(top.get("notes") or "") if pd.notna(top.get("notes")) else "",
         "caveat": str(top.get("caveat") or "") if pd.notna(top.get("caveat")) else "",
+        "power_capped_pct": _figure(top, "power_capped_pct"), "power_limit_w": _figure(top, "power_limit_w"),
         "mfu": share, "mfu_peak": peak, "noise_pct": round(100 * noise, 1),
         "fastest": None, "ties": [legend.short(r) for r in tied],
         "left_out": [{"label": legend.short(r), "img_per_s": float(r["img_per_s"]), "why": why}
@@ -343,6 +345,23 @@ def _interval_cell(r: dict) -> str:
     return f"{rate(lo)}-{rate(hi)}"
 
 
+def _figure(row, column: str) -> float | None:
+    """A row's number, None where the row lacks it (older files, no NVML)."""
+    value = row.get(column)
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def _power(r: dict) -> str:
+    """The share of the timed trials its GPUs ran held down by their power limit, where it is more
+    than a brief one: the figure is the speed at that limit (bench/measure/throttle.py)."""
+    share, limit = r.get("power_capped_pct"), r.get("power_limit_w")
+    if share is None or share <= CAPPED_PCT:
+        return ""
+    # NVML's counter moves in steps: a GPU capped throughout can read a little over 100%.
+    during = "throughout its trials" if share >= 100 else f"during {share:.0f}% of its trials"
+    return f", at its power limit{f' of {limit:.0f} W' if limit else ''} {during}"
+
+
 def _case(r: dict) -> str:
     interval = _interval_cell(r)
     return (f"`{r['label']}` ({r['precision']}, {r['where']}, {r['batch_per_gpu']}/{per(r)}): {rate(r['img_per_s'])} "
@@ -351,7 +370,7 @@ def _case(r: dict) -> str:
             + ("" if r["speedup"] is None else f", x{r['speedup']:.2f} over {strategies.baseline()}")
             + ("" if r.get("mfu") is None else f", MFU {100 * r['mfu']:.1f}% of {r['mfu_peak']}")
             + ("" if r["peak_alloc_mib"] is None else f", {r['peak_alloc_mib']:.0f} MiB/{per(r)}")
-            + (f", {r['regime']}" if r["regime"] else "")
+            + (f", {r['regime']}" if r["regime"] else "") + _power(r)
             + (f" (caveat: {r['caveat']})" if r.get("caveat") else ""))
 
 

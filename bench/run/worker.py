@@ -35,7 +35,7 @@ from bench.workloads import get_workload
 from bench.workloads.facts import facts
 from bench.core.precision import get_precision, release_apex
 from bench.core.stats import summarize
-from bench.measure.throttle import POLICIES, ClockLimits
+from bench.measure.throttle import POLICIES, POWER_LIMIT, ClockLimits
 from bench.measure.timing import StepClock, peak_memory_mib, reset_peak_memory
 from bench.core.step import CaseSpec, WorkerContext
 
@@ -195,7 +195,7 @@ def measure_case(job: Job, case: CaseSpec) -> dict | None:
                     break
     finally:
         gc.enable()
-    capped = limits.shares()
+    capped = limits.columns()
     phase("timed_s")
     if case.execution == "compile" and training.compiled_graphs() == graphs:
         # A row saying execution=compile must be a compiled step, whatever the strategy declares.
@@ -226,6 +226,8 @@ def measure_case(job: Job, case: CaseSpec) -> dict | None:
     # The most capped GPU of any rank (None where no rank could read its counters).
     figures.update({column: max((r["capped"][column] for r in per_rank if r["capped"][column] is not None),
                                 default=None) for column in POLICIES})
+    figures[POWER_LIMIT] = min((r["capped"][POWER_LIMIT] for r in per_rank if r["capped"][POWER_LIMIT] is not None),
+                               default=None)
     if case.nnodes > 1:
         nodes = {r["where"]["node"]: r["where"] for r in per_rank}
         figures.update(hosts=";".join(nodes[n]["host"] for n in sorted(nodes)),
