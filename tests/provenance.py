@@ -31,6 +31,7 @@ MOVED = [
     ("results/baselines", "results/reference/baselines"),  # the CI baseline, before results/reference/ existed
     # A device machine's output folder, brought back whole (scripts/answer_proof.sh wrote to /tmp/proof).
     ("proof", "results/reference/h200x2/answer"),
+    ("proof", "results/reference/h200x4/answer"),
     # `make fit-check GPUS=0,1 MODEL=vit-large` on 2 H200s, its folder brought back whole.
     ("results/fit-check-20261127-171620", "results/reference/h200x2/fit-check"),
     # `make fit-check GPUS=0,1 MODEL=timm:resnet50` on 2 of 4 H200s, and GPUS=0,1,2,3 MODEL=vit-large.
@@ -52,6 +53,10 @@ UNIONS = {
                                                               for s in ("ddp", "zero1", "fsdp2")}
        for where, model, n in (("h200x2/fit-check", "vit-large", 2), ("h200x2/fit-check-resnet50", "timm:resnet50", 2),
                                ("h200x4/fit-check", "vit-large", 4))},
+    # scripts/answer_proof.sh's three listings (a CUDA graph, compile reduce-overhead, its foreach SGD), in one file.
+    **{f"results/reference/{where}/answer/listings.json": {"listing-graph.json", "listing-compile-ro.json",
+                                                           "listing-compile-ro-foreach.json"}
+       for where in ("h200x2", "h200x4")},
 }
 
 
