@@ -302,6 +302,8 @@ H200X4 = {
     ("fsdp2", 4, "eager"): {256: 28300, 1024: 108900, 2048: 208900},
     ("allreduce-scratch", 4, "eager"): {256: 20000, 1024: 58900, 2048: 97700},
     ("dp", 4, "eager"): {256: 13000, 1024: 50000, 2048: 90000},
+    ("dp-fn", 4, "eager"): {256: 11700, 1024: 42700, 2048: 98100},  # results/reference/h200x4/answer/search-1.json
+    ("dp-manual", 4, "eager"): {256: 12000, 1024: 45700, 2048: 94800},
 }
 H200X2 = {
     ("single", 1, "eager"): {256: 31800, 1024: 80300, 2048: 86100},
@@ -631,13 +633,14 @@ def test_a_process_groups_compiled_cases_each_get_a_worker_of_their_own(tmp_path
 SEARCH_7MIN_2XH200 = ROOT / "results/reference/h200x2/search-7min/search-1.json"
 
 
-def first_tier_left_out(doc: dict) -> list[tuple]:
-    """(devices, batch, execution) of the first-tier levers a 2-GPU search did not measure:
-    compile reduce-overhead at every batch of both counts, the CUDA graph at 256/GPU."""
+def first_tier_left_out(doc: dict, devices: int = 2) -> list[tuple]:
+    """(devices, batch, execution) of the first-tier levers a search at `devices` GPUs did not
+    measure: compile reduce-overhead at every batch of both counts, the CUDA graph at 256/GPU."""
     tried = {(e["group"]["devices"], e["group"]["batch_per_gpu"], e["lever"].split(" (")[0])
              for e in doc["search"]["levers"] if e.get("gain")}
-    wanted = [(n, b, "execution=compile:reduce-overhead") for n in (1, 2) for b in (256, 1024, 2048)]
-    return [w for w in wanted + [(1, 256, "execution=cuda-graph"), (2, 256, "execution=cuda-graph")] if w not in tried]
+    wanted = [(n, b, "execution=compile:reduce-overhead") for n in (1, devices) for b in (256, 1024, 2048)]
+    graphs = [(1, 256, "execution=cuda-graph"), (devices, 256, "execution=cuda-graph")]
+    return [w for w in wanted + graphs if w not in tried]
 
 
 # The two compiled rows that came back two-mode on 2 H200s: compile reduce-overhead at 256/GPU on one
@@ -666,3 +669,46 @@ def test_the_default_budget_holds_the_whole_job_at_the_seconds_two_h200s_took(tm
     _, short = device_search(seven, shaky=TWO_MODE_2XH200, gpus=(0, 1), names=EVERY_STRATEGY, costs=costs,
                              budget_s=7 * 60)
     assert (1, 2048, "execution=compile:reduce-overhead") in first_tier_left_out(short)
+
+
+# The default make bench GPUS=0,1,2,3 twice on one machine of 4 H200s (2026-11-27, docs/proofs.md): the
+# first on a cold compile cache (ddp's compile reduce-overhead 32-38 s a case), the second on a warm one.
+SEARCHES_4XH200 = [ROOT / f"results/reference/h200x4/answer/search-{i}.json" for i in (1, 2)]
+
+
+def test_at_four_gpus_the_default_budget_holds_the_whole_job_and_five_minutes_do_not(tmp_path):
+    """Replayed at the seconds every case took in the two default runs on 4 H200s: at the default
+    budget, every strategy at every batch, every first-tier execution at both device counts and each
+    answer within 5% of the best. At 5 minutes, with either run's seconds, one GPU's compile
+    reduce-overhead is left out at every batch and those cells are answered far below the best (with
+    the cold run's, 4 GPUs' at 2048/GPU too). The warm run's seconds fit the whole job in 7 minutes;
+    the cold run's still leave one GPU's 2048/GPU out at 8."""
+    compile_ro = "execution=compile:reduce-overhead"
+    one_gpu = [(1, b, compile_ro) for b in (256, 1024, 2048)]
+    for path, at_five, fits, short in ((SEARCHES_4XH200[0], one_gpu + [(4, 2048, compile_ro)], None, 8),
+                                       (SEARCHES_4XH200[1], one_gpu, 7, None)):
+        costs = MeasuredCosts(path)
+        whole = tmp_path / path.stem
+        whole.mkdir()
+        _, doc = device_search(whole, gpus=(0, 1, 2, 3), names=EVERY_STRATEGY, costs=costs)
+        assert not [r for r in doc["rows"] if r["status"] == "skipped" and r["strategy"] != "mxnet-gluon"]
+        assert first_tier_left_out(doc, 4) == [], (path.name, doc["search"]["not_tried"])
+        for rec in answers_all(whole / "run.json"):
+            cell = (rec["devices"], rec["batch_per_gpu"])
+            assert rec["recommended"] and rec["img_per_s"] >= 0.95 * best_measurable(*cell), (path.name, rec)
+        for minutes in (5, fits, short):
+            if minutes is None:
+                continue
+            folder = tmp_path / f"{path.stem}-{minutes}min"
+            folder.mkdir()
+            _, doc = device_search(folder, gpus=(0, 1, 2, 3), names=EVERY_STRATEGY, costs=costs, budget_s=60 * minutes)
+            left = first_tier_left_out(doc, 4)
+            if minutes == 5:
+                assert [w for w in left if w[2] == compile_ro] == at_five, (path.name, left)
+                low = {(r["devices"], r["batch_per_gpu"]) for r in answers_all(folder / "run.json")
+                       if r["img_per_s"] < 0.95 * best_measurable(r["devices"], r["batch_per_gpu"])}
+                assert low == {(n, b) for n, b, _ in at_five}, (path.name, low)
+            elif minutes == fits:
+                assert left == [], (path.name, minutes, left)
+            else:
+                assert left == [(1, 2048, compile_ro)], (path.name, minutes, left)
