@@ -4,6 +4,7 @@
 #   bash scripts/answer_proof.sh OUT_DIR search NAME GPUS   # the default `make bench GPUS=...`, its wall time and answer
 #   bash scripts/answer_proof.sh OUT_DIR listing GPUS       # the fastest configurations, listed; the hand loop
 #   bash scripts/answer_proof.sh OUT_DIR proof              # `check proof` of every search against every file
+#     (a committed folder holds the three listings in one file, listings.json: the same step reads it)
 # 1. search: `make bench GPUS=0,1` (or 0,1,2,3): the default search (resnet18-small, amp-bf16,
 #    channels_last, 256/1024/2048 per GPU, the default budget), with its wall time and nvidia-smi's
 #    clocks beside it (smi-search-NAME.csv); run it twice.
@@ -69,7 +70,7 @@ case $step in
       --out "$out/handloop.json" > "$out/handloop.log" 2>&1
     ;;
   proof)
-    "$py" -m bench check proof "$out"/search-*.json --against "$out"/listing-*.json \
+    "$py" -m bench check proof "$out"/search-*.json --against "$out"/listing*.json \
       --handloop "$out/handloop.json" --out "$out/proof.json" 2>&1 | tee "$out/proof.txt"
     ;;
   *)
