@@ -33,6 +33,8 @@ The expression vocabulary (Python expressions over these names, nothing else):
   `k(x)` = x / 1e3, `pct(a, b)` = 100 (a / b - 1), `eff(rate, single, n)` = 100 rate / (n single),
   `median`, `spread(r)` = the p10-p90 width over the median, `min`, `max`, `len`, `sum`, `abs`,
   `sorted`, `round`, `any`, `all`, `zip`, `set`.
+- `phase(d, name)`: the seconds a search file's phase took (`d = doc(...)`); `both(a, b)`: one
+  printed figure said of two values ("181 s in both"), the one farther from it.
 
 What counts as a figure (outside code, links and the exemptions below): a number with a decimal
 point or an exponent (3.2, 0.985, 1e-4); an integer followed by a unit (% x k M MiB GiB MB GB
@@ -276,6 +278,9 @@ def _names(default: str | None) -> dict:
         "pct": lambda a, b: 100 * (a / b - 1),
         "eff": lambda rate, single, n: 100 * rate / (n * single),
         "spread": lambda r: (r["img_per_s_p90"] - r["img_per_s_p10"]) / r["img_per_s"],
+        "phase": lambda d, name: [p["seconds"] for p in d["search"]["phases"] if p["phase"] == name][0],
+        # One printed figure said of two files: the one farther from it, so that both must round to it.
+        "both": lambda a, b: max((a, b), key=lambda v: abs(v - round(a))),
         "median": statistics.median, "min": min, "max": max, "len": len, "sum": sum, "abs": abs,
         "sorted": sorted, "round": round, "any": any, "all": all, "zip": zip, "set": set, "dict": dict, "str": str,
         "float": float, "int": int, "math": math,
