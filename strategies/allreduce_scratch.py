@@ -2,8 +2,8 @@
 
 Split the batch, run one replica per device, sum the gradients onto the first device,
 broadcast the sum back, and let every replica take the same optimiser step. The
-replicas are driven from one thread in turn; CUDA's asynchronous launches let the
-devices work at the same time.
+replicas are driven from one thread, every forward before any backward; CUDA's asynchronous
+launches let the devices work at the same time.
 """
 from strategies import register
 from strategies.base import Collective, Strategy, TrainStep
@@ -63,12 +63,15 @@ class AllreduceScratch(Strategy):
             ]
 
         def run(shards):
-            # Phases labelled as in training.standard_step (the step anatomy reads them).
-            for forward, optimizer, (inputs, targets) in zip(forwards, optimizers, shards):
+            # Phases labelled as in training.standard_step (the step anatomy reads them). Every
+            # replica's forward is queued before any backward, so that a loss scale (fp16) reaches
+            # each device without waiting for another device's backward (runtime.backward_each).
+            losses = []
+            for forward, (inputs, targets) in zip(forwards, shards):
                 with record_function("parabench.forward"), runtime.autocast():
-                    loss = ctx.criterion(forward(inputs), targets)  # mean over this shard
-                with record_function("parabench.backward"):
-                    runtime.backward(loss, optimizer)
+                    losses.append(ctx.criterion(forward(inputs), targets))  # mean over this shard
+            with record_function("parabench.backward"):
+                runtime.backward_each(losses, optimizers)
             with record_function("parabench.allreduce"):
                 all_reduce(grads_of(replicas))
             with record_function("parabench.optimizer"):

@@ -66,6 +66,16 @@ class PrecisionRuntime:
     def backward(self, loss, optimizer=None) -> None:
         (self.scaler.scale(loss) if self.scaler else loss).backward()
 
+    def backward_each(self, losses, optimizers) -> None:
+        """Backward through one loss per replica, each replica on a device of its own. Every
+        loss is scaled before any backward is queued: the scale lives on one device, and a copy
+        between devices waits for the work queued on both (ATen's peer copy), so a replica's loss
+        scaled after the first replica's backward was queued would start its own backward only
+        when the first one's had ended."""
+        scaled = self.scaler.scale(list(losses)) if self.scaler else losses
+        for loss in scaled:
+            loss.backward()
+
     def step(self, optimizer) -> None:
         if self.scaler:
             self.scaler.step(optimizer)
@@ -99,6 +109,10 @@ class ApexRuntime(PrecisionRuntime):
     def backward(self, loss, optimizer=None) -> None:
         with self.amp.scale_loss(loss, optimizer) as scaled:
             scaled.backward()
+
+    def backward_each(self, losses, optimizers) -> None:
+        for loss, optimizer in zip(losses, optimizers, strict=True):
+            self.backward(loss, optimizer)
 
     def step(self, optimizer) -> None:
         optimizer.step()
