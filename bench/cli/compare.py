@@ -16,15 +16,14 @@ def cmd_compare(args) -> int:
         currents = [results.load(path) for path in args.current]
         if args.baseline == "auto":
             args.baseline = str(compare.baseline_for(currents[0], Path(args.baselines)))
-        baseline = results.load(args.baseline)
+        baselines = [results.load(path) for path in [args.baseline, *args.baseline_repeat]]
     except results.ResultsError as exc:
         raise UsageError(str(exc)) from None
     th = compare.Thresholds(fraction(args.max_slowdown, "--max-slowdown"),
                             fraction(args.max_memory_growth, "--max-memory-growth"), noise_factor(args.noise_factor))
-    runs = [compare.compare(baseline, cur, th, args.across_hardware, args.ratios_only, args.judge == "all")
-            for cur in currents]
-    verdicts = compare.confirmed(runs)
-    print(compare.render(verdicts, args.baseline, " + ".join(args.current)))
+    verdicts = compare.judge(baselines, currents, th, across_hardware=args.across_hardware,
+                             ratios_only=args.ratios_only, judge_timing=args.judge == "all")
+    print(compare.render(verdicts, " + ".join([args.baseline, *args.baseline_repeat]), " + ".join(args.current)))
     if args.json:
         write_json(args.json, verdicts)
     status = compare.exit_status(verdicts)
@@ -86,6 +85,9 @@ def add_parser(sub) -> None:
                            "checkout's CI baselines)")
     cmp_.add_argument("current", nargs="+",
                       help="results file; with several (repeat runs), a regression must show in all")
+    cmp_.add_argument("--baseline-repeat", action="append", default=[], metavar="FILE",
+                      help="another run of the baseline (repeatable): a regression must show against it too, so "
+                           "that a baseline measured while the host was disturbed cannot fail every later run")
     cmp_.add_argument("--max-slowdown", default="0.10",
                       help="allowed images/s drop, a fraction in (0, 1) or a percentage (default 0.10 = 10%%)")
     cmp_.add_argument("--max-memory-growth", default="0.10",

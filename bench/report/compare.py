@@ -13,6 +13,8 @@ Noise-aware rules (thresholds are per metric):
   for absolute images/s the p10-p90 ranges must not overlap.
 - Peak memory (GPU runs) is deterministic enough to be judged on its own threshold.
 - A case that was ok and now is oom/error/timeout is a regression.
+- With several current runs, or several runs of the baseline, a regression stands only where
+  every pair of them shows it.
 - Work counters (bench/measure/counters.py: operator calls, kernel launches, host synchronisations,
   collectives and their elements, allocated memory per step) are deterministic: any rise
   is a regression, exactly (allocated memory within 1%). Kernel launches and allocated
@@ -236,16 +238,23 @@ def _judge_counters(base: dict, cur: dict) -> list[str]:
 
 
 def confirmed(runs: list[list[dict]]) -> list[dict]:
-    """Verdicts of the first current run, where a regression stands only if every repeat
-    run shows it too (noise seldom repeats on the same case; a real regression does)."""
+    """Verdicts of the first comparison, where a regression stands only if every other one shows
+    it too: each repeat run, and each repeat of the baseline (noise seldom repeats on the same case;
+    a real regression does, and a baseline measured while the host was disturbed is outvoted)."""
     repeats = [{v["case"]: v for v in run} for run in runs[1:]]
     final = []
     for v in runs[0]:
         if v["verdict"] == "regression" and not all(r.get(v["case"], {}).get("verdict") == "regression"
                                                     for r in repeats):
-            v = dict(v, verdict="unconfirmed", why=v["why"] + ["not seen again in the repeat run"])
+            v = dict(v, verdict="unconfirmed", why=v["why"] + ["not seen again in every repeat run and baseline"])
         final.append(v)
     return final
+
+
+def judge(baselines: list[list[dict]], currents: list[list[dict]], th: Thresholds, **options) -> list[dict]:
+    """Every current run against every run of the baseline (`compare`'s options), confirmed: the
+    figures shown are the first pair's."""
+    return confirmed([compare(base, cur, th, **options) for base in baselines for cur in currents])
 
 
 def _pct(x) -> str:
