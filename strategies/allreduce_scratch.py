@@ -75,8 +75,7 @@ class AllreduceScratch(Strategy):
             with record_function("parabench.allreduce"):
                 all_reduce(grads_of(replicas))
             with record_function("parabench.optimizer"):
-                for optimizer in optimizers:
-                    runtime.step(optimizer)
+                runtime.step_each(optimizers)
                 runtime.update()
                 for optimizer in optimizers:
                     optimizer.zero_grad(set_to_none=True)

@@ -1,6 +1,6 @@
-"""The precision runtime's backward over several replicas (bench/core/precision.py): every loss is
-scaled before any backward is queued, and the gradients are those of scaling and back-propagating
-each loss on its own."""
+"""The precision runtime over several replicas (bench/core/precision.py): every loss is scaled
+before any backward is queued, every optimiser's gradients are unscaled before any optimiser
+steps, and the gradients and steps are those of each replica on its own."""
 import pytest
 import torch
 
@@ -62,6 +62,51 @@ def test_backward_each_without_a_scaler_backpropagates_each_loss():
         loss.backward()
     for a, b in zip(plain, together):
         assert all(torch.equal(pa.grad, pb.grad) for pa, pb in zip(a.parameters(), b.parameters()))
+
+
+def scaled_replicas(precision="amp-fp16", fused=False):
+    runtime = get_precision(precision).runtime("cpu")
+    models, losses = replicas_and_losses()
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.1, fused=fused or None) for m in models]
+    runtime.backward_each(losses, optimizers)
+    return runtime, models, optimizers
+
+
+def test_every_optimizer_is_unscaled_before_any_steps():
+    runtime, _, optimizers = scaled_replicas()
+    unscaled_at_first_step = []
+
+    def recording_step(optimizer, step):
+        def wrapped(*args, **kwargs):
+            if not unscaled_at_first_step:
+                states = runtime.scaler._per_optimizer_states
+                unscaled_at_first_step.extend(states[id(o)]["stage"].name for o in optimizers)
+            return step(*args, **kwargs)
+        return wrapped
+
+    for optimizer in optimizers:
+        optimizer.step = recording_step(optimizer, optimizer.step)
+    runtime.step_each(optimizers)
+    assert unscaled_at_first_step == ["UNSCALED", "UNSCALED"]
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["foreach", "fused"])
+def test_step_each_steps_as_each_optimizer_alone(fused):
+    runtime, together, optimizers = scaled_replicas(fused=fused)
+    runtime.step_each(optimizers)
+    runtime.update()
+    alone_runtime, alone, alone_optimizers = scaled_replicas(fused=fused)
+    for optimizer in alone_optimizers:
+        alone_runtime.step(optimizer)
+    alone_runtime.update()
+    for a, b in zip(alone, together):
+        assert all(torch.equal(pa, pb) for pa, pb in zip(a.parameters(), b.parameters()))
+    # The step is the unscaled one: the scale (65536) is off the gradients before lr 0.1 applies.
+    _, plain, plain_optimizers = scaled_replicas("fp32", fused=fused)
+    for optimizer in plain_optimizers:
+        optimizer.step()
+    assert torch.allclose(together[0].weight, plain[0].weight)
+    assert runtime.scaler.get_scale() == alone_runtime.scaler.get_scale() == 65536.0
 
 
 # --- the hand-written all-reduce's fp16 step is the fp16 step ----------------------

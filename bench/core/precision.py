@@ -82,6 +82,20 @@ class PrecisionRuntime:
         else:
             optimizer.step()
 
+    def step_each(self, optimizers) -> None:
+        """Step one optimiser per replica, each on a device of its own. Every optimiser's gradients
+        are unscaled before any steps: `scaler.step` of one optimiser reads its inf check on the host
+        and the inverse scale comes from the scale's device, so unscaling the next replica after the
+        first one's step was queued would wait for that step (a copy between devices waits for the
+        work queued on both), one replica's step after another. Optimisers that take the scale into
+        their own kernel (fused SGD) unscale there, as `scaler.step` leaves them."""
+        if self.scaler:
+            for optimizer in optimizers:
+                if not getattr(optimizer, "_step_supports_amp_scaling", False):
+                    self.scaler.unscale_(optimizer)
+        for optimizer in optimizers:
+            self.step(optimizer)
+
     def update(self) -> None:
         if self.scaler:
             self.scaler.update()
