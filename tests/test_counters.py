@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import TEST_STRATEGIES, run_cli
+from tests.conftest import TEST_STRATEGIES, cuda_gpus, run_cli
 
 SWEEP = ["--gpus", "", "--strategies", "faulty", "--batch-sizes", "2", "--warmup", "1", "--steps", "2", "--trials", "1"]
 # `make regress-ci`'s rule on a shared machine: counters judged, timing shown.
@@ -51,3 +51,54 @@ def test_an_injected_regression_is_flagged(baselines, launcher, extra, counter, 
     assert proc.returncode == 1, proc.stdout
     verdict = json.loads((tmp_path / "v.json").read_text())[0]
     assert verdict["verdict"] == "regression" and any(counter in why for why in verdict["why"]), verdict
+
+
+# --- what one step counts, and nothing of the profiler's own -----------------------------
+
+def _no_sync_step(device):
+    import torch
+
+    model = torch.nn.Linear(8, 8).to(device)
+
+    def run():
+        model(torch.randn(4, 8, device=device)).sum().backward()
+    return run
+
+
+def test_the_profilers_own_work_after_the_step_is_not_counted(monkeypatch):
+    # On a GPU the profiler synchronises the device as it stops (torch.autograd.profiler.profile.
+    # __exit__), inside the profile: one host sync in every GPU row of an earlier count. On the CPU
+    # it does not, so a read of a value on the way out stands in for it here.
+    import torch
+    from torch.autograd import profiler
+
+    from bench.measure import counters
+
+    leave = profiler.profile.__exit__
+
+    def leave_after_a_sync(self, *exc):
+        torch.ones(1).item()
+        return leave(self, *exc)
+
+    run = _no_sync_step(torch.device("cpu"))
+    clean = counters.count_step(run, [torch.device("cpu")])
+    monkeypatch.setattr(profiler.profile, "__exit__", leave_after_a_sync)
+    assert counters.count_step(run, [torch.device("cpu")]) == clean
+    assert clean["host_syncs_per_step"] == 0 and clean["ops_per_step"] > 0
+
+    def step_with_a_read():
+        run()
+        torch.ones(1).item()
+    assert counters.count_step(step_with_a_read, [torch.device("cpu")])["host_syncs_per_step"] == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(cuda_gpus() < 1, reason="needs a CUDA GPU")
+def test_a_gpu_step_without_a_sync_counts_none():
+    import torch
+
+    from bench.measure import counters
+
+    device = torch.device("cuda:0")
+    counts = counters.count_step(_no_sync_step(device), [device])
+    assert counts["host_syncs_per_step"] == 0 and counts["kernel_launches_per_step"] > 0, counts

@@ -36,11 +36,14 @@ def judged(name: str, row: dict) -> bool:
     return name not in AUTOTUNED or not (row.get("device") == "cuda" and bool(row.get("cudnn_benchmark")))
 
 _SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+# The step's own window in the profile: the profiler synchronises the device on leaving
+# (torch.autograd.profiler.profile.__exit__), and that cudaDeviceSynchronize is recorded too.
+_WINDOW = "parabench.counted_step"
 
 
 def count_step(run, devices) -> dict:
     """The counters of one call of `run` on `devices` (all of this process's)."""
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     # Launches and synchronisations are host-side calls, recorded when made: the window
     # needs no synchronisation of its own (which would be counted as the step's).
@@ -52,14 +55,18 @@ def count_step(run, devices) -> dict:
     gc.disable()
     try:
         with profile(activities=activities, profile_memory=True, record_shapes=True) as prof:
-            run()
+            with record_function(_WINDOW):
+                run()
         events = prof.events()
     finally:
         if collecting:
             gc.enable()
     counts = dict.fromkeys(COUNTERS, 0)
     alloc_bytes = 0
+    window = next(e.time_range for e in events if e.name == _WINDOW)
     for event in events:
+        if event.device_type.name == "CPU" and not window.start <= event.time_range.start <= window.end:
+            continue  # the profiler's own work before or after the step
         name = event.name
         if name.startswith("aten::"):
             counts["ops_per_step"] += 1
