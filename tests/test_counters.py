@@ -33,7 +33,7 @@ def test_unchanged_code_passes_and_counts_are_repeatable(baselines, launcher, tm
     proc = run_cli("compare", str(baselines[launcher]), str(again), *RULE, env=TEST_STRATEGIES)
     assert proc.returncode == 0, proc.stdout
     first, second = (json.loads(p.read_text())["rows"][0] for p in (baselines[launcher], again))
-    assert first["ops_per_step"] > 1000 and first["alloc_mib_per_step"] > 0
+    assert first["ops_per_step"] > 1000 and first["alloc_mib_per_step"] > 0 and first["counters_scope"] == "step"
     for name in ("ops_per_step", "host_syncs_per_step", "collectives_per_step", "collective_elements_per_step"):
         assert first[name] == second[name], name
 
@@ -100,5 +100,25 @@ def test_a_gpu_step_without_a_sync_counts_none():
     from bench.measure import counters
 
     device = torch.device("cuda:0")
-    counts = counters.count_step(_no_sync_step(device), [device])
+    run = _no_sync_step(device)
+    run()  # as a case does: its counting step follows the timed ones (cuBLAS and the allocator set up)
+    counts = counters.count_step(run, [device])
     assert counts["host_syncs_per_step"] == 0 and counts["kernel_launches_per_step"] > 0, counts
+
+
+def test_host_syncs_of_gpu_rows_counted_with_and_without_the_profilers_own_are_not_judged():
+    from bench.report import compare
+    from tests.test_regress import _rows
+
+    base, cur = _rows()
+    for row in base:
+        row.update(host_syncs_per_step=1, ops_per_step=700)  # counted before counters_scope
+    for row in cur:
+        row.update(host_syncs_per_step=1, ops_per_step=700, counters_scope="step")  # a new read in the step
+    verdicts = {v["case"].split()[0]: v for v in compare.compare(base, cur, compare.Thresholds())}
+    assert verdicts["ddp"]["verdict"] == "pass"
+    assert any("host syncs per step not judged" in why for why in verdicts["ddp"]["why"]), verdicts["ddp"]
+    for row in base:
+        row.update(host_syncs_per_step=0, counters_scope="step")  # recorded again: the new read is a regression
+    verdicts = {v["case"].split()[0]: v for v in compare.compare(base, cur, compare.Thresholds())}
+    assert verdicts["ddp"]["verdict"] == "regression" and "host syncs per step rose" in verdicts["ddp"]["why"][0]

@@ -76,7 +76,7 @@ def test_every_optimizer_is_unscaled_before_any_steps():
     runtime, _, optimizers = scaled_replicas()
     unscaled_at_first_step = []
 
-    def recording_step(optimizer, step):
+    def recording_step(step):
         def wrapped(*args, **kwargs):
             if not unscaled_at_first_step:
                 states = runtime.scaler._per_optimizer_states
@@ -85,7 +85,7 @@ def test_every_optimizer_is_unscaled_before_any_steps():
         return wrapped
 
     for optimizer in optimizers:
-        optimizer.step = recording_step(optimizer, optimizer.step)
+        optimizer.step = recording_step(optimizer.step)
     runtime.step_each(optimizers)
     assert unscaled_at_first_step == ["UNSCALED", "UNSCALED"]
 

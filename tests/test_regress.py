@@ -89,8 +89,26 @@ def test_a_disturbed_baseline_is_outvoted_by_its_repeat():
     th = compare.Thresholds()
     assert by_case(compare.judge([disturbed], [cur, cur], th))["ddp"]["verdict"] == "regression"
     outvoted = by_case(compare.judge([disturbed, base], [cur, cur], th))["ddp"]
-    assert outvoted["verdict"] == "unconfirmed" and "every repeat run and baseline" in outvoted["why"][-1]
+    assert outvoted["verdict"] == "unconfirmed" and "not seen again in a repeat" in outvoted["why"][-1]
     assert by_case(compare.judge([disturbed, base], [slower, slower], th))["ddp"]["verdict"] == "regression"
+
+
+def test_the_command_takes_repeats_of_the_baseline_and_a_wrong_one_refutes_nothing(tmp_path):
+    base, cur = _rows()
+    disturbed = copy.deepcopy(base)
+    disturbed[1].update(img_per_s=3500.0, img_per_s_p10=3480.0, img_per_s_p90=3520.0)
+    other_gpu = [dict(r, gpu_name="NVIDIA A100") for r in base]
+    files = {}
+    for name, rows in (("base", base), ("disturbed", disturbed), ("cur", cur), ("other", other_gpu)):
+        files[name] = str(tmp_path / f"{name}.json")
+        _write(files[name], copy.deepcopy(rows))
+    regressed = run_cli("compare", files["disturbed"], files["cur"])
+    assert regressed.returncode == 1 and "REGRESSION: speed-up over single fell" in regressed.stdout
+    outvoted = run_cli("compare", files["disturbed"], "--baseline-repeat", files["base"], files["cur"])
+    assert outvoted.returncode == 0 and "UNCONFIRMED" in outvoted.stdout, outvoted.stdout
+    assert f"against baseline {files['disturbed']} + {files['base']}" in outvoted.stdout
+    wrong = run_cli("compare", files["disturbed"], "--baseline-repeat", files["other"], files["cur"])
+    assert wrong.returncode == 1 and "REGRESSION" in wrong.stdout, wrong.stdout
 
 
 def test_ratios_only_leaves_single_unjudged():

@@ -53,7 +53,9 @@ FIGURES = [
     "power_capped_pct", "thermal_capped_pct", "power_limit_w",
     "peak_alloc_mib", "peak_alloc_mib_min", "peak_reserved_mib",
     "peak_alloc_mib_per_device", "peak_reserved_mib_per_device",
-    "parameters", "workload_source", "flops_per_image", "tflops", *COUNTERS, *ANATOMY, "elapsed_s", *PHASES,
+    "parameters", "workload_source", "flops_per_image", "tflops", *COUNTERS,
+    "counters_scope",  # what the counters cover: "step" (bench/measure/counters.py SCOPE), empty in older rows
+    *ANATOMY, "elapsed_s", *PHASES,
     "output_tail",
     "notes",  # what the strategy did with the knobs that they alone do not say (Strategy.notes)
     "screened",  # a search's survey measured one trial only, and why ('' where all ran)
@@ -91,7 +93,7 @@ NON_NEGATIVE = FLOAT - set(REQUIRED_POSITIVE) - {"anatomy_vs_timed_pct"}
 TEXT = {"cuda", "cudnn", "nccl", "torch", "mxnet", "numpy", "python", "driver", "gpus", "git_commit", "torch_git",
         "worker_scope", "workload_source", "cpus_per_rank", "caveat", "reason", "date", "gpu_name", "host", "hosts",
         "node_gpu_names", "cpu", "platform", "command", "run_id", "gpu_topology", "environment", "output_tail",
-        "outliers", "step_ms_trials"}
+        "outliers", "step_ms_trials", "counters_scope"}
 # Text fields that name what ran and where: shown in headings, table cells and the answer's first
 # line, they hold no line breaks, no control characters and none of Markdown's and HTML's own
 # characters (a model named 'm|x\n## heading' broke REPORT.md's tables and made a heading of its own).

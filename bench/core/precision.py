@@ -88,7 +88,9 @@ class PrecisionRuntime:
         and the inverse scale comes from the scale's device, so unscaling the next replica after the
         first one's step was queued would wait for that step (a copy between devices waits for the
         work queued on both), one replica's step after another. Optimisers that take the scale into
-        their own kernel (fused SGD) unscale there, as `scaler.step` leaves them."""
+        their own kernel (fused SGD) are left to `scaler.step`, which still copies the scale and the
+        inf check between devices per optimiser: they keep that wait."""
+        optimizers = list(optimizers)
         if self.scaler:
             for optimizer in optimizers:
                 if not getattr(optimizer, "_step_supports_amp_scaling", False):

@@ -35,14 +35,27 @@ def judged(name: str, row: dict) -> bool:
     """Whether counter `name` of this row repeats exactly from one worker to the next."""
     return name not in AUTOTUNED or not (row.get("device") == "cuda" and bool(row.get("cudnn_benchmark")))
 
+
+def comparable(name: str, base: dict, cur: dict) -> bool:
+    """Whether counter `name` means the same in both rows: host syncs of GPU rows counted with
+    and without the profiler's own synchronisation (SCOPE) differ by that one."""
+    return not (name == "host_syncs_per_step" and "cuda" in (base.get("device"), cur.get("device"))
+                and (base.get("counters_scope") or None) != (cur.get("counters_scope") or None))
+
 _SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
-# The step's own window in the profile: the profiler synchronises the device on leaving
+# Marks the step's end in the profile: the profiler synchronises the device as it stops
 # (torch.autograd.profiler.profile.__exit__), and that cudaDeviceSynchronize is recorded too.
-_WINDOW = "parabench.counted_step"
+# A mark after the step, not a range around it: a range would take the memory of the ops it
+# encloses on other threads (DataParallel's, autograd's device threads) as its own as well.
+_STEP_END = "parabench.step_end"
+# Rows whose counters stop at that mark say so (`counters_scope`); GPU rows counted before
+# include the profiler's synchronisation: one host sync more per step.
+SCOPE = "step"
 
 
 def count_step(run, devices) -> dict:
     """The counters of one call of `run` on `devices` (all of this process's)."""
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, record_function
 
     # Launches and synchronisations are host-side calls, recorded when made: the window
@@ -55,18 +68,22 @@ def count_step(run, devices) -> dict:
     gc.disable()
     try:
         with profile(activities=activities, profile_memory=True, record_shapes=True) as prof:
-            with record_function(_WINDOW):
-                run()
+            run()
+            with record_function(_STEP_END):
+                pass
         events = prof.events()
     finally:
         if collecting:
             gc.enable()
     counts = dict.fromkeys(COUNTERS, 0)
     alloc_bytes = 0
-    window = next(e.time_range for e in events if e.name == _WINDOW)
+    ends = [e.time_range.start for e in events if e.name == _STEP_END and e.device_type == DeviceType.CPU]
+    if len(ends) != 1:
+        raise RuntimeError(f"the counting step's profile holds {len(ends)} marks of its end, not one: "
+                           "its counts cannot be told from the profiler's own work")
     for event in events:
-        if event.device_type.name == "CPU" and not window.start <= event.time_range.start <= window.end:
-            continue  # the profiler's own work before or after the step
+        if event.device_type == DeviceType.CPU and event.time_range.start >= ends[0]:
+            continue  # the mark itself, and the profiler's own work as it stops
         name = event.name
         if name.startswith("aten::"):
             counts["ops_per_step"] += 1

@@ -19,7 +19,9 @@ Noise-aware rules (thresholds are per metric):
   collectives and their elements, allocated memory per step) are deterministic: any rise
   is a regression, exactly (allocated memory within 1%). Kernel launches and allocated
   memory of a GPU case with cuDNN autotuning on are not (each worker picks its own
-  convolution kernels) and are left unjudged there. `--judge counters` (shared CPUs)
+  convolution kernels) and are left unjudged there; so are host syncs between a GPU row counted
+  with the profiler's own synchronisation (before `counters_scope`) and one without, saying so.
+  `--judge counters` (shared CPUs)
   judges only these, peak memory and status changes, and shows timing unjudged.
 Cases present in only one file, or measured on different hardware, are listed and
 never compared (unless --across-hardware, which then compares in-run ratios alone); a
@@ -133,6 +135,10 @@ def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_ha
             continue
         timing_regressed, timing_why = _judge_timing(entry, base, cur, baseline, current, th, ratios_only, same_hw)
         counter_why = _judge_counters(base, cur) if same_hw else []
+        entry["why"] += [f"{name.replace('_', ' ')} not judged: one row counts the profiler's own synchronisation "
+                         "(counted before counters_scope); record the baseline again" for name in counters.COUNTERS
+                         if same_hw and base.get(name) is not None and cur.get(name) is not None
+                         and not counters.comparable(name, base, cur)]
         if judge_timing:
             entry["why"] += timing_why
             if timing_regressed:
@@ -230,23 +236,30 @@ def _judge_counters(base: dict, cur: dict) -> list[str]:
     why = []
     for name in counters.COUNTERS:
         was, now = base.get(name), cur.get(name)
-        if was is None or now is None or not (counters.judged(name, base) and counters.judged(name, cur)):
+        if was is None or now is None or not (counters.judged(name, base) and counters.judged(name, cur)
+                                               and counters.comparable(name, base, cur)):
             continue
         if now > was * (1 + counters.TOLERANCE.get(name, 0.0)) + 1e-9:
             why.append(f"{name.replace('_', ' ')} rose {was:g} -> {now:g}")
     return why
 
 
+# The verdicts of a repeat that refute a regression seen in the first comparison: it measured the
+# case within what is allowed, or found its host too noisy to tell.
+REFUTES = ("pass", "improved", "not judged")
+
+
 def confirmed(runs: list[list[dict]]) -> list[dict]:
-    """Verdicts of the first comparison, where a regression stands only if every other one shows
-    it too: each repeat run, and each repeat of the baseline (noise seldom repeats on the same case;
-    a real regression does, and a baseline measured while the host was disturbed is outvoted)."""
+    """Verdicts of the first comparison, where a regression stands only if no other one refutes
+    it: each repeat run, and each repeat of the baseline (noise seldom repeats on the same case; a
+    real regression does, and a baseline measured while the host was disturbed is outvoted). A
+    repeat that lacks the case or could not compare it (another hardware) refutes nothing: a wrong
+    file never turns a regression into a pass."""
     repeats = [{v["case"]: v for v in run} for run in runs[1:]]
     final = []
     for v in runs[0]:
-        if v["verdict"] == "regression" and not all(r.get(v["case"], {}).get("verdict") == "regression"
-                                                    for r in repeats):
-            v = dict(v, verdict="unconfirmed", why=v["why"] + ["not seen again in every repeat run and baseline"])
+        if v["verdict"] == "regression" and any(r.get(v["case"], {}).get("verdict") in REFUTES for r in repeats):
+            v = dict(v, verdict="unconfirmed", why=v["why"] + ["not seen again in a repeat"])
         final.append(v)
     return final
 

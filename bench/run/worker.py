@@ -233,7 +233,7 @@ def measure_case(job: Job, case: CaseSpec) -> dict | None:
         figures.update(hosts=";".join(nodes[n]["host"] for n in sorted(nodes)),
                        node_gpu_names=";".join(nodes[n]["gpu"] for n in sorted(nodes)))
     # Counters of the busiest rank (ranks of a data-parallel step do the same work).
-    figures.update({k: max(r["work"][k] for r in per_rank) for k in counters.COUNTERS})
+    figures.update({k: max(r["work"][k] for r in per_rank) for k in counters.COUNTERS}, counters_scope=counters.SCOPE)
     model = facts(case.model)  # on the meta device: no memory, whatever the model's size
     figures.update(parameters=model["parameters"], flops_per_image=model["flops_per_image"],
                    tflops=model["flops_per_image"] * figures["img_per_s"] / 1e12)
