@@ -84,9 +84,10 @@ def add_parser(sub) -> None:
                       help="where 'auto' finds <hardware>.json (default: results/reference/baselines, this "
                            "checkout's CI baselines)")
     cmp_.add_argument("current", nargs="+",
-                      help="results file; with several (repeat runs), a regression must show in all")
+                      help="results file; with several (repeat runs), a repeat that measured a case without the "
+                           "regression outvotes it")
     cmp_.add_argument("--baseline-repeat", action="append", default=[], metavar="FILE",
-                      help="another run of the baseline (repeatable): a regression must show against it too, so "
+                      help="another run of the baseline (repeatable): a regression it does not show is outvoted, so "
                            "that a baseline measured while the host was disturbed cannot fail every later run")
     cmp_.add_argument("--max-slowdown", default="0.10",
                       help="allowed images/s drop, a fraction in (0, 1) or a percentage (default 0.10 = 10%%)")

@@ -42,6 +42,7 @@ def comparable(name: str, base: dict, cur: dict) -> bool:
     return not (name == "host_syncs_per_step" and "cuda" in (base.get("device"), cur.get("device"))
                 and (base.get("counters_scope") or None) != (cur.get("counters_scope") or None))
 
+
 _SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 # Marks the step's end in the profile: the profiler synchronises the device as it stops
 # (torch.autograd.profiler.profile.__exit__), and that cudaDeviceSynchronize is recorded too.

@@ -13,8 +13,9 @@ Noise-aware rules (thresholds are per metric):
   for absolute images/s the p10-p90 ranges must not overlap.
 - Peak memory (GPU runs) is deterministic enough to be judged on its own threshold.
 - A case that was ok and now is oom/error/timeout is a regression.
-- With several current runs, or several runs of the baseline, a regression stands only where
-  every pair of them shows it.
+- With several current runs, or several runs of the baseline (--baseline-repeat), every current
+  run is compared with every baseline run; a regression stands unless one of those comparisons
+  measured the case and saw none (`confirmed`).
 - Work counters (bench/measure/counters.py: operator calls, kernel launches, host synchronisations,
   collectives and their elements, allocated memory per step) are deterministic: any rise
   is a regression, exactly (allocated memory within 1%). Kernel launches and allocated
