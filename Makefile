@@ -20,16 +20,18 @@ MODEL ?= resnet18-small
 RESULTS ?= results
 PLOTS ?= plots
 ARGS ?=
-# On GPUs the default sweep asks what the hardware can do: bf16 autocast and channels_last
-# (the fast path on H100/H200), per-GPU batches from host-bound (256) to GPU-bound (1024,
-# 2048), so the answer is not a comparison of kernel-launch overheads. About 24 cases,
-# a search of 9 minutes on GPUs (BUDGET). On the CPU (GPUS= or no GPU): fp32, the small default sweep.
+# On GPUs the default sweep asks what the hardware can do: bf16 autocast, and for images channels_last
+# (the fast path on H100/H200; `bench run`'s own default there), at the model's own per-GPU batches
+# (`bench run`'s default: for images from host-bound 256 to GPU-bound 1024 and 2048, so the answer is
+# not a comparison of kernel-launch overheads; for a language model 8, 16 and 32 sequences of 1024
+# tokens). About 24 cases, a search of 9 minutes on GPUs (BUDGET). On the CPU (GPUS= or no GPU): fp32,
+# the small default sweep. BATCH_SIZES= and LAYOUT= (e.g. --channels-last off) pass only what is set.
 ON_GPU := $(if $(filter-out cpu none,$(GPUS)),$(if $(shell command -v nvidia-smi 2>/dev/null),yes))
 PRECISION ?= $(if $(ON_GPU),amp-bf16,fp32)
-BATCH_SIZES ?= $(if $(ON_GPU),256$(,)1024$(,)2048)
-LAYOUT ?= $(if $(ON_GPU),--channels-last)
+BATCH_SIZES ?=
+LAYOUT ?=
 # On GPUs the sweep is the survey of a search (bench/run/search.py): every strategy at every batch,
-# the levers (executions, SGD kernels, memory format, strategy options) on the leaders, then the
+# the levers (executions, the optimiser's kernels, memory format, strategy options) on the leaders, then the
 # finalists measured again, all within BUDGET minutes (empty: the search's default, 9, what the
 # whole job takes on 2 H200s: docs/search.md). SEARCH= turns it off.
 BUDGET ?=

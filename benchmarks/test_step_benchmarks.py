@@ -45,7 +45,7 @@ def test_training_step(benchmark, software, strategy, gpus, replicas, batch):
     median = benchmark.stats.stats.median
     memory = peak_memory_mib(step.devices)
     benchmark.extra_info.update(
-        global_batch=batch * replicas, img_per_s=batch * replicas / median,
+        global_batch=batch * replicas, items_per_s=batch * replicas / median,
         peak_alloc_mib=max((m[0] for m in memory.values()), default=None),
         gpus=list(gpus), cudnn_benchmark=spec.cudnn_benchmark, **software,
     )

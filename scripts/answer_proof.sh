@@ -60,13 +60,13 @@ case $step in
     n=$(( $(tr -cd , <<<"$gpus" | wc -c) + 1 ))
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpus.csv" 2>&1
     nvidia-smi topo -m >> "$out/gpus.csv" 2>&1
-    listing graph --gpus "$gpus" --gpu-counts "$n" --strategies single,ddp --execution cuda-graph --sgd-impl fused
+    listing graph --gpus "$gpus" --gpu-counts "$n" --strategies single,ddp --execution cuda-graph --optimizer-impl fused
     listing compile-ro --gpus "$gpus" --gpu-counts "$n" --strategies single,ddp --execution compile \
-      --compile-mode reduce-overhead --sgd-impl fused
+      --compile-mode reduce-overhead --optimizer-impl fused
     listing compile-ro-foreach --gpus "${gpus%%,*}" --strategies single --execution compile \
-      --compile-mode reduce-overhead --sgd-impl foreach --batch-sizes 256
+      --compile-mode reduce-overhead --optimizer-impl foreach --batch-sizes 256
     "$py" -m bench check bareloop --variants compile-ro,graph --batches 256,1024,2048 --model resnet18-small \
-      --precision amp-bf16 --channels-last --sgd-impl fused --warmup 20 --steps 30 --rounds 5 \
+      --precision amp-bf16 --channels-last --optimizer-impl fused --warmup 20 --steps 30 --rounds 5 \
       --out "$out/handloop.json" > "$out/handloop.log" 2>&1
     ;;
   proof)

@@ -14,7 +14,7 @@ mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 handloop() {
   "$py" -m bench check bareloop --variants "${HANDLOOP_VARIANTS:-eager,compile,compile-ro,graph}" --batches 256,1024,2048 --model "$model" \
-    --precision amp-bf16 --channels-last --sgd-impl fused --warmup 20 --steps "${HANDLOOP_STEPS:-30}" \
+    --precision amp-bf16 --channels-last --optimizer-impl fused --warmup 20 --steps "${HANDLOOP_STEPS:-30}" \
     --rounds "${HANDLOOP_ROUNDS:-5}" --out "$out/handloop-$model.json" 2>&1 | tail -15 | tee "$out/handloop-$model.log"
 }
 [ -n "${HANDLOOP_FIRST:-}" ] && handloop

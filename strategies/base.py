@@ -19,9 +19,9 @@ from bench.core.step import EXECUTIONS, CaseSpec, TrainStep, WorkerContext
 
 __all__ = ["COLLECTIVES", "STATE", "CaseSpec", "Collective", "Placement", "Strategy", "TrainStep", "WorkerContext"]
 
-# The training state a strategy may split across its ranks. Each part is one fp32 copy of the
-# parameters' size: every strategy here keeps fp32 parameters under autocast, and the
-# optimiser state is SGD's momentum.
+# The training state a strategy may split across its ranks. Parameters and gradients are one fp32
+# copy of the parameters' size each (every strategy here keeps fp32 parameters under autocast); the
+# optimiser state is one for SGD's momentum, two for AdamW's moments (bench/core/knobs.py OPTIMIZERS).
 STATE = ("parameters", "gradients", "optimizer_state")
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce")
 
@@ -123,10 +123,14 @@ class Strategy:
                         f"{', '.join(COLLECTIVES)}, of one of {', '.join(STATE)}")
         return None
 
-    def sharded_bytes(self, parameters: int) -> int:
+    def sharded_bytes(self, parameters: int, optimizer: str | None = "sgd") -> int:
         """Bytes of the training state the strategy splits across its ranks (of which a rank of
-        n holds 1/n), for a model of `parameters` elements."""
-        return len(self.shards) * parameters * 4
+        n holds 1/n), for a model of `parameters` elements trained by `optimizer` (whose state
+        is one fp32 copy of the parameters for SGD's momentum, two for AdamW's moments)."""
+        from bench.core.knobs import state_copies
+
+        copies = {"parameters": 1, "gradients": 1, "optimizer_state": state_copies(optimizer)}
+        return sum(copies[part] for part in self.shards) * parameters * 4
 
     def describe_shards(self) -> str:
         """'the optimiser state', 'the parameters, gradients and optimiser state', or ''."""
@@ -146,10 +150,10 @@ class Strategy:
     def default_cudnn_benchmark(self) -> bool:
         return not self.replicas_in_threads
 
-    def resolve_knob(self, knob, requested, on_gpu: bool, execution: str):
+    def resolve_knob(self, knob, requested, on_gpu: bool, execution: str, data=None):
         """What this strategy runs for a knob's request (bench/core/knobs.py): the knob's own
-        rule, unless the strategy fixes the value itself."""
-        return knob.resolve(requested, self, on_gpu, execution) if knob.resolve else requested
+        rule, unless the strategy fixes the value itself; `data` is the workload's, where known."""
+        return knob.resolve(requested, self, on_gpu, execution, data) if knob.resolve else requested
 
     def launcher(self, options: dict):
         """The launcher object that starts this strategy's worker (bench.engine.launchers)."""

@@ -47,7 +47,7 @@ class FSDP2(DDP):
                       "mixed_precision": ("auto", "off")}
 
     def knobs_unavailable_reason(self, knobs):
-        if knobs.get("sgd_impl") == "fused":
+        if knobs.get("optimizer_impl") == "fused" and knobs.get("optimizer", "sgd") == "sgd":
             # torch 2.11 on an H200: "aten._fused_sgd_.default does not have a sharding strategy registered".
             return "fused SGD cannot update FSDP2's DTensor shards (torch registers no sharding rule for _fused_sgd_)"
         return None

@@ -6,7 +6,7 @@
     doc = "README.md"                                   # the document that states it
     text = "| `ddp`, PyTorch's defaults | 54.3 k | |"   # its exact text there (found once)
     file = "results/reference/h200/h200x4-knobs-ddp-r18-default.json"   # where it comes from
-    values = ['k(row(n_gpus=4)["img_per_s"])']          # one expression per figure of `text`
+    values = ['k(row(n_gpus=4)["items_per_s"])']          # one expression per figure of `text`
 
 `figures(text)` finds the figures of a text (the rule below); a claim gives one expression per
 figure, in the order they stand, and each must come out as printed: within half a unit of the
@@ -179,8 +179,8 @@ def _rows_of(path: Path) -> list[dict]:
     if path not in _LOADED:
         rows = results.load(path)
         for i, r in enumerate(rows):  # images/s is derived: it must still follow from the step time
-            if r["status"] == "ok" and abs(r["global_batch"] * 1e3 / r["step_ms_p50"] / r["img_per_s"] - 1) > 1e-6:
-                raise ClaimError(f"{path.relative_to(REPO)}: row {i}: img_per_s {r['img_per_s']:.6g} "
+            if r["status"] == "ok" and abs(r["global_batch"] * 1e3 / r["step_ms_p50"] / r["items_per_s"] - 1) > 1e-6:
+                raise ClaimError(f"{path.relative_to(REPO)}: row {i}: items_per_s {r['items_per_s']:.6g} "
                                  "does not follow from "
                                  f"global_batch / step_ms_p50 ({r['global_batch'] * 1e3 / r['step_ms_p50']:.6g}): "
                                  "the raw data under a derived figure changed")
@@ -194,18 +194,18 @@ def _read_json(path: Path):
 
 def _derived_problem(value, where: str = "") -> str | None:
     """Where a derived figure of a JSON document no longer follows from the raw data beside it:
-    a measurement's img_per_s from its windows (the median), a hand loop's best from its rows."""
+    a measurement's items_per_s from its windows (the median), a hand loop's best from its rows."""
     if isinstance(value, dict):
-        windows, rate = value.get("windows"), value.get("img_per_s")
+        windows, rate = value.get("windows"), value.get("items_per_s")
         if isinstance(windows, list) and windows and isinstance(rate, (int, float)):
             if abs(statistics.median(windows) - rate) > 1e-9 * abs(rate):
-                return (f"{where}: img_per_s {rate:.6g} is not the median of its windows "
+                return (f"{where}: items_per_s {rate:.6g} is not the median of its windows "
                         f"({statistics.median(windows):.6g})")
         if isinstance(value.get("best"), dict) and isinstance(value.get("rows"), list):
             for batch, best in value["best"].items():
-                rates = [r.get("img_per_s") for r in value["rows"] if str(r.get("batch_per_gpu")) == str(batch)]
-                if rates and best.get("img_per_s") != max(rates):
-                    return (f"{where}best[{batch}]: {best.get('img_per_s')} is not the fastest of its rows "
+                rates = [r.get("items_per_s") for r in value["rows"] if str(r.get("batch_per_gpu")) == str(batch)]
+                if rates and best.get("items_per_s") != max(rates):
+                    return (f"{where}best[{batch}]: {best.get('items_per_s')} is not the fastest of its rows "
                             f"({max(rates)})")
         items = value.items()
     elif isinstance(value, list):
@@ -272,12 +272,12 @@ def _names(default: str | None) -> dict:
         "table": lambda path=None: _table(_path(path, default)),
         "opt": option,
         "k": lambda x: x / 1e3,
-        "ips": lambda r: r["img_per_s"] / 1e3,
-        "p10": lambda r: r["img_per_s_p10"] / 1e3,
-        "p90": lambda r: r["img_per_s_p90"] / 1e3,
+        "ips": lambda r: r["items_per_s"] / 1e3,
+        "p10": lambda r: r["items_per_s_p10"] / 1e3,
+        "p90": lambda r: r["items_per_s_p90"] / 1e3,
         "pct": lambda a, b: 100 * (a / b - 1),
         "eff": lambda rate, single, n: 100 * rate / (n * single),
-        "spread": lambda r: (r["img_per_s_p90"] - r["img_per_s_p10"]) / r["img_per_s"],
+        "spread": lambda r: (r["items_per_s_p90"] - r["items_per_s_p10"]) / r["items_per_s"],
         "phase": lambda d, name: [p["seconds"] for p in d["search"]["phases"] if p["phase"] == name][0],
         # One printed figure said of two files: the one farther from it, so that both must round to it.
         "both": lambda a, b: max((a, b), key=lambda v: abs(v - round(a))),

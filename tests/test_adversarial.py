@@ -85,7 +85,7 @@ def test_a_results_file_of_very_many_small_rows_is_one_line_at_once(tmp_path):
     from tests.conftest import run_cli
 
     path = tmp_path / "many.csv"
-    path.write_text("strategy,precision,model,batch_per_gpu,status,img_per_s\n"
+    path.write_text("strategy,precision,model,batch_per_gpu,status,items_per_s\n"
                     + "single,fp32,resnet18-small,2,skipped,\n" * 200_000)
     started = time.monotonic()
     proc = run_cli("answer", str(path), timeout=120)

@@ -109,7 +109,7 @@ FLOOR, CEILING = 0.02, 0.5
 
 @pytest.fixture(scope="module")
 def amp_fp16():
-    params = strategy_parameters("single", MODEL, BATCH, (0,), 1, precision="amp-fp16", sgd_impl="foreach")
+    params = strategy_parameters("single", MODEL, BATCH, (0,), 1, precision="amp-fp16", optimizer_impl="foreach")
     reference = reference_parameters(MODEL, BATCH, shards=1, device="cuda:0")
     initial = reference_parameters(MODEL, BATCH, shards=1, steps=0)
     name, share = update_share(params, reference, initial)
@@ -127,7 +127,7 @@ def test_gpu_apex_step_matches_amp_fp16(strategy, level, amp_fp16):
     if strategies.get(strategy).unavailable_reason(Placement((0,), 1), get_precision(precision)):
         pytest.skip(strategies.get(strategy).unavailable_reason(Placement((0,), 1), get_precision(precision)))
     reference, initial, amp_share = amp_fp16
-    params = strategy_parameters(strategy, MODEL, BATCH, (0,), 1, precision=precision, sgd_impl="foreach")
+    params = strategy_parameters(strategy, MODEL, BATCH, (0,), 1, precision=precision, optimizer_impl="foreach")
     assert all(v.dtype == torch.float32 and v.isfinite().all() for v in params.values())
     assert max_abs_difference(params, initial) > 0, f"{precision} did not move the parameters (a skipped step)"
     name, share = update_share(params, reference, initial)
@@ -143,7 +143,7 @@ def test_gpu_apex_o1_leaves_the_worker_unpatched():
     # same worker must train exactly as it does alone.
     from bench.checks.parity import parity_case, run_parity
 
-    fp32 = parity_case("single", MODEL, BATCH, (0,), 1, sgd_impl="foreach")
+    fp32 = parity_case("single", MODEL, BATCH, (0,), 1, optimizer_impl="foreach")
     alone = run_parity([fp32])[0]
-    after = run_parity([parity_case("single", MODEL, BATCH, (0,), 1, sgd_impl="foreach", precision="apex-O1"), fp32])[1]
+    after = run_parity([parity_case("single", MODEL, BATCH, (0,), 1, optimizer_impl="foreach", precision="apex-O1"), fp32])[1]
     assert max_abs_difference(alone, after) == 0.0

@@ -70,7 +70,7 @@ def test_a_changed_number_in_a_results_file_fails_its_claim(monkeypatch):
     path = claims.REPO / claim.file
     rows = [dict(r) for r in results.load(path)]
     single = next(r for r in rows if r["strategy"] == "single")
-    single["img_per_s"] *= 1.01  # 28.44 k -> 28.72 k
+    single["items_per_s"] *= 1.01  # 28.44 k -> 28.72 k
     monkeypatch.setitem(claims._LOADED, path, rows)
     problems = claims.check(claim)
     assert len(problems) == 2 and "prints 28.4, its file gives 28.7" in problems[0], problems  # and the efficiency
@@ -157,7 +157,7 @@ def test_the_reference_tree_stays_lean():
 
 def write_rows(path, command, **extra):
     row = {"strategy": "single", "precision": "fp32", "model": "resnet18-small", "batch_per_gpu": 2, "status": "ok",
-           "img_per_s": 10.0, "img_per_s_p10": 9.0, "img_per_s_p90": 11.0, "step_ms_p10": 180.0, "step_ms_p50": 200.0,
+           "items_per_s": 10.0, "items_per_s_p10": 9.0, "items_per_s_p90": 11.0, "step_ms_p10": 180.0, "step_ms_p50": 200.0,
            "step_ms_p90": 220.0, "device": "cpu", "n_gpus": 0, "n_replicas": 1, "host": "vm",
            "date": "2026-11-23T15:24:54+00:00", "command": command, **extra}
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -270,7 +270,7 @@ def test_a_changed_step_time_under_images_per_second_fails_its_claim(monkeypatch
     path = claims.REPO / claim.file
     rows = [dict(r) for r in results_mod.load(path)]
     single = next(r for r in rows if r["strategy"] == "single")
-    single["step_ms_p50"] *= 1.01  # the measurement moved; img_per_s left as it was
+    single["step_ms_p50"] *= 1.01  # the measurement moved; items_per_s left as it was
     monkeypatch.delitem(claims._LOADED, path, raising=False)
     real = results_mod.load
     monkeypatch.setattr(claims.results, "load", lambda p: rows if p == path else real(p))

@@ -23,7 +23,7 @@ def test_tiny_sweep_writes_well_formed_rows(tmp_path):
                                                                  for b in (1, 2)}
     for r in ok:
         assert r["step_ms_p10"] <= r["step_ms_p50"] <= r["step_ms_p90"]
-        assert r["img_per_s"] == pytest.approx(r["global_batch"] / (r["step_ms_p50"] / 1000))
+        assert r["items_per_s"] == pytest.approx(r["global_batch"] / (r["step_ms_p50"] / 1000))
         assert r["global_batch"] == r["batch_per_gpu"] * r["n_replicas"]
         assert r["n_timed_steps"] == 4 and r["tflops"] > 0 and r["torch"] and r["date"] and r["python"]
     assert all(r["status"] == "skipped" and "CUDA" in r["reason"] for r in rows if r["strategy"] == "dp")

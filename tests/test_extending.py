@@ -60,7 +60,7 @@ def test_a_strategy_added_in_its_own_file_runs_in_a_sweep(tmp_path):
     assert run.returncode == 0, run.stderr
     rows = json.loads(out.read_text())["rows"]
     by_strategy = {r["strategy"]: r for r in rows}
-    assert by_strategy["toy"]["status"] == "ok" and by_strategy["toy"]["img_per_s"] > 0
+    assert by_strategy["toy"]["status"] == "ok" and by_strategy["toy"]["items_per_s"] > 0
     assert by_strategy["single"]["status"] == "ok"
 
 
@@ -107,7 +107,7 @@ def test_a_strategy_that_shards_the_optimiser_is_fitted_and_reported_from_its_fi
               "cpu": "x", "n_gpus": 0, "n_replicas": 2, "batch_per_gpu": 8, "global_batch": 16, "status": "ok",
               "parameters": 1_000_000, "channels_last": False, "execution": "eager", "options": "{}",
               "date": "2026-11-26T00:00:00+00:00", "tflops": 0.1}
-    rows = [{**common, "strategy": s, "img_per_s": ips, "img_per_s_p10": ips * 0.95, "img_per_s_p90": ips * 1.05,
+    rows = [{**common, "strategy": s, "items_per_s": ips, "items_per_s_p10": ips * 0.95, "items_per_s_p90": ips * 1.05,
              "step_ms_p50": 16e3 / ips, "step_ms_p10": 16e3 / ips * 0.95, "step_ms_p90": 16e3 / ips * 1.05,
              "peak_alloc_mib": peak} for s, ips, peak in (("ddp", 100.0, 40.0), ("myzero", 90.0, 38.2))]
     results.write(tmp_path / "results" / "run.json", rows)
@@ -135,13 +135,13 @@ def test_every_declared_knob_is_a_field_read_one_way_in_the_parent_and_the_worke
 
     fields = {n for n in dir(KnobFields) if isinstance(getattr(KnobFields, n), property)}
     assert fields == {k.name for k in KNOBS}, "a knob declared without its field, or a field without its knob"
-    asked = settings(tf32="on", sgd_impl="foreach", cpu_bind="exclusive", data="host")
+    asked = settings(tf32="on", optimizer_impl="foreach", cpu_bind="exclusive", data="host")
     case = Case.make("ddp", "fp32", "resnet18-small", Placement((), 2), 4, "eager", asked)
     ctx = WorkerContext(case.spec(), case.placement, None, {})
     for knob in KNOBS:
         spec = CaseSpec.from_json(case.spec().to_json())  # as the worker reads it back
         assert getattr(case, knob.name) == getattr(spec, knob.name) == getattr(ctx, knob.name), knob.name
-    assert (asked.tf32, case.tf32, ctx.tf32) == ("on", "on", "on") and ctx.sgd_impl == "foreach" and ctx.data == "host"
+    assert (asked.tf32, case.tf32, ctx.tf32) == ("on", "on", "on") and ctx.optimizer_impl == "foreach" and ctx.data == "host"
     assert asked.cudnn_benchmark == "auto" and case.cudnn_benchmark is None  # resolved: no cuDNN on the CPU
 
 

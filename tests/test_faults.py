@@ -45,7 +45,7 @@ def leftover_processes(marker: str) -> list[psutil.Process]:
 def assert_others_measured(rows, bad):
     for batch, row in rows.items():
         if batch != bad and row["status"] == "ok":
-            assert row["img_per_s"] > 0 and row["step_ms_p50"] > 0
+            assert row["items_per_s"] > 0 and row["step_ms_p50"] > 0
     assert [b for b, r in rows.items() if b != bad and r["status"] != "ok"] == []
 
 

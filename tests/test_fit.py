@@ -304,7 +304,7 @@ def test_fit_on_the_cpu_finds_the_largest_batch_each_strategy_fits_in_a_small_bu
     run = tmp_path / "run.json"
     results.write(run, [{"strategy": "single", "precision": "fp32", "model": "tinynets:widenet", "device": "cpu",
                          "gpus": "", "n_gpus": 0, "n_replicas": 1, "batch_per_gpu": 4, "global_batch": 4,
-                         "status": "ok", "img_per_s": 100.0, "img_per_s_p10": 95.0, "img_per_s_p90": 105.0,
+                         "status": "ok", "items_per_s": 100.0, "items_per_s_p10": 95.0, "items_per_s_p90": 105.0,
                          "step_ms_p50": 40.0, "step_ms_p10": 38.0, "step_ms_p90": 42.0, "cpu": "x", "gpu_name": "cpu",
                          "date": "2026-11-25T00:00:00+00:00", "options": "{}"}])
     assert sections.fit_section in sections.SECTIONS
@@ -427,7 +427,7 @@ def _fit_of(row: dict, largest: int, failed: int, peak_scale: float) -> dict:
     times `peak_scale`."""
     from bench.fit import fit
 
-    case = {k: row[k] for k in ("model", "precision", "strategy", "channels_last", "execution", "sgd_impl", "options",
+    case = {k: row[k] for k in ("model", "precision", "strategy", "channels_last", "execution", "optimizer_impl", "options",
                                 "gpu_name")}
     probes = [{**case, "devices": 2, "batch_per_gpu": row["batch_per_gpu"], "status": "ok",
                "peak_alloc_mib": row["peak_alloc_mib"] * peak_scale},
@@ -824,7 +824,7 @@ def _verdicts(probes: dict, headroom_mib: float) -> dict:
     how = search.Search(limit_mib=USABLE_X2 - headroom_mib)
     rows, outcomes = [], []
     case = {"model": "vit-large", "precision": "amp-bf16", "channels_last": True, "execution": "eager",
-            "sgd_impl": "foreach", "options": "{}", "gpu_name": "NVIDIA H200"}
+            "optimizer_impl": "foreach", "options": "{}", "gpu_name": "NVIDIA H200"}
     for strategy, measured in probes.items():
         judged_probes = [{"batch": b, **judged({"status": s, "peak_alloc_mib": peak}, USABLE_X2, headroom_mib)}
                          for b, s, peak in measured]

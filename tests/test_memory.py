@@ -12,7 +12,7 @@ from tests.conftest import cuda_gpus, rows_of, run_cli
 
 MODEL = "resnet18-small"
 COMMON = ["--strategies", "single", "--gpus", "0", "--models", MODEL, "--precisions", "amp-bf16",
-          "--batch-sizes", "256", "--sgd-impl", "fused", "--channels-last", "--warmup", "12", "--steps", "5",
+          "--batch-sizes", "256", "--optimizer-impl", "fused", "--channels-last", "--warmup", "12", "--steps", "5",
           "--trials", "1"]
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from bench.workloads import get_workload
-from bench.workloads.facts import training_flops_per_image
+from bench.workloads.facts import training_flops_per_item
 
 
 def n_params(name):
@@ -23,8 +23,8 @@ def test_resnet18_small_parameter_count():
 
 
 @pytest.mark.parametrize("name, gflop", [("resnet18", 10.648), ("resnet18-small", 2.734)])
-def test_training_flops_per_image(name, gflop):
-    assert training_flops_per_image(name) / 1e9 == pytest.approx(gflop, rel=1e-3)
+def test_training_flops_per_item(name, gflop):
+    assert training_flops_per_item(name) / 1e9 == pytest.approx(gflop, rel=1e-3)
 
 
 @pytest.mark.parametrize("name, shape, classes", [("resnet18", (3, 224, 224), 1000),
@@ -67,7 +67,7 @@ def test_vit_large_is_vit_large_sized_without_building_it():
     found = facts("vit-large")  # meta tensors: no 1.2 GB of weights on this machine
     assert found["parameters"] == 304_326_632  # ViT-L/16 at 224 (timm's vit_large_patch16_224)
     # 3 x (2 x 197 tokens x the blocks' weights) plus attention: 369.0 GFLOP per image per step.
-    assert found["flops_per_image"] / 1e9 == pytest.approx(369.02, rel=1e-3)
+    assert found["flops_per_item"] / 1e9 == pytest.approx(369.02, rel=1e-3)
     workload = get_workload("vit-large")
     assert workload.input_shape == (3, 224, 224) and workload.num_classes == 1000 and workload.mxnet is None
 

@@ -99,7 +99,7 @@ def test_sweep_over_two_cpu_contexts(tmp_path):
     assert [r["status"] for r in rows] == ["ok", "ok"]
     for r in rows:
         assert r["n_replicas"] == 2 and r["device"] == "cpu" and r["global_batch"] == 2 * r["batch_per_gpu"]
-        assert r["img_per_s"] > 0 and r["mxnet"] == "1.9.1" and json.loads(r["options"]) == {"kvstore": "device"}
+        assert r["items_per_s"] > 0 and r["mxnet"] == "1.9.1" and json.loads(r["options"]) == {"kvstore": "device"}
 
 
 def test_kvstore_local_is_a_knob(tmp_path):

@@ -92,13 +92,13 @@ def test_powersgd_compresses_after_its_exact_steps():
     assert all(v.isfinite().all() for v in compressed.values())
 
 
-@pytest.mark.parametrize("sgd_impl", ["foreach", "fused"])
-def test_sgd_implementations_compute_the_same_update(sgd_impl):
+@pytest.mark.parametrize("optimizer_impl", ["foreach", "fused"])
+def test_optimizer_implementations_compute_the_same_update(optimizer_impl):
     # Two steps, so that the momentum buffer takes part. One device: after a first step
     # that differs by ~1e-7 (DDP's reduction order), this small-batch step amplifies the
     # difference to ~1e-3, which would hide what is tested here.
     reference2 = reference_parameters(MODEL, GLOBAL_BATCH, shards=1, steps=2)
-    params = strategy_parameters("single", MODEL, GLOBAL_BATCH, (), 1, steps=2, sgd_impl=sgd_impl)
+    params = strategy_parameters("single", MODEL, GLOBAL_BATCH, (), 1, steps=2, optimizer_impl=optimizer_impl)
     assert all_close(params, reference2, **CPU_TOLERANCE), f"max |diff| {max_abs_difference(params, reference2):.3g}"
 
 
@@ -106,7 +106,7 @@ def test_a_case_does_not_depend_on_what_ran_before_it_in_the_worker():
     # One long-lived worker runs several cases: the same case first and after others must
     # train to exactly the same parameters (seeds, data and state are reset per case).
     first = parity_case("single", MODEL, GLOBAL_BATCH, steps=2)
-    other = parity_case("single", "resnet18-small", 4, steps=3, seed=1, sgd_impl="foreach")
+    other = parity_case("single", "resnet18-small", 4, steps=3, seed=1, optimizer_impl="foreach")
     a, _, b = run_parity([first, other, first])
     assert max_abs_difference(a, b) == 0.0
 
@@ -193,7 +193,7 @@ def gpu_parameters():
     """Every strategy's step on 1 or 2 GPUs, then DDP's knobs on 2: the setups that share a worker
     (every one-process strategy; every torchrun one) run in one, as a sweep runs them."""
     setups = [(n, 1 if strategies.get(n).max_replicas == 1 else 2, {}) for n in GPU_STRATEGIES]
-    setups += [("ddp", 2, options, {"sgd_impl": sgd_impl}) for sgd_impl, options, _ in DDP_KNOBS]
+    setups += [("ddp", 2, options, {"optimizer_impl": optimizer_impl}) for optimizer_impl, options, _ in DDP_KNOBS]
     found = shared_workers(setups, _two_gpus)
     return dict(zip(GPU_STRATEGIES, found)), found[len(GPU_STRATEGIES):]
 
@@ -208,17 +208,17 @@ def test_gpu_strategies_match_the_reference(strategy, gpu_parameters, gpu_refere
 
 @pytest.mark.gpu
 @pytest.mark.skipif(cuda_gpus() < 1, reason="needs a CUDA GPU")
-@pytest.mark.parametrize("strategy, replicas, execution, sgd_impl", [
+@pytest.mark.parametrize("strategy, replicas, execution, optimizer_impl", [
     ("single", 1, "cuda-graph", "foreach"), ("single", 1, "cuda-graph", "fused"), ("ddp", 1, "cuda-graph", "fused"),
     ("ddp", 2, "cuda-graph", "fused"), ("single", 1, "compile", "foreach"),
 ])
-def test_gpu_executions_keep_the_step(strategy, replicas, execution, sgd_impl, gpu_reference):
+def test_gpu_executions_keep_the_step(strategy, replicas, execution, optimizer_impl, gpu_reference):
     if replicas > cuda_gpus():
         pytest.skip(f"needs {replicas} CUDA GPUs")
     gpus = tuple(range(replicas))
-    params = strategy_parameters(strategy, MODEL, GLOBAL_BATCH // replicas, gpus, replicas, sgd_impl=sgd_impl,
+    params = strategy_parameters(strategy, MODEL, GLOBAL_BATCH // replicas, gpus, replicas, optimizer_impl=optimizer_impl,
                                  execution=execution)
-    label = f"{strategy} x{replicas} {execution} sgd={sgd_impl}"
+    label = f"{strategy} x{replicas} {execution} sgd={optimizer_impl}"
     if execution == "compile":
         initial = reference_parameters(MODEL, GLOBAL_BATCH, shards=replicas, steps=0)
         _compiled_check(label, params, gpu_reference[replicas], initial)
@@ -237,7 +237,7 @@ def test_gpu_compiled_steps_are_the_step_in_float64(strategy, replicas):
     reference64 = reference_parameters(MODEL, GLOBAL_BATCH, shards=replicas, device="cuda:0", dtype="float64")
     initial64 = reference_parameters(MODEL, GLOBAL_BATCH, shards=replicas, steps=0, dtype="float64")
     params = strategy_parameters(strategy, MODEL, GLOBAL_BATCH // replicas, tuple(range(replicas)), replicas,
-                                 sgd_impl="foreach", execution="compile", dtype="float64")
+                                 optimizer_impl="foreach", execution="compile", dtype="float64")
     _float64_check(f"{strategy} x{replicas} compile", params, reference64, initial64)
 
 
@@ -246,8 +246,8 @@ def test_gpu_compiled_steps_are_the_step_in_float64(strategy, replicas):
 @pytest.mark.parametrize("index", range(len(DDP_KNOBS)),
                          ids=["-".join([s, *(f"{k}={v}" for k, v in o.items())]) for s, o, _ in DDP_KNOBS])
 def test_gpu_ddp_knobs_keep_the_step(index, gpu_parameters, gpu_reference):
-    sgd_impl, options, tolerance = DDP_KNOBS[index]
-    _gpu_check(f"ddp sgd={sgd_impl} {options}", answered(gpu_parameters[1][index]), gpu_reference, 2, tolerance)
+    optimizer_impl, options, tolerance = DDP_KNOBS[index]
+    _gpu_check(f"ddp sgd={optimizer_impl} {options}", answered(gpu_parameters[1][index]), gpu_reference, 2, tolerance)
 
 
 def test_a_failing_case_in_a_shared_worker_is_its_own_failure(monkeypatch):

@@ -29,7 +29,7 @@ def test_an_answer_below_the_fastest_row_of_the_call_fails_and_the_table_says_so
     out = capsys.readouterr().out
     cells = {(c["devices"], c["batch_per_gpu"]): c for c in proof.table([search], [listing], None)}
     # Another GPU's row (an H100's 99k) and another device count's are no yardstick for an H200 at 2 GPUs.
-    assert cells[(2, 256)]["best_img_per_s"] == 80000 and cells[(2, 256)]["ratio"] == pytest.approx(0.475)
+    assert cells[(2, 256)]["best_items_per_s"] == 80000 and cells[(2, 256)]["ratio"] == pytest.approx(0.475)
     assert cells[(1, 256)]["ratio"] == 1.0
     assert "1 of 2 cells at or above 0.95" in out and "2 GPU(s) 256/GPU" in out
 
@@ -43,7 +43,7 @@ def test_cpu_runs_and_a_hand_loop_of_the_same_gpu_are_compared_by_their_devices(
     loop = tmp_path / "handloop.json"
     loop.write_text(json.dumps({"schema": "parabench-handloop/1", "gpu": "NVIDIA H200", "rows": [
         {"model": "resnet18-small", "precision": "fp32", "batch_per_gpu": 256, "variant": "graph",
-         "img_per_s": 25000.0}]}))
+         "items_per_s": 25000.0}]}))
     (cell,) = proof.table([gpu], [], loop)
     assert cell["best"] == "hand loop (graph)" and cell["ratio"] == pytest.approx(0.8)
 

@@ -23,7 +23,7 @@ def row_from_steps(strategy, n, batch, trials, execution="eager", wall_scale=1.0
     return {"strategy": strategy, "precision": "amp-bf16", "model": "resnet18-small", "device": "cuda",
             "gpus": ",".join(map(str, range(n))), "n_gpus": n, "n_replicas": n, "batch_per_gpu": batch,
             "global_batch": batch * n, "execution": execution, "channels_last": True,
-            "compile_mode": knobs.pop("compile_mode", "default"), "sgd_impl": knobs.pop("sgd_impl", "foreach"),
+            "compile_mode": knobs.pop("compile_mode", "default"), "optimizer_impl": knobs.pop("optimizer_impl", "foreach"),
             "status": "ok", "gpu_name": "NVIDIA H200", "date": "2026-11-27", "warmup": 10, "steps": steps,
             "trials": len(trials), **figures, **knobs}
 
@@ -45,8 +45,8 @@ def ddp_2048_with_one_slow_step_per_trial():
 
 def test_a_steady_row_whose_trial_means_sit_below_its_p10_is_no_disturbed_row():
     ddp = ddp_2048_with_one_slow_step_per_trial()
-    assert ddp["img_per_s_p90"] / ddp["img_per_s_p10"] - 1 < 0.003
-    assert ddp["trial_img_per_s_min"] < 0.94 * ddp["img_per_s_p10"]  # the rows the issue quotes
+    assert ddp["items_per_s_p90"] / ddp["items_per_s_p10"] - 1 < 0.003
+    assert ddp["trial_items_per_s_min"] < 0.94 * ddp["items_per_s_p10"]  # the rows the issue quotes
     lo, hi = ranking.interval(ddp)
     assert hi / lo - 1 < 0.002 and not ranking.disturbed(ddp)
     assert ddp["outliers"] == "2 of 60 (2 high severe)"  # reported, not used to throw the row away
@@ -85,7 +85,7 @@ def test_a_two_mode_row_beats_a_tight_one_that_most_of_its_steps_outrun(slow_ips
     """The CUDA graph read 63.2k and 62.9k (p90 63.2k and 63.0k). Most of compile reduce-overhead's
     steps ran 20% faster, and its median's interval lies above the graph's: it is named, not the graph."""
     compiled = two_modes(77_800, slow_ips, slow_per_trial, stall_ms=stall_ms)
-    assert compiled["img_per_s"] == pytest.approx(median, rel=0.06)
+    assert compiled["items_per_s"] == pytest.approx(median, rel=0.06)
     graph = row_from_steps("single", 1, 256, [steady(256 / 62_950 * 1000, seed=s, width=0.002) for s in (5, 6, 7)],
                            execution="cuda-graph")
     assert ranking.beats(compiled, graph)
@@ -99,14 +99,14 @@ def test_ties_go_to_the_simpler_and_an_overlap_that_matters_is_unjudged():
     ms = 256 / 60_000 * 1000
     eager = row_from_steps("single", 1, 256, [steady(ms, seed=s, width=0.01) for s in (1, 2, 3)])
     close = row_from_steps("single", 1, 256, [steady(ms / 1.004, seed=s, width=0.01) for s in (4, 5, 6)],
-                           sgd_impl="fused")
+                           optimizer_impl="fused")
     chosen, tied, left_out = ranking.pick([close, eager])
     assert chosen is eager and tied == [close] and not ranking.unjudged(chosen, tied, left_out)
     # A two-mode row 10% ahead by its median, one of its trials all in the slow mode: its interval
     # reaches below the pick's.
     wide = two_modes(66_000, 58_000, (2, 3, 20))
     assert ranking.interval(wide)[0] < ranking.interval(eager)[1]
-    assert wide["img_per_s"] > eager["img_per_s"] * (1 + ranking.MATTERS)
+    assert wide["items_per_s"] > eager["items_per_s"] * (1 + ranking.MATTERS)
     chosen, tied, left_out = ranking.pick([wide, eager])
     assert chosen is eager and ranking.unjudged(chosen, tied, left_out) == [wide]
     assert "overlaps the pick's" in ranking.open_reason(wide, chosen)
@@ -155,9 +155,9 @@ def test_rows_keep_their_steps_and_a_file_that_disagrees_is_refused(tmp_path):
     results.write(path, [row])
     for source in (path, path.with_suffix(".csv")):
         (back,) = results.load(source)
-        assert back["step_ms_trials"] == row["step_ms_trials"] and back["img_per_s_ci_lo"] == pytest.approx(
-            row["img_per_s_ci_lo"])
-    for bad, said in (({"img_per_s_ci_lo": row["img_per_s"] * 1.1}, "does not hold its median"),
+        assert back["step_ms_trials"] == row["step_ms_trials"] and back["items_per_s_ci_lo"] == pytest.approx(
+            row["items_per_s_ci_lo"])
+    for bad, said in (({"items_per_s_ci_lo": row["items_per_s"] * 1.1}, "does not hold its median"),
                       ({"step_ms_trials": "1;x|2"}, "not step times"),
                       ({"step_ms_trials": "24.6;24.6|24.6"}, "holds 3 steps")):
         results.write(path, [{**row, **bad}])

@@ -73,7 +73,7 @@ def test_the_same_code_again_passes(baselines, tmp_path):
 
 
 def test_a_regression_must_repeat_to_count(tmp_path):
-    base, cur = _rows(img_per_s=8000.0, img_per_s_p10=7900.0, img_per_s_p90=8100.0)
+    base, cur = _rows(items_per_s=8000.0, items_per_s_p10=7900.0, items_per_s_p90=8100.0)
     noise = compare.compare(base, _rows()[1], compare.Thresholds())
     real = compare.compare(base, cur, compare.Thresholds())
     assert compare.confirmed([real, noise])[0]["verdict"] == "unconfirmed"
@@ -83,8 +83,8 @@ def test_a_regression_must_repeat_to_count(tmp_path):
 def test_a_disturbed_baseline_is_outvoted_by_its_repeat():
     (base, _), (_, cur) = _rows(), _rows()
     disturbed = copy.deepcopy(base)  # `single` measured while the host was busy: ddp's speed-up looks higher
-    disturbed[1].update(img_per_s=3500.0, img_per_s_p10=3480.0, img_per_s_p90=3520.0)
-    slower = _rows(img_per_s=8000.0, img_per_s_p10=7900.0, img_per_s_p90=8100.0)[1]
+    disturbed[1].update(items_per_s=3500.0, items_per_s_p10=3480.0, items_per_s_p90=3520.0)
+    slower = _rows(items_per_s=8000.0, items_per_s_p10=7900.0, items_per_s_p90=8100.0)[1]
     by_case = lambda verdicts: {v["case"].split()[0]: v for v in verdicts}  # noqa: E731
     th = compare.Thresholds()
     assert by_case(compare.judge([disturbed], [cur, cur], th))["ddp"]["verdict"] == "regression"
@@ -96,7 +96,7 @@ def test_a_disturbed_baseline_is_outvoted_by_its_repeat():
 def test_the_command_takes_repeats_of_the_baseline_and_a_wrong_one_refutes_nothing(tmp_path):
     base, cur = _rows()
     disturbed = copy.deepcopy(base)
-    disturbed[1].update(img_per_s=3500.0, img_per_s_p10=3480.0, img_per_s_p90=3520.0)
+    disturbed[1].update(items_per_s=3500.0, items_per_s_p10=3480.0, items_per_s_p90=3520.0)
     other_gpu = [dict(r, gpu_name="NVIDIA A100") for r in base]
     files = {}
     for name, rows in (("base", base), ("disturbed", disturbed), ("cur", cur), ("other", other_gpu)):
@@ -113,8 +113,8 @@ def test_the_command_takes_repeats_of_the_baseline_and_a_wrong_one_refutes_nothi
 
 def test_ratios_only_leaves_single_unjudged():
     base, cur = _rows()
-    cur[1].update(img_per_s=2000.0, img_per_s_p10=1990.0, img_per_s_p90=2010.0)  # the whole machine slower
-    cur[0].update(img_per_s=3920.0, img_per_s_p10=3900.0, img_per_s_p90=3940.0)  # ddp slower by the same factor
+    cur[1].update(items_per_s=2000.0, items_per_s_p10=1990.0, items_per_s_p90=2010.0)  # the whole machine slower
+    cur[0].update(items_per_s=3920.0, items_per_s_p10=3900.0, items_per_s_p90=3940.0)  # ddp slower by the same factor
     verdicts = {v["case"].split()[0]: v for v in compare.compare(base, cur, compare.Thresholds(), ratios_only=True)}
     assert verdicts["single"]["verdict"] == "not judged" and verdicts["ddp"]["verdict"] == "pass"
     verdicts = {v["case"].split()[0]: v for v in compare.compare(base, cur, compare.Thresholds())}
@@ -126,27 +126,27 @@ def _write(path, rows):
     that the rate is the global batch over the median step)."""
     for row in rows:
         batch_ms = 1000.0 * row["batch_per_gpu"] * row["n_replicas"]
-        row.update(step_ms_p10=batch_ms / row["img_per_s_p90"], step_ms_p50=batch_ms / row["img_per_s"],
-                   step_ms_p90=batch_ms / row["img_per_s_p10"])
+        row.update(step_ms_p10=batch_ms / row["items_per_s_p90"], step_ms_p50=batch_ms / row["items_per_s"],
+                   step_ms_p90=batch_ms / row["items_per_s_p10"])
     results.write(path, rows)
 
 
 def _rows(**changes):
     row = {c: None for c in results.COLUMNS}
     row.update(strategy="ddp", precision="fp32", model="resnet18", device="cuda", gpus="0,1", n_gpus=2, n_replicas=2,
-               batch_per_gpu=256, status="ok", gpu_name="NVIDIA H200", img_per_s=10000.0, img_per_s_p10=9900.0,
-               img_per_s_p90=10100.0, peak_alloc_mib=5000.0, options="{}", data="device", tf32="default",
+               batch_per_gpu=256, status="ok", gpu_name="NVIDIA H200", items_per_s=10000.0, items_per_s_p10=9900.0,
+               items_per_s_p90=10100.0, peak_alloc_mib=5000.0, options="{}", data="device", tf32="default",
                step_ms_p10=50.7, step_ms_p50=51.2, step_ms_p90=51.7)
-    single = dict(row, strategy="single", gpus="0", n_gpus=1, n_replicas=1, img_per_s=5100.0, img_per_s_p10=5050.0,
-                  img_per_s_p90=5150.0)
+    single = dict(row, strategy="single", gpus="0", n_gpus=1, n_replicas=1, items_per_s=5100.0, items_per_s_p10=5050.0,
+                  items_per_s_p90=5150.0)
     current = [dict(row, **changes), copy.deepcopy(single)]
     return [row, single], current
 
 
 @pytest.mark.parametrize("changes, verdict, why", [
-    ({"img_per_s": 8000.0, "img_per_s_p10": 7900.0, "img_per_s_p90": 8100.0}, "regression",
+    ({"items_per_s": 8000.0, "items_per_s_p10": 7900.0, "items_per_s_p90": 8100.0}, "regression",
      "speed-up over single fell"),
-    ({"img_per_s": 9600.0, "img_per_s_p10": 9500.0, "img_per_s_p90": 9700.0}, "pass", None),
+    ({"items_per_s": 9600.0, "items_per_s_p10": 9500.0, "items_per_s_p90": 9700.0}, "pass", None),
     ({"peak_alloc_mib": 6000.0}, "regression", "peak memory grew 20.0%"),
     ({"status": "oom", "reason": "CUDA out of memory"}, "regression", "was ok, now oom"),
     ({"gpu_name": "NVIDIA A100"}, "not compared", "different hardware"),
@@ -174,8 +174,8 @@ def test_rows_from_before_an_option_existed_still_match():
 
 
 def test_a_wide_spread_is_noise_not_a_regression():
-    base, cur = _rows(img_per_s=8500.0, img_per_s_p10=7000.0, img_per_s_p90=10000.0)
-    base[0].update(img_per_s_p10=8000.0, img_per_s_p90=12000.0)
+    base, cur = _rows(items_per_s=8500.0, items_per_s_p10=7000.0, items_per_s_p90=10000.0)
+    base[0].update(items_per_s_p10=8000.0, items_per_s_p90=12000.0)
     assert compare.compare(base, cur, compare.Thresholds())[0]["verdict"] == "pass"
 
 
@@ -291,7 +291,7 @@ def test_a_missing_counter_is_unusable_not_a_pass(tmp_path, judge):
 def test_a_case_90_percent_slower_is_never_a_pass_however_wide_its_spread():
     """On a busy host `compare` passed a case at -90% of its baseline: its noise allowance exceeded 100%.
     An allowance that wide cannot judge anything: the case is not judged, and says why."""
-    base, cur = _rows(img_per_s=1000.0, img_per_s_p10=200.0, img_per_s_p90=1900.0)
+    base, cur = _rows(items_per_s=1000.0, items_per_s_p10=200.0, items_per_s_p90=1900.0)
     (ddp,) = [v for v in compare.compare(base, cur, compare.Thresholds(noise_factor=1.5))
               if v["case"].startswith("ddp")]
     assert ddp["verdict"] == "not judged" and "too noisy to judge" in ddp["why"][0], ddp
@@ -302,12 +302,12 @@ def test_a_run_whose_matched_cases_were_all_too_noisy_says_so_not_that_nothing_m
     row of the same case and hardware: the case matched, and was too noisy to judge."""
     def consistent(row, img, low, high):  # the step times that give these images/s
         batch = row["batch_per_gpu"] * row["n_replicas"]
-        return dict(row, img_per_s=img, img_per_s_p10=low, img_per_s_p90=high, step_ms_p50=batch / img * 1000,
+        return dict(row, items_per_s=img, items_per_s_p10=low, items_per_s_p90=high, step_ms_p50=batch / img * 1000,
                     step_ms_p10=batch / high * 1000, step_ms_p90=batch / low * 1000)
 
     base, cur = _rows()
-    base = [consistent(r, r["img_per_s"], r["img_per_s_p10"], r["img_per_s_p90"]) for r in base[:1]]
-    cur = [consistent(r, r["img_per_s"] / 10, r["img_per_s"] / 50, r["img_per_s"] / 5) for r in cur[:1]]
+    base = [consistent(r, r["items_per_s"], r["items_per_s_p10"], r["items_per_s_p90"]) for r in base[:1]]
+    cur = [consistent(r, r["items_per_s"] / 10, r["items_per_s"] / 50, r["items_per_s"] / 5) for r in cur[:1]]
     results.write(tmp_path / "base.json", base)
     results.write(tmp_path / "cur.json", cur)
     proc = run_cli("compare", str(tmp_path / "base.json"), str(tmp_path / "cur.json"), "--noise-factor", "1.5")

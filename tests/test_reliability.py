@@ -54,15 +54,15 @@ def good_rows(**changes):
     row = {c: None for c in results.COLUMNS}
     row.update(strategy="single", precision="fp32", model="resnet18-small", device="cpu", gpus="", n_gpus=0,
                n_replicas=1, batch_per_gpu=2, global_batch=2, status="ok", gpu_name="cpu", cpu="x", host="h",
-               img_per_s=10.0, img_per_s_p10=9.0, img_per_s_p90=11.0, step_ms_p10=180.0, step_ms_p50=200.0,
+               items_per_s=10.0, items_per_s_p10=9.0, items_per_s_p90=11.0, step_ms_p10=180.0, step_ms_p50=200.0,
                step_ms_p90=220.0, warmup=0, steps=2, trials=1, seed=0, options="{}")
     row.update(changes)
-    rates = [row[k] for k in ("img_per_s", "img_per_s_p10", "img_per_s_p90")]
+    rates = [row[k] for k in ("items_per_s", "items_per_s_p10", "items_per_s_p90")]
     if "step_ms_p50" not in changes and all(isinstance(r, float) and 0 < r < float("inf") for r in rates):
         # The steps its rate comes from (a reader checks the rate is the global batch over the median step).
         batch_ms = 1000.0 * row["global_batch"]
-        row.update(step_ms_p10=batch_ms / row["img_per_s_p90"], step_ms_p50=batch_ms / row["img_per_s"],
-                   step_ms_p90=batch_ms / row["img_per_s_p10"])
+        row.update(step_ms_p10=batch_ms / row["items_per_s_p90"], step_ms_p50=batch_ms / row["items_per_s"],
+                   step_ms_p90=batch_ms / row["items_per_s_p10"])
     return [row]
 
 
@@ -274,8 +274,8 @@ def test_output_without_a_newline_does_not_break_the_protocol(tmp_path):
 
 # 4. compare and report: unusable figures exit 2, naming file, row and field.
 @pytest.mark.parametrize("changes, field", [
-    ({"img_per_s": float("nan")}, "img_per_s"), ({"img_per_s": 0.0}, "img_per_s"), ({"img_per_s": None}, "img_per_s"),
-    ({"img_per_s": -885.0}, "img_per_s"), ({"step_ms_p50": float("inf")}, "step_ms_p50"),
+    ({"items_per_s": float("nan")}, "items_per_s"), ({"items_per_s": 0.0}, "items_per_s"), ({"items_per_s": None}, "items_per_s"),
+    ({"items_per_s": -885.0}, "items_per_s"), ({"step_ms_p50": float("inf")}, "step_ms_p50"),
 ])
 def test_compare_and_report_refuse_unusable_figures(tmp_path, changes, field):
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
@@ -369,13 +369,13 @@ def test_duplicates_keep_the_latest_ok_measurement(tmp_path):
     from bench.report import compare
 
     ok = good_rows()[0]
-    err = dict(ok, status="error", reason="later failure", img_per_s=None, img_per_s_p10=None, img_per_s_p90=None,
+    err = dict(ok, status="error", reason="later failure", items_per_s=None, items_per_s_p10=None, items_per_s_p90=None,
                step_ms_p10=None, step_ms_p50=None, step_ms_p90=None)
     assert results.latest([ok, err]) == [ok]
-    newer = dict(ok, img_per_s=12.0)
+    newer = dict(ok, items_per_s=12.0)
     assert results.latest([ok, err, newer]) == [newer]
     # Files come in name order: a newer measurement read first still wins over an older one.
-    older, later = dict(ok, date="2026-01-01T00:00:00+00:00"), dict(ok, date="2026-02-01T00:00:00+00:00", img_per_s=9.0)
+    older, later = dict(ok, date="2026-01-01T00:00:00+00:00"), dict(ok, date="2026-02-01T00:00:00+00:00", items_per_s=9.0)
     assert results.latest([later, older]) == [later]
     verdicts = compare.compare([ok], [ok, err], compare.Thresholds())
     assert [v["verdict"] for v in verdicts] == ["pass"]
@@ -394,8 +394,8 @@ def test_ddp_start_up_failure_keeps_the_rank_traceback(tmp_path):
 
 # 10. Figures are written whole, and the same results give byte-identical figures.
 def test_report_figures_are_deterministic(tmp_path):
-    rows = good_rows() + good_rows(strategy="ddp", n_replicas=2, global_batch=4, img_per_s=15.0, img_per_s_p10=14.0,
-                                   img_per_s_p90=16.0)
+    rows = good_rows() + good_rows(strategy="ddp", n_replicas=2, global_batch=4, items_per_s=15.0, items_per_s_p10=14.0,
+                                   items_per_s_p90=16.0)
     results.write(tmp_path / "r.json", rows)
     for name in ("a", "b"):
         assert run_cli("report", str(tmp_path / "r.json"), "--out", str(tmp_path / name)).returncode == 0
@@ -539,7 +539,7 @@ def test_resume_from_the_csv_when_the_json_is_gone(tmp_path, out_name):
     assert proc.returncode == 0, proc.stderr
     assert "1 case(s) measured already, 1 to run" in proc.stderr
     rows = {r["batch_per_gpu"]: r for r in rows_of(out)}
-    assert rows[1]["date"] == first["date"] and rows[1]["img_per_s"] == pytest.approx(first["img_per_s"])
+    assert rows[1]["date"] == first["date"] and rows[1]["items_per_s"] == pytest.approx(first["items_per_s"])
     assert rows[2]["status"] == "ok"
     # The CSV twin reads as a results file of both rows (the reader knows `faulty` through the variable).
     read = run_cli("answer", "--json", str(tmp_path / "r.csv"), env=tagged())

@@ -313,7 +313,7 @@ def test_compare_counts_no_skipped_row_as_new_and_notes_another_protocol(tmp_pat
     doc = json.loads(baseline.read_text())
     for row in doc["rows"]:
         row.update(warmup=0, steps=2)  # measured with another protocol than the baseline's 3 and 6
-    skipped = dict(doc["rows"][0], strategy="dp", status="skipped", reason="needs GPUs", img_per_s=None)
+    skipped = dict(doc["rows"][0], strategy="dp", status="skipped", reason="needs GPUs", items_per_s=None)
     doc["rows"].append(skipped)
     current = tmp_path / "current.json"
     current.write_text(json.dumps(doc))
@@ -347,11 +347,11 @@ def test_a_row_says_what_makes_its_figures_mislead():
     assert caveat(ok_row(steps=1, trials=1, n_timed_steps=1)) == ("1 timed step: too few for a p10-p90 spread "
                                                                   "(it needs 11)")
     # A rank stopped (SIGSTOP) inside the timed steps: one step of minutes, the median untouched.
-    stalled = ok_row(img_per_s=72.0, img_per_s_p10=70.0, img_per_s_p90=74.0, wall_img_per_s=8.1)
+    stalled = ok_row(items_per_s=72.0, items_per_s_p10=70.0, items_per_s_p90=74.0, wall_items_per_s=8.1)
     assert caveat(stalled) == ("wall-clock 8.1 img/s is -89% off the median's 72, beyond the p10-p90 spread: "
                                "some steps stalled far beyond what the median shows; re-run")
     # Within 10% of the median, a wall-clock outside a tight spread is no disagreement (committed GPU rows: 5.3%).
-    assert caveat(ok_row(img_per_s=100.0, img_per_s_p10=99.9, img_per_s_p90=100.1, wall_img_per_s=94.7)) == ""
+    assert caveat(ok_row(items_per_s=100.0, items_per_s_p10=99.9, items_per_s_p90=100.1, wall_items_per_s=94.7)) == ""
     assert caveat(ok_row(status="error")) == ""
 
 
@@ -361,15 +361,15 @@ def test_every_reader_and_the_report_tables_show_the_caveat(tmp_path):
     path = tmp_path / "run.json"
     # A row written before the caveat column: the reader says it too.
     batch = ok_row()["global_batch"]
-    results.write(path, [ok_row(img_per_s=72.0, img_per_s_p10=70.0, img_per_s_p90=74.0, wall_img_per_s=8.1,
+    results.write(path, [ok_row(items_per_s=72.0, items_per_s_p10=70.0, items_per_s_p90=74.0, wall_items_per_s=8.1,
                                 step_ms_p10=1000 * batch / 74.0, step_ms_p50=1000 * batch / 72.0,
-                                step_ms_p90=1000 * batch / 70.0, img_per_s_ci_lo=71.0, img_per_s_ci_hi=73.0,
+                                step_ms_p90=1000 * batch / 70.0, items_per_s_ci_lo=71.0, items_per_s_ci_hi=73.0,
                                 caveat=None)])
     row, = results.load(path)
     assert row["caveat"].startswith("wall-clock 8.1 img/s is -89% off")
     tables = pages.tables(frame.load_frame([path]))
     assert tables[pages.CAVEATS].iloc[0, 0].startswith("wall-clock 8.1 img/s")
-    assert tables["images/s (median, p10-p90)"].iloc[0, 0].endswith("[caveat]")
+    assert tables["throughput (median, p10-p90)"].iloc[0, 0].endswith("[caveat]")
     results.write(path, [ok_row()])
     assert pages.CAVEATS not in pages.tables(frame.load_frame([path]))
 
@@ -389,7 +389,7 @@ def test_no_warm_up_before_compiled_or_captured_steps_is_refused(tmp_path, execu
     ({"options": "[]"}, "field options is '[]', not a JSON object"),
     ({"environment": "5"}, "field environment is '5', not a JSON object"),
     ({"compile_mode": []}, "field compile_mode is a list, not a single value"),
-    ({"img_per_s": 1e308}, "img_per_s 1e+308 lies outside img_per_s_p10-img_per_s_p90"),
+    ({"items_per_s": 1e308}, "items_per_s 1e+308 lies outside items_per_s_p10-items_per_s_p90"),
     ({"step_ms_p50": 1e6}, "step_ms_p50 1e+06 lies outside step_ms_p10-step_ms_p90"),
     ({"anatomy_step_ms": 3.0}, "has a step anatomy without anatomy_compute_ms"),
     ({"precision": "fp64"}, "has unknown precision 'fp64' (this parabench knows fp32, amp-fp16, amp-bf16, apex-O1"),
@@ -638,15 +638,15 @@ def test_what_counts_as_out_of_memory():
 
 
 @pytest.mark.parametrize("changes, said", [
-    ({"img_per_s": 1e308, "img_per_s_p10": 1e308, "img_per_s_p90": 1e308, "flops_per_image": None,
-      "img_per_s_ci_lo": None, "img_per_s_ci_hi": None}, "beyond what any device trains"),
-    ({"img_per_s": 1e12, "img_per_s_p10": 1e12, "img_per_s_p90": 1e12, "flops_per_image": 2.73e9,
-      "img_per_s_ci_lo": None, "img_per_s_ci_hi": None}, "FLOP/s per device, beyond any device"),
+    ({"items_per_s": 1e308, "items_per_s_p10": 1e308, "items_per_s_p90": 1e308, "flops_per_item": None,
+      "items_per_s_ci_lo": None, "items_per_s_ci_hi": None}, "beyond what any device trains"),
+    ({"items_per_s": 1e12, "items_per_s_p10": 1e12, "items_per_s_p90": 1e12, "flops_per_item": 2.73e9,
+      "items_per_s_ci_lo": None, "items_per_s_ci_hi": None}, "FLOP/s per device, beyond any device"),
     ({"n_replicas": 10**9, "world_size": 10**9}, "more devices than any cluster has"),
     ({"device": "cuda", "gpus": "0,1,2,3", "n_gpus": 4, "gpu_count_host": 2, "gpu_name": "NVIDIA H200"},
      r"4 GPUs on 1 host\(s\) of 2 GPUs"),
     ({"strategy": "hyperdrive"}, "strategy 'hyperdrive', which no registered strategy is"),
-    ({k: v * 1000 for k, v in ok_row().items() if k.startswith(("img_per_s", "wall_img_per_s", "trial_img_per_s"))
+    ({k: v * 1000 for k, v in ok_row().items() if k.startswith(("items_per_s", "wall_items_per_s", "trial_items_per_s"))
       and isinstance(v, float)}, "where its median step of"),
     ({"model": "m|x\n## injected"}, r"field model holds '\|', which no sweep writes there"),
     ({"cpu": "Xeon\x1b[31m"}, r"field cpu holds '\\x1b', which no sweep writes there"),
@@ -673,7 +673,7 @@ def test_two_rows_of_one_case_in_one_file_are_refused_with_both_named(tmp_path):
     last kept. A sweep writes one row per case; two in one file are an edit, and the reader says so."""
     path = tmp_path / "twice.json"
     first = ok_row()
-    results.write(path, [first, {**first, **{k: v * 3 for k, v in first.items() if k.startswith("img_per_s")},
+    results.write(path, [first, {**first, **{k: v * 3 for k, v in first.items() if k.startswith("items_per_s")},
                                  **{k: first[k] / 3 for k in ("step_ms_p10", "step_ms_p50", "step_ms_p90")}}])
     with pytest.raises(results.ResultsError, match="row 1 measures the same case as row 0"):
         results.load(path)

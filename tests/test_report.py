@@ -14,7 +14,7 @@ from tests.conftest import run_cli
 ENV = {"gpu_name": "NVIDIA H200", "device": "cuda", "cpu": "x", "torch": "2.11", "cuda": "13.0", "cudnn": "91900",
        "nccl": "2.28.9", "data": "device", "tf32": "default", "channels_last": False, "compile": False,
        "model": "resnet18-small", "options": "{}", "warmup": 1, "steps": 2, "trials": 1, "seed": 0,
-       "sgd_impl": "foreach", "execution": "eager"}
+       "optimizer_impl": "foreach", "execution": "eager"}
 
 
 def row(strategy, n, batch, precision="fp32", status="ok", ips=None, reason="", cudnn=None, **extra):
@@ -25,7 +25,7 @@ def row(strategy, n, batch, precision="fp32", status="ok", ips=None, reason="", 
          "date": "2026-11-21", **extra}
     if status == "ok":
         step = batch * n / ips * 1000
-        r.update(img_per_s=ips, img_per_s_p10=ips * 0.95, img_per_s_p90=ips * 1.05, step_ms_p50=step,
+        r.update(items_per_s=ips, items_per_s_p10=ips * 0.95, items_per_s_p90=ips * 1.05, step_ms_p50=step,
                  step_ms_p10=step * 0.95, step_ms_p90=step * 1.05, peak_alloc_mib=100.0 * batch,
                  peak_alloc_mib_min=90.0 * batch, peak_reserved_mib=120.0 * batch, tflops=1.0)
     return r
@@ -109,10 +109,10 @@ def test_a_run_where_every_case_failed_still_reports(tmp_path):
 
 def test_speedups_pair_rows_with_the_same_sgd_kernels():
     frame = pd.DataFrame([
-        row("single", 1, 64, ips=10000, sgd_impl="foreach"), row("single", 1, 64, ips=12000, sgd_impl="fused"),
-        row("ddp", 2, 64, ips=19000, sgd_impl="foreach"), row("ddp", 2, 64, ips=22800, sgd_impl="fused"),
+        row("single", 1, 64, ips=10000, optimizer_impl="foreach"), row("single", 1, 64, ips=12000, optimizer_impl="fused"),
+        row("ddp", 2, 64, ips=19000, optimizer_impl="foreach"), row("ddp", 2, 64, ips=22800, optimizer_impl="fused"),
     ]).assign(hardware="NVIDIA H200", variant=lambda f: f.apply(report.variant, axis=1))
-    merged = report.add_speedups(frame).set_index(["strategy", "sgd_impl"])
+    merged = report.add_speedups(frame).set_index(["strategy", "optimizer_impl"])
     assert merged.loc[("ddp", "foreach"), "speedup"] == pytest.approx(1.9)
     assert merged.loc[("ddp", "fused"), "speedup"] == pytest.approx(1.9)
     # PyTorch's choice on GPUs (foreach) is unmarked; anything else is named in the label.
@@ -178,11 +178,11 @@ def test_a_wide_row_is_ranked_by_its_interval_and_leaves_the_order_open_only_whe
     with ddp; 2.5% behind, it changes nothing and ddp, the simpler, is named. 8% ahead, its interval
     cannot tell whether it is faster: the order is open, said so."""
     wide = row("zero1", 2, 64, ips=11700)
-    wide.update(img_per_s_p10=9500.0, img_per_s_p90=13900.0)  # 38% of the median
+    wide.update(items_per_s_p10=9500.0, items_per_s_p90=13900.0)  # 38% of the median
     (rec,) = one_group(answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=12000), wide]))
     assert rec["strategy"] == "ddp" and rec["recommended"] and not rec["unstable"] and not rec["left_out"]
     assert rec["runner_up"] == "zero1" and rec["tie"]
-    faster = {**wide, "img_per_s": 13000.0, "img_per_s_p10": 10000.0, "img_per_s_p90": 15000.0}
+    faster = {**wide, "items_per_s": 13000.0, "items_per_s_p10": 10000.0, "items_per_s_p90": 15000.0}
     (rec,) = one_group(answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=12000), faster]))
     assert rec["strategy"] == "ddp" and rec["unstable"]  # a faster case could not be ranked: the order is open
     assert [x["label"] for x in rec["unjudged"]] == ["zero1"] and "+8.3%" in rec["unjudged"][0]["why"]
@@ -193,9 +193,9 @@ def test_a_stopped_case_is_not_recommended_and_the_headline_says_unstable():
 
     # The wall clock says the steps were stopped or starved (trials that took 9 and 4 times what
     # their steps add up to): neither can lead until measured again.
-    shaky = row("allreduce-scratch", 1, 64, ips=72.0, wall_img_per_s=8.1)
-    shaky.update(img_per_s_p10=70.0, img_per_s_p90=74.0)
-    stopped = row("dp-fn", 1, 64, ips=75.0, wall_img_per_s=18.0)
+    shaky = row("allreduce-scratch", 1, 64, ips=72.0, wall_items_per_s=8.1)
+    shaky.update(items_per_s_p10=70.0, items_per_s_p90=74.0)
+    stopped = row("dp-fn", 1, 64, ips=75.0, wall_items_per_s=18.0)
     frame = answer_frame([row("single", 1, 64, ips=59.0), shaky, stopped])
     (rec,) = one_group(frame, "1 GPU")
     assert rec["strategy"] == "single" and rec["unstable"]
@@ -214,9 +214,9 @@ def test_an_unjudged_configuration_slower_by_its_median_is_not_called_faster():
     from bench.report import answer
 
     slower = row("allreduce-scratch", 1, 64, ips=27.0)
-    slower.update(img_per_s_p10=10.0, img_per_s_p90=70.0, img_per_s_ci_lo=12.0, img_per_s_ci_hi=66.0)
+    slower.update(items_per_s_p10=10.0, items_per_s_p90=70.0, items_per_s_ci_lo=12.0, items_per_s_ci_hi=66.0)
     pick = row("single", 1, 64, ips=59.0)
-    pick.update(img_per_s_ci_lo=40.0, img_per_s_ci_hi=62.0)
+    pick.update(items_per_s_ci_lo=40.0, items_per_s_ci_hi=62.0)
     frame = answer_frame([pick, slower])
     (rec,) = one_group(frame, "1 GPU")
     assert rec["strategy"] == "single" and [x["label"] for x in rec["unjudged"]] == ["allreduce-scratch"], rec
@@ -239,7 +239,7 @@ def test_a_lever_that_beats_the_spread_is_recommended_and_its_gain_carried():
     with compile, and the record carries each lever's measured gain."""
     rows = [row("single", 1, 256, ips=10000), row("ddp", 2, 256, ips=19000),
             row("ddp", 2, 256, ips=25000, execution="compile"),
-            row("ddp", 2, 256, ips=19100, sgd_impl="fused")]
+            row("ddp", 2, 256, ips=19100, optimizer_impl="fused")]
     (rec,) = one_group(answer_frame(rows))
     assert rec["strategy"] == "ddp" and rec["config"] == {"execution": "compile"}
     gains = {(lever["on"], lever["lever"]): lever for lever in rec["levers"]}
@@ -256,7 +256,7 @@ def test_mfu_is_taken_against_the_gpus_dense_peak_for_the_precision():
     from bench.core.peaks import dense_peak
     from bench.report import answer
 
-    r = {**row("single", 1, 256, precision="amp-bf16", ips=100000, flops_per_image=2.73e9), "device": "cuda",
+    r = {**row("single", 1, 256, precision="amp-bf16", ips=100000, flops_per_item=2.73e9), "device": "cuda",
          "gpu_name": "NVIDIA H100 80GB HBM3"}
     share, peak = answer.mfu(r)
     assert share == pytest.approx(2.73e9 * 1e5 / 1e12 / 989.4) and "989.4 TFLOP/s" in peak
@@ -272,7 +272,7 @@ def test_a_clear_gap_is_not_a_tie_and_knobs_get_a_short_label():
 
     legend = Legend()
     frame = answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000, channels_last=True,
-                                                                execution="cuda-graph", sgd_impl="fused"),
+                                                                execution="cuda-graph", optimizer_impl="fused"),
                           row("ddp", 2, 64, ips=17000), row("dp", 2, 64, ips=6000)])
     (rec,) = [r for r in answer.records(frame, legend) if r["where"] == "2 GPUs"]
     # The runner-up is another strategy, not the same one with other knobs.
@@ -280,12 +280,12 @@ def test_a_clear_gap_is_not_a_tie_and_knobs_get_a_short_label():
     assert rec["config"] == {"execution": "cuda-graph", "channels_last": True, "sgd": "fused"}
     assert "`ddp+graph+CL+fused` = ddp (execution=cuda-graph, channels_last, sgd=fused)" in legend.lines()[0]
     long = row("ddp", 2, 64, ips=1, channels_last=True, execution="compile", compile_mode="max-autotune-no-cudagraphs",
-               sgd_impl="fused", tf32="on", data="host", options='{"bucket_cap_mb": 100, "static_graph": true}')
+               optimizer_impl="fused", tf32="on", data="host", options='{"bucket_cap_mb": 100, "static_graph": true}')
     assert len(legend.short(pd.Series({**long, "variant": report.variant(long)}))) <= 40
 
 
 def test_at_one_device_the_baseline_competes():
-    (rec,) = one_group(answer_frame([row("single", 1, 64, ips=10000), row("ddp", 1, 64, ips=9800, sgd_impl="fused")]),
+    (rec,) = one_group(answer_frame([row("single", 1, 64, ips=10000), row("ddp", 1, 64, ips=9800, optimizer_impl="fused")]),
                        "1 GPU")
     assert rec["strategy"] == "single" and rec["runner_up"] == "ddp+fused"
 
@@ -367,7 +367,7 @@ def test_answer_json_names_single_at_one_gpu_and_the_fastest_at_two(tmp_path):
     recs = {r["devices"]: r for r in answer_json(path)}
     assert recs[1]["strategy"] == "single" and recs[1]["runner_up"] == "ddp"
     assert recs[2]["strategy"] == "ddp" and recs[2]["speedup"] == pytest.approx(1.9) and recs[2]["runner_up"] == "zero1"
-    for key in ("hardware", "model", "precision", "batch_per_gpu", "config", "img_per_s", "peak_alloc_mib", "gap_pct",
+    for key in ("hardware", "model", "precision", "batch_per_gpu", "config", "items_per_s", "peak_alloc_mib", "gap_pct",
                 "tie", "regime", "unstable"):
         assert key in recs[2]
 
@@ -504,9 +504,9 @@ def test_noise_never_names_a_strategy_several_times_slower():
     from bench.report import answer
 
     ddp = row("ddp", 2, 256, ips=42600, precision="amp-bf16")
-    ddp.update(img_per_s_p10=36900.0, img_per_s_p90=51800.0)  # 35% of the median
+    ddp.update(items_per_s_p10=36900.0, items_per_s_p90=51800.0)  # 35% of the median
     fsdp2 = row("fsdp2", 2, 256, ips=14800, precision="amp-bf16")
-    fsdp2.update(img_per_s_p10=14100.0, img_per_s_p90=16700.0)
+    fsdp2.update(items_per_s_p10=14100.0, items_per_s_p90=16700.0)
     frame = answer_frame([row("single", 1, 256, ips=27000, precision="amp-bf16"), ddp, fsdp2,
                           row("allreduce-scratch", 2, 256, ips=14000, precision="amp-bf16")])
     (rec,) = one_group(frame)
@@ -523,7 +523,7 @@ def test_no_speed_up_over_a_baseline_that_was_left_out():
     from bench.report import answer
 
     single = row("single", 1, 4, ips=4.2)
-    single.update(img_per_s_p10=1.0, img_per_s_p90=30.7, n_gpus=0, gpus="", device="cpu")
+    single.update(items_per_s_p10=1.0, items_per_s_p90=30.7, n_gpus=0, gpus="", device="cpu")
     zero1 = row("zero1", 2, 4, ips=17.0, n_gpus=0, gpus="", device="cpu")
     frame = answer_frame([single, zero1])
     (rec,) = [r for r in answer.records(frame) if r["devices"] == 2]
@@ -538,7 +538,7 @@ def test_only_one_strategy_is_said_only_where_one_ran():
 
     shaky = []
     for name in ("zero1", "fsdp2", "allreduce-scratch"):
-        r = row(name, 2, 64, ips=9000, wall_img_per_s=2000.0)
+        r = row(name, 2, 64, ips=9000, wall_items_per_s=2000.0)
         shaky.append(r)
     (rec,) = one_group(answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000), *shaky]))
     cell = answer.table([rec]).to_dict("records")[0]["runner-up"]
@@ -556,7 +556,7 @@ def test_unjudged_cells_name_their_device_count():
         for b in (64, 128):
             rows.append(row("ddp", n, b, ips=15000.0 * n))
             wide = row("zero1", n, b, ips=17000.0 * n)
-            wide.update(img_per_s_p10=8000.0 * n, img_per_s_p90=20000.0 * n)
+            wide.update(items_per_s_p10=8000.0 * n, items_per_s_p90=20000.0 * n)
             rows.append(wide)
     frame = answer_frame(rows)
     line = answer.actions(frame, answer.records(frame))
@@ -614,11 +614,11 @@ def test_the_figures_and_the_first_screen_show_the_answer(tmp_path):
     best = {}
     for r in rows:
         key = (r["strategy"], int(r["n_gpus"]), int(r["batch_per_gpu"]))
-        best[key] = max(best.get(key, 0.0), r["img_per_s"])
+        best[key] = max(best.get(key, 0.0), r["items_per_s"])
     drawn = pd.read_csv(out / "nvidia-h200-resnet18-small-throughput.csv")
     points = {(r["strategy"], r["gpus"], r["batch_per_gpu"]): r for r in drawn.to_dict("records")}
     assert points.keys() == best.keys()
-    assert all(abs(points[k]["img_per_s"] / best[k] - 1) < 1e-9 for k in best)
+    assert all(abs(points[k]["items_per_s"] / best[k] - 1) < 1e-9 for k in best)
     assert points[("ddp", 2, 256)]["configuration"] == "graph+CL+fused"  # the answer's pick there, drawn
     picks = {(r["strategy"], r["devices"], r["batch_per_gpu"]) for r in answers.records(load_runs([SEARCH]))}
     assert {k for k, r in points.items() if r["pick"]} == picks and len(picks) == 6
@@ -636,7 +636,7 @@ def test_a_stopped_case_alone_at_its_batch_is_not_said_to_hide_a_faster_one(tmp_
     """Where the only configuration at a batch was stopped, the answer says so, not that "a
     configuration that may be faster could not be ranked" (there is none)."""
     path = tmp_path / "r.json"
-    results.write(path, [row("single", 1, 64, ips=10000), row("single", 1, 128, ips=18000, wall_img_per_s=9000)])
+    results.write(path, [row("single", 1, 64, ips=10000), row("single", 1, 128, ips=18000, wall_items_per_s=9000)])
     proc = run_cli("answer", str(path))
     assert proc.returncode == 0, proc.stderr
     said = " ".join(proc.stdout.split())
@@ -686,11 +686,11 @@ def test_figures_divide_within_a_run_skip_stopped_rows_and_a_failed_run_says_so(
     results.write(first, [row("single", 1, 64, ips=10000, date="2026-11-21T10:00"),
                           row("ddp", 2, 64, ips=19000, date="2026-11-21T10:00")])
     results.write(second, [row("ddp", 2, 128, ips=30000, date="2026-11-22T10:00"),
-                           row("ddp", 2, 128, ips=90000, wall_img_per_s=40000, sgd_impl="fused",
+                           row("ddp", 2, 128, ips=90000, wall_items_per_s=40000, optimizer_impl="fused",
                                date="2026-11-22T10:00")])
     rows = envelope(load_frame([first, second])).set_index(["strategy", "batch_per_gpu"])
     assert rows.loc[("ddp", 64), "vs_single"] == 1.9  # a.json's own single
-    assert rows.loc[("ddp", 128), "img_per_s"] == 30000  # the steady row, not the stopped 90k
+    assert rows.loc[("ddp", 128), "items_per_s"] == 30000  # the steady row, not the stopped 90k
     assert pd.isna(rows.loc[("ddp", 128), "vs_single"])  # b.json has no single: no ratio across runs
     failed = tmp_path / "c.json"
     results.write(failed, [row("single", 1, 64, status="error", reason="boom")])

@@ -6,7 +6,7 @@ from bench.report import answer, frame, sections
 from bench.report.labels import Legend
 
 ROW = {"gpu_name": "NVIDIA H200", "device": "cuda", "cpu": "x", "torch": "2.11", "cuda": "13.0", "model": "resnet18",
-       "precision": "amp-bf16", "options": "{}", "warmup": 1, "steps": 2, "trials": 1, "seed": 0, "sgd_impl": "foreach",
+       "precision": "amp-bf16", "options": "{}", "warmup": 1, "steps": 2, "trials": 1, "seed": 0, "optimizer_impl": "foreach",
        "execution": "eager", "data": "device", "tf32": "default", "channels_last": True, "cudnn_benchmark": True,
        "batch_per_gpu": 256, "status": "ok", "reason": ""}
 
@@ -17,8 +17,8 @@ def measured(path, ips, date):
     for strategy, n, rate in (("single", 1, ips / 1.9), ("ddp", 2, ips)):
         step = 256 * n / rate * 1000
         rows.append({**ROW, "strategy": strategy, "n_gpus": n, "n_replicas": n, "gpus": ",".join(map(str, range(n))),
-                     "global_batch": 256 * n, "img_per_s": rate, "img_per_s_p10": rate * 0.99,
-                     "img_per_s_p90": rate * 1.01, "step_ms_p50": step, "step_ms_p10": step * 0.99,
+                     "global_batch": 256 * n, "items_per_s": rate, "items_per_s_p10": rate * 0.99,
+                     "items_per_s_p90": rate * 1.01, "step_ms_p50": step, "step_ms_p10": step * 0.99,
                      "step_ms_p90": step * 1.01, "peak_alloc_mib": 3000.0, "peak_alloc_mib_min": 3000.0,
                      "date": date})
     path.parent.mkdir(parents=True)
@@ -44,5 +44,5 @@ def test_two_runs_of_one_file_name_stay_apart_on_the_first_screen(tmp_path):
     assert "151.5k img/s" in two and "103.5k" not in two
     # The records the terminal's `bench answer` prints are keyed by the same labels.
     recs = {(r["run"], r["devices"]): r for r in answer.records(runs)}
-    assert recs[("run-1/measured.json", 2)]["img_per_s"] == 103_500.0
-    assert recs[("run-2/measured.json", 2)]["img_per_s"] == 151_500.0
+    assert recs[("run-1/measured.json", 2)]["items_per_s"] == 103_500.0
+    assert recs[("run-2/measured.json", 2)]["items_per_s"] == 151_500.0

@@ -33,7 +33,7 @@ def true_speed(case: Case) -> float:
              "cuda-graph": 2.5 if case.batch_per_gpu == 256 else 1.02}[execution]
     base *= 1.0 if case.channels_last else 0.4
     # Fused SGD: 1.5% at 256 (inside the +-2% spreads: a tie worth measuring again), nothing at 2048.
-    base *= 1.015 if case.sgd_impl == "fused" and case.batch_per_gpu == 256 else 1.0
+    base *= 1.015 if case.optimizer_impl == "fused" and case.batch_per_gpu == 256 else 1.0
     return base
 
 
@@ -74,7 +74,7 @@ class SimulatedSweep:
                 figures = {"stopped": measured(ips, wall=0.7),
                            "wide": measured(ips * 1.15, spread=(0.85, 1.15), ci=(0.9, 1.1))}[how]
             figures.update(steps_of(figures, case.global_batch))
-            self.rows[key] = {**row, "status": "ok", **figures, "flops_per_image": FLOPS,
+            self.rows[key] = {**row, "status": "ok", **figures, "flops_per_item": FLOPS,
                               "elapsed_s": self.cost_s[case.execution], "peak_alloc_mib": 700.0}
             self.clock.now += self.cost_s[case.execution]
             self.order.append(case.label() + " " + case.variant())
@@ -88,17 +88,17 @@ class SimulatedSweep:
 def measured(ips, spread=(0.98, 1.02), ci=(0.994, 1.006), wall=1.0, trials=(0.99, 1.01)) -> dict:
     """A row's figures around a true speed: the steps' p10-p90, the median's interval, the wall
     clock and the trials' means, each a share of `ips`."""
-    return {"img_per_s": ips, "img_per_s_p10": ips * spread[0], "img_per_s_p90": ips * spread[1],
-            "img_per_s_ci_lo": ips * ci[0], "img_per_s_ci_hi": ips * ci[1], "wall_img_per_s": ips * wall,
-            "trial_img_per_s_min": ips * trials[0], "trial_img_per_s_max": ips * trials[1],
+    return {"items_per_s": ips, "items_per_s_p10": ips * spread[0], "items_per_s_p90": ips * spread[1],
+            "items_per_s_ci_lo": ips * ci[0], "items_per_s_ci_hi": ips * ci[1], "wall_items_per_s": ips * wall,
+            "trial_items_per_s_min": ips * trials[0], "trial_items_per_s_max": ips * trials[1],
             "step_ms_p10": 1.0, "step_ms_p50": 1.0, "step_ms_p90": 1.0}
 
 
 def steps_of(figures: dict, global_batch: int) -> dict:
     """The step times a row's figures come from: its rate is the global batch over its median step."""
-    batch_ms = 1000.0 * global_batch / figures["img_per_s"]
-    return {"step_ms_p10": batch_ms * figures["img_per_s"] / figures["img_per_s_p90"], "step_ms_p50": batch_ms,
-            "step_ms_p90": batch_ms * figures["img_per_s"] / figures["img_per_s_p10"]}
+    batch_ms = 1000.0 * global_batch / figures["items_per_s"]
+    return {"step_ms_p10": batch_ms * figures["items_per_s"] / figures["items_per_s_p90"], "step_ms_p50": batch_ms,
+            "step_ms_p90": batch_ms * figures["items_per_s"] / figures["items_per_s_p10"]}
 
 
 class Clock:
@@ -159,7 +159,7 @@ def test_the_levers_that_beat_the_intervals_are_kept_and_the_answer_names_them(t
     assert gains["execution=compile:reduce-overhead"] == pytest.approx(3.0 * 1.015, abs=0.01)
     assert gains["execution=cuda-graph"] == pytest.approx(2.5 * 1.015, abs=0.01)
     named = Case.make("single", "amp-bf16", "resnet18-small", sweep_placement(), 256, "compile",
-                      settings(channels_last=True, compile_mode="reduce-overhead", sgd_impl="fused"))
+                      settings(channels_last=True, compile_mode="reduce-overhead", optimizer_impl="fused"))
     assert recs[256]["mfu"] == pytest.approx(FLOPS * true_speed(named) / 1e12 / 989.4, rel=1e-6)
     # dp-fn measured 0.3% faster at every setting, within the intervals: single is named.
     assert recs[2048]["fastest"] is None or recs[2048]["fastest"]["label"].startswith("dp-fn")
@@ -246,7 +246,7 @@ def test_the_answer_says_when_a_run_did_not_search(tmp_path):
     rows = []
     for case in build_cases(["single", "dp-fn"], ["amp-bf16"], ["resnet18-small"], ["eager"], [0], [1], 1, [256], s):
         ips = true_speed(case)
-        figures = {"img_per_s": ips, "img_per_s_p10": ips * 0.98, "img_per_s_p90": ips * 1.02}
+        figures = {"items_per_s": ips, "items_per_s_p10": ips * 0.98, "items_per_s_p90": ips * 1.02}
         rows.append({**case.row(), "device": "cuda", "gpu_name": GPU, "date": "2026-11-25", "status": "ok",
                      **figures, **steps_of(figures, case.global_batch)})
     results.write(path, rows)
@@ -329,7 +329,7 @@ def host_speed(table: dict, case: Case) -> float:
     known = table.get((case.strategy, case.n_replicas, execution)) or table[(case.strategy, case.n_replicas, "eager")]
     speed = known[case.batch_per_gpu]
     speed *= 1.0 if case.channels_last else 0.4
-    speed *= 1.01 if case.sgd_impl == "fused" else 1.0
+    speed *= 1.01 if case.optimizer_impl == "fused" else 1.0
     return speed * (1.01 if case.options_dict.get("gradient_as_bucket_view") else 1.0)
 
 
@@ -379,7 +379,7 @@ class DeviceSweep(SimulatedSweep):
                 continue
             ips = host_speed(self.table, case)
             seconds, start = self.seconds(case)
-            best = max([r["img_per_s"] for r in self.rows.values() if r["status"] == "ok"
+            best = max([r["items_per_s"] for r in self.rows.values() if r["status"] == "ok"
                         and Case.from_row(dict(r)).group_key() == case.group_key()], default=0.0)
             screened = ""
             if self.screen and best and ips < self.screen * best and identity(row) not in self.screen_exempt:
@@ -397,7 +397,7 @@ class DeviceSweep(SimulatedSweep):
                 start = 0.0
             workers.add(worker)
             figures.update(steps_of(figures, case.global_batch))
-            self.rows[key] = {**row, "status": "ok", **figures, "flops_per_image": FLOPS, "elapsed_s": seconds,
+            self.rows[key] = {**row, "status": "ok", **figures, "flops_per_item": FLOPS, "elapsed_s": seconds,
                               "worker_start_s": start or None, "peak_alloc_mib": 700.0, "screened": screened}
             self.clock.now += seconds + start
             self.order.append((case.n_replicas, case.label() + " " + case.variant()))
@@ -482,7 +482,7 @@ def test_the_answer_at_the_gpus_you_have_comes_first_and_within_5_percent(tmp_pa
     recs = {(r["devices"], r["batch_per_gpu"]): r for r in answers_all(tmp_path / "run.json")}
     for (n, batch), rec in recs.items():
         assert rec["recommended"], rec
-        assert rec["img_per_s"] >= 0.95 * best_measurable(n, batch), (n, batch, rec["label"], rec["img_per_s"])
+        assert rec["items_per_s"] >= 0.95 * best_measurable(n, batch), (n, batch, rec["label"], rec["items_per_s"])
     # Host-bound at 256 on 4 GPUs: the CUDA graph (227k) wins over compile reduce-overhead (204k).
     assert recs[(4, 256)]["config"]["execution"] == "cuda-graph"
 
@@ -512,7 +512,7 @@ def test_the_default_search_on_two_gpus_compares_every_strategy_at_every_batch(t
     assert {(2, 256), (1, 256)} <= graphs
     recs = {(r["devices"], r["batch_per_gpu"]): r for r in answers_all(tmp_path / "run.json")}
     for (n, batch), rec in recs.items():
-        assert rec["recommended"] and rec["img_per_s"] >= 0.95 * best_measurable(n, batch, H200X2), rec
+        assert rec["recommended"] and rec["items_per_s"] >= 0.95 * best_measurable(n, batch, H200X2), rec
     assert doc["search"]["spent_s"] <= 60 * DEFAULT_BUDGET_MIN
 
 
@@ -532,7 +532,7 @@ def test_a_noisy_fastest_strategy_is_still_the_one_levers_go_to(tmp_path):
     (its interval lies far above the others'), the levers are tried on it, and the answer names ddp."""
     sweep, doc = device_search(tmp_path, shaky={("ddp", 4, 256, "eager"): "wide"})
     recs = {(r["devices"], r["batch_per_gpu"]): r for r in answers_all(tmp_path / "run.json")}
-    assert recs[(4, 256)]["strategy"] == "ddp" and recs[(4, 256)]["img_per_s"] >= 0.95 * best_measurable(4, 256)
+    assert recs[(4, 256)]["strategy"] == "ddp" and recs[(4, 256)]["items_per_s"] >= 0.95 * best_measurable(4, 256)
 
 
 def test_a_steady_row_with_a_slow_trial_mean_keeps_the_levers(tmp_path):
@@ -561,7 +561,7 @@ def test_a_wide_eager_row_does_not_decide_a_regime(tmp_path):
     assert tried == {256, 1024, 2048}
     recs = {(r["devices"], r["batch_per_gpu"]): r for r in answers_all(tmp_path / "run.json")}
     for (n, batch), rec in recs.items():
-        assert rec["img_per_s"] >= 0.95 * best_measurable(n, batch), (n, batch, rec["label"])
+        assert rec["items_per_s"] >= 0.95 * best_measurable(n, batch), (n, batch, rec["label"])
 
 
 def test_a_survey_larger_than_its_share_is_cut_and_the_rows_say_why(tmp_path):
@@ -663,7 +663,7 @@ def test_the_default_budget_holds_the_whole_job_at_the_seconds_two_h200s_took(tm
     assert [(m["devices"], m["batch_per_gpu"]) for m in again] == [(1, 256)], again
     recs = {(r["devices"], r["batch_per_gpu"]): r for r in answers_all(tmp_path / "run.json")}
     for (n, batch), rec in recs.items():
-        assert rec["recommended"] and rec["img_per_s"] >= 0.95 * best_measurable(n, batch, H200X2), rec
+        assert rec["recommended"] and rec["items_per_s"] >= 0.95 * best_measurable(n, batch, H200X2), rec
     seven = tmp_path / "seven"
     seven.mkdir()
     _, short = device_search(seven, shaky=TWO_MODE_2XH200, gpus=(0, 1), names=EVERY_STRATEGY, costs=costs,
@@ -706,7 +706,7 @@ def test_at_four_gpus_the_default_budget_holds_the_whole_job_and_five_minutes_do
         assert len(recs) == 6
         for rec in recs:
             cell = (rec["devices"], rec["batch_per_gpu"])
-            assert rec["recommended"] and rec["img_per_s"] >= 0.95 * best_measurable(*cell), (name, rec)
+            assert rec["recommended"] and rec["items_per_s"] >= 0.95 * best_measurable(*cell), (name, rec)
         for minutes, left_out in short.items():
             folder = tmp_path / f"{name}-{minutes}min"
             folder.mkdir()
@@ -716,7 +716,7 @@ def test_at_four_gpus_the_default_budget_holds_the_whole_job_and_five_minutes_do
                 skipped = sorted((r["strategy"], r["batch_per_gpu"]) for r in doc["rows"]
                                  if r["status"] == "skipped" and r["strategy"] != "mxnet-gluon")
                 assert skipped == cut_from_survey, (name, skipped)
-                cells = {(r["devices"], r["batch_per_gpu"]): r["img_per_s"] for r in answers_all(folder / "run.json")}
+                cells = {(r["devices"], r["batch_per_gpu"]): r["items_per_s"] for r in answers_all(folder / "run.json")}
                 ratio = {cell: ips / best_measurable(*cell) for cell, ips in cells.items()}
                 low = {cell for cell, x in ratio.items() if x < 0.95}
                 assert low == {(n, b) for n, b, _ in left_out}, (name, ratio)

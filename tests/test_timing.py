@@ -112,7 +112,7 @@ def test_a_gpu_held_below_its_clocks_during_the_trials_is_read_from_nvml_with_it
     row = {"status": "ok", "warmup": 10, "n_timed_steps": 60, "power_capped_pct": 93.0, "thermal_capped_pct": 0.0}
     assert caveat(row) == ""
     cell = {"label": "ddp", "precision": "fp32", "where": "2 GPUs", "batch_per_gpu": 256, "devices": 2,
-            "img_per_s": 1000.0, "img_per_s_p10": 990.0, "img_per_s_p90": 1010.0, "speedup": None,
+            "items_per_s": 1000.0, "items_per_s_p10": 990.0, "items_per_s_p90": 1010.0, "speedup": None,
             "peak_alloc_mib": None, "regime": "", "power_capped_pct": 93.0, "power_limit_w": 700.0}
     assert _case(cell).endswith(", at its power limit of 700 W during 93% of its trials")
     assert _case({**cell, "power_capped_pct": 100.8}).endswith("at its power limit of 700 W throughout its trials")

@@ -73,12 +73,12 @@ def test_a_factory_outside_the_repository_runs_under_every_kind_of_strategy(toy,
                                                                "(resnet18-small, resnet18)"
             continue
         assert r["status"] == "ok", (model, strategy, r["reason"])
-        assert r["flops_per_image"] > 0 and r["tflops"] > 0
+        assert r["flops_per_item"] > 0 and r["tflops"] > 0
         if model == "toymodels:build":
             assert r["parameters"] == toy_params and r["workload_source"] == "module toymodels"
             # Linear layers: 2 x (2 x 256x256 + 256x5) per image forward, x3 with backward; the stem's
             # convolution x2 (no gradient for the input images).
-            assert r["flops_per_image"] == 3 * 2 * (2 * 256 * 256 + 256 * 5) + 2 * 2 * (64 * 4 * 9)
+            assert r["flops_per_item"] == 3 * 2 * (2 * 256 * 256 + 256 * 5) + 2 * 2 * (64 * 4 * 9)
         else:
             assert r["parameters"] == 114_250 and r["workload_source"] == "module bench.workloads.vit"
     assert all(r["workload_source"] for r in rows)  # skipped rows too

@@ -112,12 +112,16 @@ class Case(_Knobs):
     def make(cls, strategy: str, precision: str, model: str, placement: Placement, batch_per_gpu: int,
              execution: str, settings: Settings) -> "Case":
         """A case of a sweep: `auto` settings resolved for this strategy and device."""
+        from bench.workloads import data_of
+
         declared = strategies.get(strategy)
         on_gpu = bool(placement.gpus)
+        data = data_of(model)
         return cls(
             strategy=strategy, precision=precision, model=model, gpus=tuple(placement.gpus),
             n_replicas=placement.n_replicas, batch_per_gpu=batch_per_gpu, nnodes=placement.nnodes, execution=execution,
-            knobs=tuple((k.name, k.resolved(getattr(settings, k.name), declared, on_gpu, execution)) for k in DECLARED),
+            knobs=tuple((k.name, k.resolved(getattr(settings, k.name), declared, on_gpu, execution, data))
+                        for k in DECLARED),
             options=tuple(sorted(strategy_options(strategy, dict(settings.options)).items())),
             warmup=settings.warmup, steps=settings.steps, trials=settings.trials, seed=settings.seed,
         )
@@ -144,7 +148,7 @@ class Case(_Knobs):
             gpus=tuple(int(g) for g in gpus.split(",") if g.strip()),
             n_replicas=int(row.get("n_replicas") or max(1, int(row.get("n_gpus") or 1))),
             batch_per_gpu=int(row["batch_per_gpu"]), nnodes=int(get("nnodes") or 1), execution=execution,
-            knobs=tuple((knob.name, knob.read(row.get(knob.name))) for knob in DECLARED),
+            knobs=tuple((knob.name, knob.value_in(row)) for knob in DECLARED),
             options=tuple(sorted(strategy_options(str(row["strategy"]), recorded).items())),
             **{k: int(row[k]) for k in MEASUREMENT if row.get(k) not in (None, "")},
         )
@@ -219,13 +223,16 @@ class Case(_Knobs):
 
     def changed_knobs(self) -> dict:
         """The knobs set away from the suite's defaults (the label that tells variants apart)."""
+        from bench.workloads import data_of
+
         declared = strategies.info(self.strategy)
+        data, knobs = data_of(self.model), dict(self.knobs)
         out = {}
         if self.execution != "eager":
             out["execution"] = (self.execution if self.compile_mode == "default"
                                 else f"{self.execution}:{self.compile_mode}")
         for knob in DECLARED:
-            shown = knob.shown(getattr(self, knob.name), declared, bool(self.gpus), self.execution)
+            shown = knob.shown(getattr(self, knob.name), declared, bool(self.gpus), self.execution, data, knobs)
             if shown:
                 key, _, value = shown.partition("=")
                 out[key] = value or True

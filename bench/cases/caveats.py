@@ -9,6 +9,8 @@ written.
 """
 from __future__ import annotations
 
+from bench.workloads.data import rate_unit
+
 # p10 and p90 (linear interpolation over n steps) lean on the single fastest and slowest
 # step while 0.1 * (n - 1) < 1: a spread needs at least 11 timed steps.
 MIN_STEPS_FOR_SPREAD = 11
@@ -30,13 +32,13 @@ def wall_disagreement(row: dict) -> tuple[float, str] | None:
     between trials, or the step timing broken). One slow step is in the steps' total, and is
     an outlier (the row's `outliers`), not a disagreement. Older rows: against the median,
     outside the p10-p90 spread."""
-    wall, median = row.get("wall_img_per_s"), row.get("img_per_s")
-    low, high = row.get("img_per_s_p10"), row.get("img_per_s_p90")
+    wall, median = row.get("wall_items_per_s"), row.get("items_per_s")
+    low, high = row.get("items_per_s_p10"), row.get("items_per_s_p90")
     mean, batch = row.get("step_ms_mean"), row.get("global_batch")
     if not wall or not median:
         return None
     if mean and batch and row.get("step_ms_trials"):
-        off = wall / (float(batch) * 1000 / float(mean)) - 1
+        off = wall / (float(batch) * float(row.get("items_per_sample") or 1) * 1000 / float(mean)) - 1
         return (off, "what its steps add up to") if abs(off) > WALL_DISAGREEMENT else None
     if low is None or high is None:
         return None
@@ -68,11 +70,13 @@ def caveat(row: dict) -> str:
         if against.startswith("the median"):
             why = "some steps stalled far beyond what the median shows" if off < 0 else \
                 "the step times do not add up to the trials' time"
-            said.append(f"wall-clock {row['wall_img_per_s']:.3g} img/s is {100 * off:+.0f}% off {against}, beyond the "
-                        f"p10-p90 spread: {why}; re-run")
+            said.append(f"wall-clock {row['wall_items_per_s']:.3g} {rate_unit(row)} is {100 * off:+.0f}% off "
+                        f"{against}, "
+                        f"beyond the p10-p90 spread: {why}; re-run")
         else:
             why = "the process was stopped or starved outside its timed steps" if off < 0 else \
                 "the step times do not add up to the trials' time"
-            said.append(f"wall-clock {row['wall_img_per_s']:.3g} img/s is {100 * off:+.0f}% off {against}: "
+            said.append(f"wall-clock {row['wall_items_per_s']:.3g} {rate_unit(row)} is {100 * off:+.0f}% off "
+                        f"{against}: "
                         f"{why}; re-run")
     return "; ".join(said)

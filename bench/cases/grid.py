@@ -7,17 +7,29 @@ from bench.cases.case import Case, strategy_options
 from bench.core.placement import Placement
 
 
+def default_batches(model: str, on_gpu: bool) -> tuple[int, ...]:
+    """The per-GPU batches a sweep measures for `model` where none are given: its data's
+    (bench/workloads/data.py: images from host-bound to GPU-bound, sequences that fit)."""
+    from bench.workloads import data_of
+    from bench.workloads.data import Images
+
+    data = data_of(model) or Images((3, 224, 224), 1000)  # a model not known here: images, as before units
+    return data.batches["cuda" if on_gpu else "cpu"]
+
+
 def build_cases(strategy_names, precisions, models, executions, gpus, gpu_counts, cpu_replicas, batch_sizes, settings,
                 nnodes: int = 1):
-    """The grid, in the order it is reported: model, precision, execution, strategy, devices, batch."""
+    """The grid, in the order it is reported: model, precision, execution, strategy, devices, batch;
+    `batch_sizes` None: each model's own (`default_batches`)."""
     cases = []
     for model in models:
+        sizes = default_batches(model, bool(gpus)) if batch_sizes is None else batch_sizes
         for precision in precisions:
             for execution in executions:
                 for name in strategy_names:
                     strategy = strategies.get(name)
                     for placement in placements(strategy, gpus, gpu_counts, cpu_replicas, nnodes, settings.options):
-                        for batch in sorted(set(batch_sizes)):
+                        for batch in sorted(set(sizes)):
                             cases.append(Case.make(name, precision, model, placement, batch, execution, settings))
     return cases
 

@@ -1,8 +1,9 @@
 """Levers: the single-setting changes a search tries on a configuration.
 
 A lever moves one setting of a case to another value: the execution (torch.compile, compile
-with reduce-overhead, the whole step captured in a CUDA graph), the SGD kernels (fused), the
-memory format (channels_last on or off), or one of the options a strategy offers to a search
+with reduce-overhead, the whole step captured in a CUDA graph), the optimiser's kernels (fused
+SGD or AdamW), the memory format (channels_last on or off, for image batches), or one of the
+options a strategy offers to a search
 (`Strategy.search_options`: DDP's bucket view, static graph and bucket size; FSDP2's
 resharding). A lever's gain is the ratio of two measured rows of one run that differ in that
 setting alone, so every gain the answer states is a measurement, not a guess.
@@ -21,13 +22,13 @@ from bench.cases.case import Case
 
 # (execution, compile mode) pairs a search tries, in order of priority.
 EXECUTION_LEVERS = (("compile", "reduce-overhead"), ("cuda-graph", "default"), ("compile", "default"))
-DIMENSIONS = ("execution", "sgd_impl", "channels_last", "options")
+DIMENSIONS = ("execution", "optimizer_impl", "channels_last", "options")
 
 
 @dataclass(frozen=True)
 class Lever:
     dimension: str  # one of DIMENSIONS
-    setting: str  # what it sets, as the answer names it: "execution=compile:reduce-overhead", "sgd=fused"
+    setting: str  # what it sets, as the answer names it: "execution=compile:reduce-overhead", "adamw=fused"
     case: Case  # the configuration with the lever applied
     note: str = ""  # what else the lever had to set, and why
 
@@ -44,7 +45,12 @@ def _with_knobs(case: Case, **values) -> Case:
     return dataclasses.replace(case, knobs=tuple((k, values.get(k, v)) for k, v in case.knobs))
 
 
-# Executions that replay the step: their SGD update runs fused where the strategy can. Under
+def fused_label(case: Case) -> str:
+    """The fused-kernel lever as the answer names it: "sgd=fused", "adamw=fused"."""
+    return f"{case.optimizer}=fused"
+
+
+# Executions that replay the step: their optimiser update runs fused where the strategy can. Under
 # compile reduce-overhead the update runs eagerly after the replayed forward and backward: a
 # multi-tensor update's launches make a 256/GPU step host-bound again (`single` on one H200: 67.8k
 # img/s in two modes with foreach SGD, 79.2k fused; docs/search.md), and a captured GradScaler step
@@ -53,7 +59,7 @@ REPLAYED = (("compile", "reduce-overhead"), ("cuda-graph", "default"))
 
 
 def _fused_if_possible(case: Case) -> Case:
-    fused = _with_knobs(case, sgd_impl="fused")
+    fused = _with_knobs(case, optimizer_impl="fused")
     return fused if strategies.get(case.strategy).knobs_unavailable_reason(dict(fused.knobs)) is None else case
 
 
@@ -64,22 +70,27 @@ def _execution_levers(case: Case) -> list[Lever]:
             continue
         moved = _with_knobs(dataclasses.replace(case, execution=execution), compile_mode=mode)
         note = ""
-        if (execution, mode) in REPLAYED and case.sgd_impl != "fused":
+        if (execution, mode) in REPLAYED and case.optimizer_impl != "fused":
             moved = _fused_if_possible(moved)
-            if moved.sgd_impl == "fused":
-                note = "with sgd=fused"
+            if moved.optimizer_impl == "fused":
+                note = f"with {fused_label(moved)}"
         setting = "execution=" + execution_of(moved)
         out.append(Lever("execution", setting, moved, note))
     return out
 
 
-def _sgd_levers(case: Case) -> list[Lever]:
-    if case.sgd_impl == "fused":
+def _kernel_levers(case: Case) -> list[Lever]:
+    if case.optimizer_impl == "fused":
         return []
-    return [Lever("sgd_impl", "sgd=fused", _with_knobs(case, sgd_impl="fused"))]
+    return [Lever("optimizer_impl", fused_label(case), _with_knobs(case, optimizer_impl="fused"))]
 
 
 def _layout_levers(case: Case) -> list[Lever]:
+    from bench.workloads import data_of
+
+    data = data_of(case.model)
+    if data is not None and not data.spatial:
+        return []  # token ids: no layout to choose
     flipped = not case.channels_last
     return [Lever("channels_last", f"channels_last={'on' if flipped else 'off'}",
                   _with_knobs(case, channels_last=flipped))]
@@ -97,7 +108,7 @@ def _option_levers(case: Case) -> list[Lever]:
     return out
 
 
-_BY_DIMENSION = {"execution": _execution_levers, "sgd_impl": _sgd_levers, "channels_last": _layout_levers,
+_BY_DIMENSION = {"execution": _execution_levers, "optimizer_impl": _kernel_levers, "channels_last": _layout_levers,
                  "options": _option_levers}
 
 
@@ -111,8 +122,10 @@ def difference(a: Case, b: Case) -> list[str]:
     out = []
     if execution_of(a) != execution_of(b):
         out.append("execution=" + execution_of(b))
-    if a.sgd_impl != b.sgd_impl:
-        out.append(f"sgd={b.sgd_impl}")
+    if a.optimizer != b.optimizer:
+        out.append(f"optimizer={b.optimizer}")
+    if a.optimizer_impl != b.optimizer_impl:
+        out.append(f"{b.optimizer}={b.optimizer_impl}")
     if a.channels_last != b.channels_last:
         out.append(f"channels_last={'on' if b.channels_last else 'off'}")
     for name in sorted(set(a.options_dict) | set(b.options_dict)):

@@ -1,6 +1,6 @@
 """How measured configurations are ranked, defined once for the search and the answer.
 
-- **Estimate**: a row's median images/s, with the confidence interval of that median
+- **Estimate**: a row's median throughput (images/s, tokens/s), with the confidence interval of that median
   (bench/core/stats.py: a bootstrap over its trials and steps). Rows written before rows kept
   their steps have no interval; their p10-p90 range stands in for it (wider, so more ties).
 - **Beats**: `a` beats `b` when a's interval lies wholly above b's and its median is ahead by more
@@ -31,6 +31,7 @@ import math
 import strategies
 from bench.cases.case import Case
 from bench.cases.caveats import wall_disagreement
+from bench.workloads.data import rate_unit
 
 # Rows without an interval (written before rows kept their steps): a p10-p90 spread wider than a
 # quarter of the median is no measurement to rank by (docs/findings.md, finding 4).
@@ -60,34 +61,34 @@ def _number(row, name):
 
 def spread(row) -> float:
     """The steps' p10-p90 range over the median: how much the steps themselves vary."""
-    return (row["img_per_s_p90"] - row["img_per_s_p10"]) / row["img_per_s"]
+    return (row["items_per_s_p90"] - row["items_per_s_p10"]) / row["items_per_s"]
 
 
 def has_interval(row) -> bool:
-    return _number(row, "img_per_s_ci_lo") is not None and _number(row, "img_per_s_ci_hi") is not None
+    return _number(row, "items_per_s_ci_lo") is not None and _number(row, "items_per_s_ci_hi") is not None
 
 
 def interval(row) -> tuple[float, float]:
     """Where the row's median lies: its confidence interval, or its p10-p90 where it has none."""
     if has_interval(row):
-        return float(row["img_per_s_ci_lo"]), float(row["img_per_s_ci_hi"])
-    return float(row["img_per_s_p10"]), float(row["img_per_s_p90"])
+        return float(row["items_per_s_ci_lo"]), float(row["items_per_s_ci_hi"])
+    return float(row["items_per_s_p10"]), float(row["items_per_s_p90"])
 
 
 def width(row) -> float:
     lo, hi = interval(row)
-    return (hi - lo) / row["img_per_s"]
+    return (hi - lo) / row["items_per_s"]
 
 
 def beats(a, b, noise: float = 0.0) -> bool:
     """`a` faster than `b` beyond both intervals, by more than THRESHOLD and the run's measured noise."""
-    return interval(a)[0] > interval(b)[1] and a["img_per_s"] > b["img_per_s"] * (1 + max(noise, THRESHOLD))
+    return interval(a)[0] > interval(b)[1] and a["items_per_s"] > b["items_per_s"] * (1 + max(noise, THRESHOLD))
 
 
 def low_end(row) -> float:
     """The slowest the row's own figures allow: its interval's low end, or lower where the wall
     clock fell below it (a stopped row's honest floor)."""
-    figures = [interval(row)[0], _number(row, "wall_img_per_s")]
+    figures = [interval(row)[0], _number(row, "wall_items_per_s")]
     return min(f for f in figures if f is not None)
 
 
@@ -98,7 +99,8 @@ def stopped(row) -> str:
     if disagreement is None:
         return ""
     off, against = disagreement
-    return (f"its wall-clock figure ({row['wall_img_per_s']:.0f} img/s) is {100 * abs(off):.0f}% off {against}: "
+    return (f"its wall-clock figure ({row['wall_items_per_s']:.0f} {rate_unit(row)}) is {100 * abs(off):.0f}% off "
+            f"{against}: "
             "it was stopped or starved")
 
 
@@ -107,7 +109,7 @@ def wide(row) -> str:
     if has_interval(row):
         if width(row) > WIDE:
             lo, hi = interval(row)
-            return (f"the {100 * width(row):.0f}% interval of its median ({lo:.0f}-{hi:.0f} img/s, over "
+            return (f"the {100 * width(row):.0f}% interval of its median ({lo:.0f}-{hi:.0f} {rate_unit(row)}, over "
                     f"{100 * WIDE:.0f}%) is too wide to rank by")
         return ""
     if spread(row) > UNSTABLE:
@@ -153,7 +155,7 @@ def simplicity(row, asked: dict | None = None) -> tuple:
     devices = int(row.get("n_gpus") or 0) or int(row.get("n_replicas") or 1)
     one_device_baseline = devices == 1 and declared is not None and declared.baseline
     return (levers_moved(row, asked), not one_device_baseline, declared.order if declared else 99, str(row["strategy"]),
-            -float(row["img_per_s"]))
+            -float(row["items_per_s"]))
 
 
 def pick(rows: list, asked: dict | None = None, noise: float = 0.0) -> tuple[dict | None, list, list]:
@@ -169,13 +171,13 @@ def pick(rows: list, asked: dict | None = None, noise: float = 0.0) -> tuple[dic
     shaky = [r for r in rows if stopped(r)]
     chosen, tied = None, []
     if usable:
-        fastest = max(usable, key=lambda r: (r["img_per_s"], -simplicity(r, asked)[2]))
+        fastest = max(usable, key=lambda r: (r["items_per_s"], -simplicity(r, asked)[2]))
         tied = [r for r in usable if not beats(fastest, r, noise)]
         chosen = min(tied, key=lambda r: simplicity(r, asked))
-        tied = sorted((r for r in tied if r is not chosen), key=lambda r: -r["img_per_s"])
+        tied = sorted((r for r in tied if r is not chosen), key=lambda r: -r["items_per_s"])
     ahead = [r for r in shaky if chosen is not None and clear_of(r, chosen, noise)]
     if ahead:
-        chosen, tied = max(ahead, key=lambda r: r["img_per_s"]), []
+        chosen, tied = max(ahead, key=lambda r: r["items_per_s"]), []
     left_out = [(r, stopped(r)) for r in shaky if r is not chosen]
     return chosen, tied, left_out
 
@@ -183,7 +185,7 @@ def pick(rows: list, asked: dict | None = None, noise: float = 0.0) -> tuple[dic
 def clear_of(row, other, noise: float = 0.0) -> bool:
     """`row` faster than `other` beyond both intervals measured from row's honest floor
     (`low_end`): true whatever stopped row's steps."""
-    return low_end(row) > interval(other)[1] and row["img_per_s"] > other["img_per_s"] * (1 + max(noise, THRESHOLD))
+    return low_end(row) > interval(other)[1] and row["items_per_s"] > other["items_per_s"] * (1 + max(noise, THRESHOLD))
 
 
 def unjudged(chosen: dict | None, tied: list, left_out: list) -> list:
@@ -193,8 +195,8 @@ def unjudged(chosen: dict | None, tied: list, left_out: list) -> list:
     the pick's interval. Until they are measured again the order is open."""
     if chosen is None:
         return [r for r, _ in left_out]
-    open_ = [r for r in tied if abs(r["img_per_s"] / chosen["img_per_s"] - 1) > MATTERS]
-    return open_ + [r for r, _ in left_out if r["img_per_s"] > interval(chosen)[1]]
+    open_ = [r for r in tied if abs(r["items_per_s"] / chosen["items_per_s"] - 1) > MATTERS]
+    return open_ + [r for r, _ in left_out if r["items_per_s"] > interval(chosen)[1]]
 
 
 def open_reason(row, chosen: dict | None) -> str:
@@ -202,8 +204,9 @@ def open_reason(row, chosen: dict | None) -> str:
     if stopped(row) or chosen is None:
         return stopped(row) or "nothing else ran steadily"
     lo, hi = interval(row)
-    return (f"its median is {100 * (row['img_per_s'] / chosen['img_per_s'] - 1):+.1f}%, but its interval "
-            f"({lo:.0f}-{hi:.0f} img/s) overlaps the pick's ({interval(chosen)[0]:.0f}-{interval(chosen)[1]:.0f})")
+    return (f"its median is {100 * (row['items_per_s'] / chosen['items_per_s'] - 1):+.1f}%, but its interval "
+            f"({lo:.0f}-{hi:.0f} {rate_unit(row)}) overlaps the pick's "
+            f"({interval(chosen)[0]:.0f}-{interval(chosen)[1]:.0f})")
 
 
 # Host-bound or GPU-bound from a series' batch ladder (bench/report/regime.py states the rule).
@@ -226,7 +229,7 @@ def noise(measurements: list[dict], key: list[str]) -> float:
     """The run's own noise for one case: how far its repeated steady measurements (a search log's
     entries, bench/run/search.py; a disturbed one was measured again for being so) lie apart, over
     their median; 0 where it was measured once."""
-    figures = sorted(m["img_per_s"] for m in measurements if m.get("key") == key and m.get("status") == "ok"
+    figures = sorted(m["items_per_s"] for m in measurements if m.get("key") == key and m.get("status") == "ok"
                      and not m.get("disturbed"))
     if len(figures) < 2:
         return 0.0

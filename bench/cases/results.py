@@ -27,6 +27,7 @@ import strategies
 from bench.cases import case as case_mod, caveats
 from bench.core import stats
 from bench.core.precision import PRECISIONS
+from bench.workloads.data import UNITS, rate_unit, unit_of  # noqa: F401 - unit_of is read from here too
 from bench.measure.anatomy import COLUMNS as ANATOMY, FLOAT_COLUMNS as ANATOMY_FLOAT, VALUES as ANATOMY_VALUES
 from bench.measure.counters import COUNTERS
 
@@ -40,10 +41,14 @@ PHASES = ["worker_start_s", "build_s", "warmup_s", "timed_s", "counters_s"]
 FIGURES = [
     "status", "reason",
     "caveat",  # what makes an ok row's figures mislead (bench/cases/caveats.py), '' where nothing does
-    "img_per_s", "img_per_s_p10", "img_per_s_p90",
+    # What throughput counts (bench/workloads/data.py): "images", "tokens" (or "samples"), and how many of
+    # them one row of the batch holds (1 for an image, T for a sequence of T tokens). Rows written
+    # before units existed counted images, one a row (LEGACY_COLUMNS).
+    "unit", "items_per_sample",
+    "items_per_s", "items_per_s_p10", "items_per_s_p90",
     # The median's confidence interval (bench/core/stats.py): what rankings compare.
-    "img_per_s_ci_lo", "img_per_s_ci_hi",
-    "wall_img_per_s", "trial_img_per_s_min", "trial_img_per_s_max",
+    "items_per_s_ci_lo", "items_per_s_ci_hi",
+    "wall_items_per_s", "trial_items_per_s_min", "trial_items_per_s_max",
     "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "n_timed_steps",
     "outliers",  # Tukey's classification of the timed steps, "" where none ("2 of 60 (2 high mild)")
     "step_ms_trials",  # every timed step in ms, ';' within a trial, '|' between trials
@@ -53,7 +58,7 @@ FIGURES = [
     "power_capped_pct", "thermal_capped_pct", "power_limit_w",
     "peak_alloc_mib", "peak_alloc_mib_min", "peak_reserved_mib",
     "peak_alloc_mib_per_device", "peak_reserved_mib_per_device",
-    "parameters", "workload_source", "flops_per_image", "tflops", *COUNTERS,
+    "parameters", "workload_source", "flops_per_item", "tflops", *COUNTERS,
     "counters_scope",  # what the counters cover: "step" (bench/measure/counters.py SCOPE), empty in older rows
     *ANATOMY, "elapsed_s", *PHASES,
     "output_tail",
@@ -73,27 +78,28 @@ ENVIRONMENT = [
 ]
 COLUMNS = list(case_mod.COLUMNS) + FIGURES + ENVIRONMENT
 STATUSES = ("ok", "oom", "error", "timeout", "skipped")
-INTEGER = {*COUNTERS[:-1], "n_gpus", "n_replicas", "nnodes", "gpus_per_node", "world_size", "batch_per_gpu", "warmup",
+INTEGER = {*COUNTERS[:-1], "items_per_sample", "n_gpus", "n_replicas", "nnodes", "gpus_per_node", "world_size",
+           "batch_per_gpu", "warmup",
            "steps", "trials", "seed", "global_batch", "n_timed_steps",
            "gpu_count_host", "anatomy_steps", "parameters", "host_cpus"}
 FLOAT = {
-    "img_per_s", "img_per_s_p10", "img_per_s_p90", "img_per_s_ci_lo", "img_per_s_ci_hi", "wall_img_per_s",
-    "trial_img_per_s_min", "trial_img_per_s_max",
+    "items_per_s", "items_per_s_p10", "items_per_s_p90", "items_per_s_ci_lo", "items_per_s_ci_hi", "wall_items_per_s",
+    "trial_items_per_s_min", "trial_items_per_s_max",
     "step_ms_p10", "step_ms_p50", "step_ms_p90", "step_ms_mean", "peak_alloc_mib", "peak_alloc_mib_min",
-    "peak_reserved_mib", "flops_per_image", "tflops", "elapsed_s", "gpu_memory_mib", "alloc_mib_per_step",
+    "peak_reserved_mib", "flops_per_item", "tflops", "elapsed_s", "gpu_memory_mib", "alloc_mib_per_step",
     *PHASES,
 } | ANATOMY_FLOAT | {"host_memory_gib", "load_avg_start", "load_avg_end", "power_capped_pct", "thermal_capped_pct",
                      "power_limit_w"}
-AT_LEAST_ONE = {"batch_per_gpu", "global_batch", "n_replicas", "nnodes", "steps", "trials"}
+AT_LEAST_ONE = {"items_per_sample", "batch_per_gpu", "global_batch", "n_replicas", "nnodes", "steps", "trials"}
 # Figures an `ok` row must have, finite and above zero.
-REQUIRED_POSITIVE = ("img_per_s", "img_per_s_p10", "img_per_s_p90", "step_ms_p10", "step_ms_p50", "step_ms_p90")
+REQUIRED_POSITIVE = ("items_per_s", "items_per_s_p10", "items_per_s_p90", "step_ms_p10", "step_ms_p50", "step_ms_p90")
 # Figures that, where present, must be finite and not negative.
 NON_NEGATIVE = FLOAT - set(REQUIRED_POSITIVE) - {"anatomy_vs_timed_pct"}
 # Version fields stay text (CUDA "13.0", not the float 13.0) when a CSV is read back.
 TEXT = {"cuda", "cudnn", "nccl", "torch", "mxnet", "numpy", "python", "driver", "gpus", "git_commit", "torch_git",
         "worker_scope", "workload_source", "cpus_per_rank", "caveat", "reason", "date", "gpu_name", "host", "hosts",
         "node_gpu_names", "cpu", "platform", "command", "run_id", "gpu_topology", "environment", "output_tail",
-        "outliers", "step_ms_trials", "counters_scope"}
+        "outliers", "step_ms_trials", "counters_scope", "unit"}
 # Text fields that name what ran and where: shown in headings, table cells and the answer's first
 # line, they hold no line breaks, no control characters and none of Markdown's and HTML's own
 # characters (a model named 'm|x\n## heading' broke REPORT.md's tables and made a heading of its own).
@@ -106,6 +112,41 @@ TEXT_REFUSED = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 JSON_OBJECTS = ("options", "environment")
 # A step anatomy comes whole: the profiled step, its parts and its distance from the timed step.
 ANATOMY_TOGETHER = [f"anatomy_{v}_ms" for v in ANATOMY_VALUES] + ["anatomy_vs_timed_pct"]
+
+
+# Columns of rows written before throughput had a unit (all of them counted images, one a row), and
+# their names now: such files (the committed reference set, CI baselines, anyone's old runs) read
+# as rows of today's schema.
+LEGACY_COLUMNS = {"img_per_s": "items_per_s", "img_per_s_p10": "items_per_s_p10", "img_per_s_p90": "items_per_s_p90",
+                  "img_per_s_ci_lo": "items_per_s_ci_lo", "img_per_s_ci_hi": "items_per_s_ci_hi",
+                  "wall_img_per_s": "wall_items_per_s", "trial_img_per_s_min": "trial_items_per_s_min",
+                  "trial_img_per_s_max": "trial_items_per_s_max", "flops_per_image": "flops_per_item"}
+LEGACY_UNIT = {"unit": "images", "items_per_sample": 1}
+
+
+def today(raw: dict) -> dict:
+    """A row (or a search log's entry) under today's column names: a legacy `img_per_s` is `items_per_s`
+    and so on, in images one a row; a row of today's schema comes back as it is."""
+    if not any(old in raw for old in LEGACY_COLUMNS):
+        return raw
+    out = {LEGACY_COLUMNS.get(k, k): v for k, v in raw.items()
+           if not (k in LEGACY_COLUMNS and LEGACY_COLUMNS[k] in raw)}
+    for k, v in LEGACY_UNIT.items():
+        if out.get(k) in (None, ""):
+            out[k] = v
+    return out
+
+
+def today_log(log: dict) -> dict:
+    """A search's log (bench/run/search.py) under today's names: its measurements' and levers' rates
+    as `items_per_s` (`base_items_per_s`), where a log written before units says img_per_s."""
+    def entry(e):
+        if not isinstance(e, dict):
+            return e
+        e = today(e) if any(old in e for old in LEGACY_COLUMNS) else e
+        return {("base_items_per_s" if k == "base_img_per_s" else k): v for k, v in e.items()}
+
+    return {k: [entry(e) for e in v] if isinstance(v, list) else v for k, v in log.items()}
 
 
 class ResultsError(Exception):
@@ -269,22 +310,25 @@ def _validate(row: dict, where: str, fix: str) -> None:
         missing = [c for c in ANATOMY_TOGETHER if row.get(c) is None]
         if missing:
             raise ResultsError(f"{where} has a step anatomy without {', '.join(missing)}; {fix}")
+    if row.get("unit") is not None and row["unit"] not in UNITS:
+        raise ResultsError(f"{where}: field unit is {_shown(row['unit'])}, not one of {', '.join(UNITS)}; {fix}")
     if row["status"] == "ok":
         for c in REQUIRED_POSITIVE:
             v = row.get(c)
             if v is None or not v > 0:
                 raise ResultsError(f"{where}: field {c} of an ok row is {v!r}; it must be a positive number; {fix}")
-        for low, mid, high in (("img_per_s_p10", "img_per_s", "img_per_s_p90"),
+        for low, mid, high in (("items_per_s_p10", "items_per_s", "items_per_s_p90"),
                                ("step_ms_p10", "step_ms_p50", "step_ms_p90")):
             # Rounding of a written figure may move it by an ulp or so; a spread beside its median is no spread.
             if not (row[low] <= row[mid] * (1 + 1e-9) and row[mid] <= row[high] * (1 + 1e-9)):
                 raise ResultsError(f"{where}: {mid} {row[mid]:g} lies outside {low}-{high} "
                                    f"({row[low]:g}-{row[high]:g}): no measured spread is like that; {fix}")
-        lo, hi = row.get("img_per_s_ci_lo"), row.get("img_per_s_ci_hi")
+        lo, hi = row.get("items_per_s_ci_lo"), row.get("items_per_s_ci_hi")
         if (lo is None) != (hi is None) or (lo is not None
-                                            and not lo <= row["img_per_s"] * (1 + 1e-9) <= hi * (1 + 2e-9)):
-            raise ResultsError(f"{where}: the median's interval img_per_s_ci_lo-img_per_s_ci_hi ({lo}-{hi}) does not "
-                               f"hold its median {row['img_per_s']:g}; {fix}")
+                                            and not lo <= row["items_per_s"] * (1 + 1e-9) <= hi * (1 + 2e-9)):
+            raise ResultsError(f"{where}: the median's interval items_per_s_ci_lo-items_per_s_ci_hi ({lo}-{hi}) does "
+                               "not "
+                               f"hold its median {row['items_per_s']:g}; {fix}")
         if row.get("step_ms_trials"):
             try:
                 steps = sum(len(t) for t in stats.parse_series(row["step_ms_trials"]))
@@ -301,12 +345,12 @@ def _validate(row: dict, where: str, fix: str) -> None:
 # results file, and reading it whole would take the host's memory.
 MAX_BYTES = 256 * 2**20
 # What no measurement can be: more devices than any cluster has, or a device that trains faster than
-# 10 PFLOP/s (ten times an H200's dense bf16 peak); without a FLOP count, a billion images a second
-# (the suite's workloads are 2.7 GFLOP an image and up).
+# 10 PFLOP/s (ten times an H200's dense bf16 peak); without a FLOP count, ten billion items a second
+# per device (the suite's image workloads are 2.7 GFLOP an image and up, its smallest GPT 0.9 MFLOP a token).
 MAX_DEVICES = 65_536
 MAX_FLOPS_PER_DEVICE = 1e16
-MAX_IMG_PER_S = 1e9
-# How far a row's img/s may lie from its global batch over its median step (the rounding of a CSV).
+MAX_ITEMS_PER_S = 1e10
+# How far a row's rate may lie from its global batch's items over its median step (the rounding of a CSV).
 STEP_AGREEMENT = 0.01
 
 
@@ -321,19 +365,23 @@ def _sense(row: dict, where: str, fix: str) -> None:
         raise ResultsError(f"{where}: {row['n_gpus']} GPUs on {nodes} host(s) of {host} GPUs; {fix}")
     if row["status"] != "ok":
         return
-    fastest = row["img_per_s_p90"]
+    fastest = row["items_per_s_p90"]
     devices = row.get("n_gpus") or row.get("n_replicas") or 1
-    flops = row.get("flops_per_image")
+    flops = row.get("flops_per_item")
+    rate = rate_unit(row)
     if flops and fastest * flops / devices > MAX_FLOPS_PER_DEVICE:
-        raise ResultsError(f"{where}: {fastest:.3g} img/s of {flops:.3g} FLOP each is {fastest * flops / devices:.3g} "
-                           f"FLOP/s per device, beyond any device ({MAX_FLOPS_PER_DEVICE:.0e}); {fix}")
-    if not flops and fastest > MAX_IMG_PER_S:
-        raise ResultsError(f"{where}: {fastest:.3g} img/s, beyond what any device trains; {fix}")
+        raise ResultsError(f"{where}: {fastest:.3g} {rate} of {flops:.3g} FLOP each is "
+                           f"{fastest * flops / devices:.3g} FLOP/s per device, beyond any device "
+                           f"({MAX_FLOPS_PER_DEVICE:.0e}); {fix}")
+    if not flops and fastest / devices > MAX_ITEMS_PER_S:
+        raise ResultsError(f"{where}: {fastest:.3g} {rate}, beyond what any device trains; {fix}")
     batch, step = row.get("global_batch"), row.get("step_ms_p50")
-    if batch and step and not math.isclose(row["img_per_s"], batch * 1000 / step, rel_tol=STEP_AGREEMENT):
-        # The row's rate is its global batch over its median step (bench/core/stats.py `summarize`).
-        raise ResultsError(f"{where}: {row['img_per_s']:.4g} img/s, where its median step of {step:.4g} ms at a "
-                           f"global batch of {batch} makes {batch * 1000 / step:.4g}; {fix}")
+    items = (batch or 0) * (row.get("items_per_sample") or 1)
+    if batch and step and not math.isclose(row["items_per_s"], items * 1000 / step, rel_tol=STEP_AGREEMENT):
+        # The row's rate is its global batch's items over its median step (bench/core/stats.py `summarize`).
+        raise ResultsError(f"{where}: {row['items_per_s']:.4g} {rate}, where its median step of {step:.4g} ms at a "
+                           f"global batch of {batch} ({items} {unit_of(row).name}) makes {items * 1000 / step:.4g}; "
+                           f"{fix}")
 
 
 # The most rows a results file holds: the committed runs have at most 135 and a sweep of every
@@ -408,7 +456,8 @@ def load(path: str | os.PathLike) -> list[dict]:
         if path.suffix == ".csv":
             raw_rows = list(itertools.islice(csv.DictReader(io.StringIO(text, newline="")), MAX_ROWS + 1))
             header = set(raw_rows[0]) if raw_rows else set()
-            schema = SCHEMA if {"strategy", "status", "img_per_s"} <= header else None
+            rate = "items_per_s" if "items_per_s" in header else "img_per_s"  # a file written before units
+            schema = SCHEMA if {"strategy", "status", rate} <= header else None
         else:
             doc = json.loads(text)
             schema = doc.get("schema") if isinstance(doc, dict) else None
@@ -428,6 +477,7 @@ def load(path: str | os.PathLike) -> list[dict]:
     rows, seen = [], {}
     for i, raw in enumerate(raw_rows):
         where = f"{path}: row {i}"
+        raw = today(raw)
         missing = [c for c in ("strategy", "precision", "model", "batch_per_gpu", "status") if raw.get(c) in (None, "")]
         if missing:
             raise ResultsError(f"{where} lacks {', '.join(missing)}; {fix}")

@@ -16,34 +16,16 @@ import torch
 
 import strategies
 from bench.cases.case import Case, settings as make_settings
-from bench.workloads import get_workload
-from bench.core.precision import get_precision
-from bench.engine.training import sgd_arguments
+from bench.checks.handloop import _loop
 from bench.run.worker import Job, configure_backends, measure_case
 from bench.core.placement import Placement
 
 
 def bare_loop(model_name: str, batch: int, precision: str, channels_last: bool, warmup: int, steps: int,
-              sgd: str) -> float:
-    """Images per second of a plain loop: the 20 lines a user would write."""
-    fmt = torch.channels_last if channels_last else torch.contiguous_format
-    workload = get_workload(model_name)
-    model = workload.build().cuda().to(memory_format=fmt)
-    x, y = workload.synthetic_batch(batch)
-    x, y = x.cuda().contiguous(memory_format=fmt), y.cuda()
-    opt = torch.optim.SGD(model.parameters(), **sgd_arguments(sgd))
-    dtype = getattr(torch, get_precision(precision).autocast_dtype or "float32")
-    scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
-    loss_fn = torch.nn.CrossEntropyLoss()
-
-    def step():
-        with torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32):
-            loss = loss_fn(model(x), y)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        opt.zero_grad(set_to_none=True)
-
+              kernels: str) -> float:
+    """Items (images, tokens) per second of a plain loop: the 20 lines a user would write
+    (bench/checks/handloop.py's eager loop)."""
+    step, items = _loop(model_name, batch, precision, channels_last, kernels, "eager")
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()
@@ -51,13 +33,13 @@ def bare_loop(model_name: str, batch: int, precision: str, channels_last: bool, 
     for _ in range(steps):
         step()
     torch.cuda.synchronize()
-    return batch * steps / (time.perf_counter() - start)
+    return items * steps / (time.perf_counter() - start)
 
 
 def suite_single(model_name: str, batch: int, precision: str, channels_last: bool, warmup: int, steps: int,
-                 sgd: str) -> dict:
-    settings = make_settings(warmup=warmup, steps=steps, trials=3, channels_last=channels_last, cudnn_benchmark="on",
-                             **{"sgd_impl": sgd})
+                 kernels: str) -> dict:
+    settings = make_settings(warmup=warmup, steps=steps, trials=3, channels_last="on" if channels_last else "auto",
+                             cudnn_benchmark="on", optimizer_impl=kernels)
     # The registry's one-device baseline (strategies/single.py), set against the bare loop.
     case = Case.make(strategies.baseline(), precision, model_name, Placement((0,), 1), batch, "eager", settings).spec()
     configure_backends(case)
@@ -70,19 +52,18 @@ def run(args) -> None:
     bare, suite, suite_wall = [], [], []
     for _ in range(args.rounds):
         bare.append(bare_loop(args.model, args.batch, args.precision, args.channels_last, args.warmup, args.steps,
-                              args.sgd))
+                              args.optimizer_impl))
         figures = suite_single(args.model, args.batch, args.precision, args.channels_last, args.warmup, args.steps,
-                               args.sgd)
-        suite.append(figures["img_per_s"])
-        suite_wall.append(figures["wall_img_per_s"])
+                               args.optimizer_impl)
+        suite.append(figures["items_per_s"])
+        suite_wall.append(figures["wall_items_per_s"])
     result = {
         "case": vars(args), "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-        "bare_img_per_s": bare, "suite_img_per_s": suite, "suite_wall_img_per_s": suite_wall,
+        "bare_items_per_s": bare, "suite_items_per_s": suite, "suite_wall_items_per_s": suite_wall,
         "suite_over_bare": statistics.median(suite) / statistics.median(bare),
         "suite_wall_over_bare": statistics.median(suite_wall) / statistics.median(bare),
     }
-    print(json.dumps(result, indent=1))
+    print(json.dumps(result, indent=1, default=str))
     if args.out:
         with open(args.out, "w") as fh:
-            json.dump(result, fh, indent=1)
-
+            json.dump(result, fh, indent=1, default=str)

@@ -1,7 +1,7 @@
 """The fastest a careful hand-written loop gets on this GPU: the yardstick for a search's answer.
 
 `python -m bench check bareloop --variants eager,compile,compile-ro,graph --batches 256,1024,2048
---model resnet18-small --precision amp-bf16 --channels-last --sgd-impl fused --out FILE` trains
+--model resnet18-small --precision amp-bf16 --channels-last --optimizer-impl fused --out FILE` trains
 the workload in the plainest code that does each thing, with none of the suite's machinery:
 
 - eager: forward under autocast, backward, optimiser step, zero_grad;
@@ -10,6 +10,12 @@ the workload in the plainest code that does each thing, with none of the suite's
   dynamic batch dimension, 1.4x slower on an H100);
 - graph: the whole step captured once in a CUDA graph (PyTorch's recipe: warm-up on a side
   stream, gradients left unset before capture, autocast with cache_enabled=False) and replayed.
+
+For a language model (`--model gpt2-124m`) it is nanoGPT's train.py loop: token ids and next-token
+targets on the GPU, `F.cross_entropy` over the flattened logits, AdamW with nanoGPT's two groups
+(weight decay 0.1 on matrices), betas (0.9, 0.95), learning rate 6e-4, fused where
+`--optimizer-impl fused` says; throughput in tokens/s. The model itself is the workload's (the same
+weights as every strategy's); everything around it is written out here.
 
 Each variant is timed the most favourable way: a window of steps with one synchronisation at
 each end, median of `rounds` windows. What the loop reaches is reported per batch and variant,
@@ -23,43 +29,64 @@ import statistics
 import time
 
 VARIANTS = ("eager", "compile", "compile-ro", "graph")
+KERNELS = {"for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
 
 
-def _loop(model_name: str, batch: int, precision: str, channels_last: bool, sgd: str, variant: str):
-    """(a function that runs one training step, the model) for one variant."""
+def _optimizer(model, kind: str, kernels: str, captured: bool):
+    """The optimiser as nanoGPT and the ResNet recipes write it, with no suite code."""
     import torch
 
+    if kind == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4, **KERNELS[kernels])
+    params = list(model.parameters())
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=6e-4, betas=(0.9, 0.95), eps=1e-8, capturable=captured, **KERNELS[kernels])
+
+
+def _loop(model_name: str, batch: int, precision: str, channels_last: bool, kernels: str, variant: str):
+    """(a function that runs one training step, items per step) for one variant."""
+    import torch
+    from torch.nn import functional as F
+
     from bench.core.precision import get_precision
-    from bench.engine.training import sgd_arguments
     from bench.workloads import get_workload
 
     torch._dynamo.reset()
-    fmt = torch.channels_last if channels_last else torch.contiguous_format
     workload = get_workload(model_name)
+    tokens = workload.data.kind == "tokens"
+    fmt = torch.channels_last if channels_last and not tokens else torch.contiguous_format
     torch.manual_seed(0)
     model = workload.build(seed=0).cuda().to(memory_format=fmt)
     x, y = workload.synthetic_batch(batch)
-    x, y = x.cuda().contiguous(memory_format=fmt), y.cuda()
-    opt = torch.optim.SGD(model.parameters(), **sgd_arguments(sgd))
+    x, y = x.cuda(), y.cuda()
+    if not tokens:
+        x = x.contiguous(memory_format=fmt)
+    opt = _optimizer(model, workload.data.optimizer, kernels, captured=variant == "graph")
     dtype = getattr(torch, get_precision(precision).autocast_dtype or "float32")
     scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
-    loss_fn = workload.criterion().cuda()
     forward = model
     if variant == "compile":
         forward = torch.compile(model)
     elif variant == "compile-ro":
         forward = torch.compile(model, mode="reduce-overhead")
 
+    def loss_of(out):
+        if tokens:  # nanoGPT: every position against the next token
+            return F.cross_entropy(out.view(-1, out.size(-1)), y.view(-1))
+        return F.cross_entropy(out, y)
+
     def step():
         with torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32, cache_enabled=variant != "graph"):
-            loss = loss_fn(forward(x), y)
+            loss = loss_of(forward(x))
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
         opt.zero_grad(set_to_none=True)
 
+    items = batch * workload.data.items_per_sample
     if variant != "graph":
-        return step
+        return step, items
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -70,15 +97,17 @@ def _loop(model_name: str, batch: int, precision: str, channels_last: bool, sgd:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         step()
-    return graph.replay
+    return graph.replay, items
 
 
-def measure(model_name: str, batch: int, precision: str, channels_last: bool, sgd: str, variant: str,
+def measure(model_name: str, batch: int, precision: str, channels_last: bool, kernels: str, variant: str,
             warmup: int, steps: int, rounds: int) -> dict:
     import torch
 
+    from bench.workloads import get_workload
+
     started = time.perf_counter()
-    step = _loop(model_name, batch, precision, channels_last, sgd, variant)
+    step, items = _loop(model_name, batch, precision, channels_last, kernels, variant)
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()
@@ -88,10 +117,12 @@ def measure(model_name: str, batch: int, precision: str, channels_last: bool, sg
         for _ in range(steps):
             step()
         torch.cuda.synchronize()
-        windows.append(batch * steps / (time.perf_counter() - begin))
+        windows.append(items * steps / (time.perf_counter() - begin))
     torch.cuda.empty_cache()
-    return {"model": model_name, "batch_per_gpu": batch, "precision": precision, "channels_last": channels_last,
-            "sgd_impl": sgd, "variant": variant, "img_per_s": statistics.median(windows), "windows": windows,
+    data = get_workload(model_name).data
+    return {"model": model_name, "batch_per_gpu": batch, "precision": precision,
+            "channels_last": channels_last and data.spatial, "optimizer": data.optimizer, "optimizer_impl": kernels,
+            "variant": variant, "unit": data.unit.name, "items_per_s": statistics.median(windows), "windows": windows,
             "seconds": round(time.perf_counter() - started, 1)}
 
 
@@ -110,7 +141,7 @@ def run(args) -> dict:
     for batch in batches:
         for variant in variants:
             try:
-                rows.append(measure(args.model, batch, args.precision, args.channels_last, args.sgd, variant,
+                rows.append(measure(args.model, batch, args.precision, args.channels_last, args.optimizer_impl, variant,
                                     args.warmup, args.steps, args.rounds))
             except torch.OutOfMemoryError as exc:
                 rows.append({"model": args.model, "batch_per_gpu": batch, "variant": variant, "status": "oom",
@@ -119,11 +150,12 @@ def run(args) -> dict:
             print(json.dumps(rows[-1]), flush=True)
     best = {}
     for row in rows:
-        if "img_per_s" in row and row["img_per_s"] > best.get(row["batch_per_gpu"], {}).get("img_per_s", 0):
+        if "items_per_s" in row and row["items_per_s"] > best.get(row["batch_per_gpu"], {}).get("items_per_s", 0):
             best[row["batch_per_gpu"]] = row
     result = {"schema": "parabench-handloop/1", "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
               "command": " ".join(__import__("sys").argv), "rows": rows,
-              "best": {str(b): {"variant": r["variant"], "img_per_s": r["img_per_s"]} for b, r in sorted(best.items())}}
+              "best": {str(b): {"variant": r["variant"], "items_per_s": r["items_per_s"]}
+                       for b, r in sorted(best.items())}}
     if args.out:
         with open(args.out, "w") as fh:
             json.dump(result, fh, indent=1)

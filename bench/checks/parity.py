@@ -4,7 +4,8 @@
 path a sweep takes) and returns the parameters it ends with. `reference_parameters`
 computes the same step on one device in plain PyTorch: the global batch split into the
 same shards, each shard's loss averaged over the shard, gradients accumulated and
-averaged, one SGD step. Shards matter because BatchNorm normalises each device's shard
+averaged, one step of the workload's optimiser (SGD for images, AdamW for a language model).
+Shards matter because BatchNorm normalises each device's shard
 with that shard's statistics: an n-way data-parallel step equals a one-device step with
 n-shard gradient accumulation, not a one-device step on the whole batch.
 """
@@ -23,7 +24,7 @@ from bench.cases.case import Case, settings as make_settings
 from bench.engine.launchers import worker_environment
 from bench.run.sweep import launcher_of, worker_env, worker_key, worker_spec, write_spec
 from bench.workloads import get_workload
-from bench.engine.training import sgd_arguments
+from bench.engine import training
 from bench.core.placement import Placement
 
 # fp32 on the CPU: differences come from summation order alone.
@@ -43,7 +44,10 @@ def reference_parameters(model: str, global_batch: int, shards: int, seed: int =
     net = workload.build(seed).to(device=device, dtype=getattr(torch, dtype))
     inputs, targets = workload.synthetic_batch(global_batch, seed)
     inputs, targets = inputs.to(device=device, dtype=getattr(torch, dtype)), targets.to(device)
-    optimizer = torch.optim.SGD(net.parameters(), **sgd_arguments("foreach" if device != "cpu" else "for-loop"))
+    name = workload.data.optimizer  # the workload's own, as a case's `auto` resolves it
+    impl = training.IMPLS["foreach" if device != "cpu" else "for-loop"]
+    settings = training.SGD_SETTINGS if name == "sgd" else training.ADAMW_SETTINGS
+    optimizer = training.build_optimizer(name, net.parameters(), {**impl, **settings})
     loss_fn = workload.criterion()
     if device != "cpu":
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False

@@ -2,7 +2,7 @@
 
 `python -m bench check proof SEARCH.json [SEARCH.json ...] --against LISTING.json ... --handloop
 HANDLOOP.json` takes each search's answer (bench/report/answer.py) at its largest device count and
-at one device, per model, precision and batch, and divides its images/s by the fastest ok row (by
+at one device, per model, precision and batch, and divides its throughput by the fastest ok row (by
 its median; a disturbed one is said to be) at the same hardware, model, precision, device count and
 batch in any of the files (the searches'
 own rows, the listings', and at one device the hand-written loop's best, bench/checks/handloop.py).
@@ -45,7 +45,8 @@ def _handloop(path: Path | None) -> list[dict]:
         doc = json.loads(results.read_text(path, kind="hand-loop file"))
     except ValueError as exc:
         raise results.ResultsError(f"{path}: not a hand-loop file ({exc})") from None
-    return [{**r, "file": path.name} for r in doc.get("rows", []) if r.get("img_per_s")]
+    # A hand-loop file written before units says img_per_s (results.today reads it as today's name).
+    return [{**results.today(r), "file": path.name} for r in doc.get("rows", []) if results.today(r).get("items_per_s")]
 
 
 def _label(row: dict) -> str:
@@ -68,19 +69,19 @@ def table(searches: list[Path], against: list[Path], handloop: Path | None) -> l
             cell = (rec["hardware"], rec["model"], rec["precision"], rec["devices"], rec["batch_per_gpu"])
             same = [r for r in rows if (hardware(r), r.get("model"), r.get("precision"), devices(r),
                                         int(r.get("batch_per_gpu") or 0)) == cell]
-            candidates = [(float(r["img_per_s"]), _label(r), r["file"], disturbed(r)) for r in same]
+            candidates = [(float(r["items_per_s"]), _label(r), r["file"], disturbed(r)) for r in same]
             if rec["devices"] == 1 and rec["hardware"] == loop_gpu(handloop):
-                candidates += [(float(r["img_per_s"]), f"hand loop ({r['variant']})", r["file"], "") for r in loop
+                candidates += [(float(r["items_per_s"]), f"hand loop ({r['variant']})", r["file"], "") for r in loop
                                if (r.get("model"), r.get("precision"), int(r["batch_per_gpu"]))
                                == (rec["model"], rec["precision"], rec["batch_per_gpu"])]
             best = max(candidates)  # the answer's own row is among them
             out.append({"search": search.name, "model": rec["model"], "precision": rec["precision"],
                         "devices": rec["devices"], "batch_per_gpu": rec["batch_per_gpu"],
                         "answer": rec["label"], "answer_config": rec.get("config"), "recommended": rec["recommended"],
-                        "answer_img_per_s": rec["img_per_s"], "best": best[1], "best_file": best[2],
+                        "answer_items_per_s": rec["items_per_s"], "best": best[1], "best_file": best[2],
                         # The best by its median, disturbed or not, and said so: the yardstick errs high.
-                        "best_disturbed": best[3], "best_img_per_s": best[0],
-                        "ratio": round(rec["img_per_s"] / best[0], 4)})
+                        "best_disturbed": best[3], "best_items_per_s": best[0],
+                        "ratio": round(rec["items_per_s"] / best[0], 4)})
     return out
 
 
@@ -120,11 +121,11 @@ def main(args) -> int:
     cells = table(searches, against, handloop)
     if not cells:
         raise ProofError(f"{', '.join(map(str, searches))}: no answer to check (nothing ran ok)")
-    print(f"{'search':<16} {'GPUs':>4} {'batch':>6}  {'answer':<52} {'img/s':>9}  "
-          f"{'best measured':<52} {'img/s':>9} ratio")
+    print(f"{'search':<16} {'GPUs':>4} {'batch':>6}  {'answer':<52} {'rate':>9}  "
+          f"{'best measured':<52} {'rate':>9} ratio")
     for c in cells:
         print(f"{c['search']:<16} {c['devices']:>4} {c['batch_per_gpu']:>6}  {c['answer'][:52]:<52} "
-              f"{c['answer_img_per_s']:>9.0f}  {c['best'][:52]:<52} {c['best_img_per_s']:>9.0f} {c['ratio']:.3f}"
+              f"{c['answer_items_per_s']:>9.0f}  {c['best'][:52]:<52} {c['best_items_per_s']:>9.0f} {c['ratio']:.3f}"
               + (" (the best's trials were disturbed)" if c["best_disturbed"] else ""))
     low = [c for c in cells if c["ratio"] < args.min_ratio or not c["recommended"]]
     named = ", ".join(f"{c['devices']} GPU(s) {c['batch_per_gpu']}/GPU" for c in low)

@@ -68,11 +68,12 @@ def add_parser(sub) -> None:
     bare.add_argument("--model", default="resnet18")
     bare.add_argument("--batch", type=int, default=256)
     bare.add_argument("--precision", default="amp-fp16")
-    bare.add_argument("--channels-last", action="store_true")
+    bare.add_argument("--channels-last", action="store_true", help="channels_last images (a language model has none)")
     bare.add_argument("--warmup", type=int, default=10)
     bare.add_argument("--steps", type=int, default=30)
     bare.add_argument("--rounds", type=int, default=3)
-    bare.add_argument("--sgd-impl", dest="sgd", choices=["for-loop", "foreach", "fused"], default="foreach")
+    bare.add_argument("--optimizer-impl", "--sgd-impl", dest="optimizer_impl", choices=["for-loop", "foreach", "fused"],
+                      default="foreach", help="the optimiser's kernels (SGD for images, AdamW for a language model)")
     bare.add_argument("--variants", help="eager,compile,compile-ro,graph: time the hand-written loop alone in each "
                       "execution and report the fastest per batch (bench/checks/handloop.py), instead of the "
                       "alternation with the suite's single")

@@ -70,7 +70,7 @@ def cmd_dashboard(args) -> int:
         raise UsageError(str(exc)) from None
     bigger, smaller = compare.dashboard(files)
     write_json(args.out, bigger)
-    print(f"{args.out}: {len(bigger)} entries (customBiggerIsBetter: images/s, speed-ups)")
+    print(f"{args.out}: {len(bigger)} entries (customBiggerIsBetter: images/s or tokens/s, speed-ups)")
     if args.memory_out:
         write_json(args.memory_out, smaller)
         print(f"{args.memory_out}: {len(smaller)} entries (customSmallerIsBetter: peak memory per GPU)")
@@ -90,7 +90,7 @@ def add_parser(sub) -> None:
                       help="another run of the baseline (repeatable): a regression it does not show is outvoted, so "
                            "that a baseline measured while the host was disturbed cannot fail every later run")
     cmp_.add_argument("--max-slowdown", default="0.10",
-                      help="allowed images/s drop, a fraction in (0, 1) or a percentage (default 0.10 = 10%%)")
+                      help="allowed throughput drop, a fraction in (0, 1) or a percentage (default 0.10 = 10%%)")
     cmp_.add_argument("--max-memory-growth", default="0.10",
                       help="allowed peak-memory growth, a fraction in (0, 1) or a percentage (default 0.10)")
     cmp_.add_argument("--noise-factor", default="1.0",
@@ -104,9 +104,9 @@ def add_parser(sub) -> None:
     cmp_.add_argument("--json", help="write the verdicts here")
     cmp_.set_defaults(func=cmd_compare)
 
-    dash = sub.add_parser("dashboard", help="export for github-action-benchmark: images/s and in-run speed-ups "
+    dash = sub.add_parser("dashboard", help="export for github-action-benchmark: throughput and in-run speed-ups "
                           "(customBiggerIsBetter), peak memory (customSmallerIsBetter)")
     dash.add_argument("files", nargs="+")
-    dash.add_argument("--out", required=True, help="images/s and speed-ups: [{name, unit, value, range, extra}]")
+    dash.add_argument("--out", required=True, help="throughput and speed-ups: [{name, unit, value, range, extra}]")
     dash.add_argument("--memory-out", help="peak memory per GPU, smaller is better")
     dash.set_defaults(func=cmd_dashboard)

@@ -84,13 +84,15 @@ def _headroom(args, gpus: list[int]) -> float:
 
 
 def _search(args) -> dict:
-    first = ints(args.first_batches, "--first-batches")
+    """The search's settings; `first` None where --first-batches is not given: each model's own
+    (bench/workloads/data.py `fit_first`: a few sequences of a language model, more images)."""
+    first = ints(args.first_batches, "--first-batches") if args.first_batches is not None else None
     if not (0 < args.resolution < 1):
         raise UsageError(f"--resolution is a fraction of the largest batch that fit, 0 < x < 1, "
                          f"got {args.resolution:g}")
     if args.max_batch < 1:
         raise UsageError(f"--max-batch must be at least 1, got {args.max_batch}")
-    return {"first": tuple(first), "resolution": args.resolution, "max_batch": args.max_batch}
+    return {"first": tuple(first) if first else None, "resolution": args.resolution, "max_batch": args.max_batch}
 
 
 def cmd_fit(args) -> int:
@@ -101,6 +103,7 @@ def cmd_fit(args) -> int:
     from bench.cases import results
     from bench.cases.case import settings as make_settings
     from bench.core.precision import PRECISIONS
+    from bench.cli.run import _check_knobs_fit_models
     from bench.fit import fit
 
     chosen = listed(args.strategies, "--strategies") or fit.strategies_to_fit()
@@ -150,12 +153,14 @@ def cmd_fit(args) -> int:
         results.check_writable(out)
     except results.ResultsError as exc:
         raise UsageError(str(exc)) from None
+    _check_knobs_fit_models(make_settings(channels_last=args.channels_last), models)
     knobs = make_settings(warmup=args.warmup, steps=args.steps, trials=1, channels_last=args.channels_last)
     settings = {"models": models, "strategies": chosen, "precisions": precisions, "devices": devices, "gpus": gpus,
                 "memory_budget_mib": budget, "reserve_mib": held.mib, "reserve_source": held.source,
                 "headroom": headroom,
                 "channels_last": args.channels_last, "warmup": args.warmup,
-                "steps": args.steps, **search, "first": list(search["first"]), "probe_timeout_s": args.probe_timeout,
+                "steps": args.steps, **search, "first": list(search["first"]) if search["first"] else None,
+                "probe_timeout_s": args.probe_timeout,
                 "startup_timeout_s": args.startup_timeout}
     environment = fit.environment_of(gpus)
     rows, found = [], []
@@ -192,7 +197,8 @@ def _measure_all(args, out, models, chosen, precisions, devices, gpus, knobs, bu
         rows += [{**r, **environment, "hardware": _hardware(environment), "fake_world": True,
                   "devices": r["n_replicas"]}
                  for r in skipped]
-        job = fit.Fit(model, items, gpus, budget, search, reserve_mib=held.mib, headroom=settings["headroom"],
+        mine = {**search, "first": search["first"] or _first_batches(model)}
+        job = fit.Fit(model, items, gpus, budget, mine, reserve_mib=held.mib, headroom=settings["headroom"],
                       probe_timeout_s=args.probe_timeout,
                       startup_timeout_s=args.startup_timeout)
         by_item = {(i["precision"], i["strategy"]): i for i in items}
@@ -230,6 +236,14 @@ def _measure_all(args, out, models, chosen, precisions, devices, gpus, knobs, bu
     print(f"\nfit written to {out} after {time.monotonic() - started:.0f} s (`bench report` and `bench answer` show it "
           "beside the results in its folder)")
     return 0 if complete else 1
+
+
+def _first_batches(model: str) -> tuple[int, ...]:
+    """The batches a model's search starts from where --first-batches is not given: its data's."""
+    from bench.workloads import data_of
+    from bench.workloads.data import Images
+
+    return tuple((data_of(model) or Images((3, 224, 224), 1000)).fit_first)
 
 
 def _resumed(out: Path, settings: dict, models: list[str]) -> tuple[list[dict], list[dict], list[int]]:
@@ -306,6 +320,7 @@ def cmd_fit_check(args) -> int:
 
 
 def add_parser(sub) -> None:
+    from bench.core.knobs import BY_NAME as KNOB
     from bench.fit.fit import DEFAULT_DEVICES, PEAK_TOLERANCE
     from bench.fit.search import Search
 
@@ -335,11 +350,10 @@ def add_parser(sub) -> None:
                      help="percent of a probe's memory a batch must leave free beyond its peak to count as fitting: "
                      "a real run's allocator fragments differently from a probe's (default on a GPU "
                      f"{100 * HEADROOM:g}; on the CPU 0, where the budget counts tensors; bench/fit/worker.py)")
-    cmd.add_argument("--channels-last", action="store_true", help="channels_last memory format (default off)")
+    KNOB["channels_last"].add_flag(cmd)  # the knob's own flag, as `bench run` has it (bench/core/knobs.py)
     how = Search(limit_mib=0)  # the search's defaults, declared once there
-    first = ",".join(map(str, how.first))
-    cmd.add_argument("--first-batches", default=first, help="the batches the search starts from, the line "
-                     f"through them predicting the limit (default {first})")
+    cmd.add_argument("--first-batches", help="the batches the search starts from, the line through them predicting "
+                     "the limit (default: the model's, 8,64 images or 1,8 sequences of a language model)")
     cmd.add_argument("--resolution", type=float, default=how.resolution, help="stop when the smallest batch that "
                      f"failed is within this fraction of the largest that fit (default {how.resolution:g})")
     cmd.add_argument("--max-batch", type=int, default=how.max_batch,

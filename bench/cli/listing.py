@@ -69,8 +69,8 @@ def list_strategies(args) -> None:
 
 
 def list_models(given: list[str]) -> None:
-    """The built-in workloads (or the ones named) with parameters and FLOPs per image,
-    counted on the meta device, and the sources of other models."""
+    """The built-in workloads (or the ones named) with parameters and FLOPs per item (an image, a
+    token), counted on the meta device, and the sources of other models."""
     import strategies
     from bench import workloads
     from bench.workloads.facts import facts
@@ -88,9 +88,11 @@ def list_models(given: list[str]) -> None:
         except Exception as exc:  # noqa: BLE001 - the user's model: say why, list the others
             print(f"  {name}: cannot be built: {type(exc).__name__}: {str(exc).strip()[:300]}")
             continue
+        flops = measured["flops_per_item"]
+        amount = f"{flops / 1e9:8.2f} GFLOP" if flops >= 1e8 else f"{flops / 1e6:8.2f} MFLOP"
         print(f"  {name:<15} {measured['parameters'] / 1e6:8.2f} M parameters, "
-              f"{measured['flops_per_image'] / 1e9:8.2f} GFLOP per image per training step, "
-              f"input {'x'.join(map(str, w.input_shape))}, {w.num_classes} classes ({w.source})")
+              f"{amount} per {w.data.unit.one} per training step, {w.data.describe()}; "
+              f"throughput in {w.data.unit.rate} ({w.source})")
         if w.summary:
             print(f"  {'':<15} {w.summary}")
         skipped = [f"{s}: {r}" for s in strategies.names()
@@ -104,7 +106,8 @@ def list_models(given: list[str]) -> None:
                 f"not installed: {source.install}"
             print(f"  {source.prefix + ':NAME':<22} {source.summary} ({state})")
         print(f"  {'package.module:factory':<22} your own: a callable returning an nn.Module, or a dict with 'model' "
-              f"and optionally 'input_shape', 'num_classes', 'loss', 'blocks' (the module on PYTHONPATH)")
+              f"and optionally 'input_shape' and 'num_classes' (images) or 'vocab_size' and 'seq_len' (a language "
+              f"model), 'loss', 'blocks' (the module on PYTHONPATH)")
 
 
 def add_parser(sub) -> None:
@@ -112,6 +115,7 @@ def add_parser(sub) -> None:
     lst.add_argument("--gpus", help="as for run")
     lst.add_argument("--cpu-replicas", type=int, default=2)
     lst.add_argument("--models", nargs="?", const="", default=None, metavar="NAMES",
-                     help="only the models: the built-in ones with parameters and FLOPs per image, and the sources; "
+                     help="only the models: the built-in ones with parameters and FLOPs per image or token, and the "
+                          "sources; "
                           "or the ones named (e.g. timm:resnet50,mypkg.models:build)")
     lst.set_defaults(func=cmd_list)

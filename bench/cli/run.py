@@ -181,8 +181,8 @@ def _devices(args) -> tuple[list[int], list[int], list[int]]:
         raise UsageError(f"--gpu-counts asks for {max(counts)} GPUs but --gpus gives {len(gpus)}")
     replicas = counts if gpus else [args.cpu_replicas]
     if args.global_batch_sizes is None:
-        default = "32,64,128,256" if gpus else "2,4"
-        return gpus, counts, ints(default if args.batch_sizes is None else args.batch_sizes, "--batch-sizes")
+        # None: each model's own ladder (bench/workloads/data.py `batches`), as the grid builds it.
+        return gpus, counts, None if args.batch_sizes is None else ints(args.batch_sizes, "--batch-sizes")
     if args.batch_sizes is not None:
         raise UsageError("give --batch-sizes (per GPU) or --global-batch-sizes, not both")
     global_sizes = ints(args.global_batch_sizes, "--global-batch-sizes")
@@ -194,6 +194,19 @@ def _devices(args) -> tuple[list[int], list[int], list[int]]:
     if len(set(replicas)) > 1:
         raise UsageError("--global-batch-sizes needs one device count; use --batch-sizes for a scaling sweep")
     return gpus, counts, [g // replicas[0] for g in global_sizes]
+
+
+def _check_knobs_fit_models(settings, models: list[str]) -> None:
+    """A knob asked for explicitly that a model cannot take, refused before anything runs (one line
+    that names the fix): channels_last lays out 4-D image batches, and a language model has none."""
+    from bench import workloads
+
+    if settings.channels_last in ("on", True):
+        flat = [m for m in models if (data := workloads.data_of(m)) is not None and not data.spatial]
+        if flat:
+            data = workloads.data_of(flat[0])
+            raise UsageError(f"--channels-last lays out 4-D image batches; {flat[0]} takes {data.describe()}: "
+                             "leave --channels-last out (or give its models a run of their own)")
 
 
 def _cases(args, nnodes: int = 1):
@@ -209,6 +222,7 @@ def _cases(args, nnodes: int = 1):
         # An eager first step is timed too, and its rows say so (bench/cases/caveats.py).
         raise UsageError(f"--warmup 0 with --execution {first[0]} would time {one_time[first[0]]} as a training "
                          "step: give --warmup 1 or more")
+    _check_knobs_fit_models(settings, models)
     cases = build_cases(names, precisions, models, executions, gpus, counts, args.cpu_replicas, batch_sizes, settings,
                         nnodes)
     if not cases:
@@ -313,7 +327,8 @@ def add_parser(sub) -> None:
     run = sub.add_parser("run", help="run a sweep and write results; exit 0 measured, 1 could not go on, 2 bad input, "
                          "3 no case measured ok, 130/143/129 stopped by Ctrl-C/SIGTERM/SIGHUP (resumable)")
     flags.what(run, models="resnet18-small", precisions="fp32", strategies="comma-separated (default: every strategy)")
-    run.add_argument("--batch-sizes", help="per-GPU batch sizes (default 32,64,128,256 on GPUs, 2,4 on the CPU)")
+    run.add_argument("--batch-sizes", help="per-GPU batch sizes, sequences for a language model (default: the "
+                     "workload's: 256,1024,2048 images or 8,16,32 sequences of 1024 tokens on GPUs, 2,4 on the CPU)")
     run.add_argument("--global-batch-sizes", help="global batch sizes, split evenly across the devices")
     flags.gpus(run)
     run.add_argument("--gpu-counts", help="run multi-GPU strategies on the first N of --gpus for each N, e.g. 1,2,4")

@@ -11,7 +11,7 @@ Everything else reads knobs through this declaration: the CLI builds its flags f
 `Case` resolves and records them, rows and the worker's spec are read back with `Knob.read`, the
 report labels and pairs by them, and every knob is a read-only field of `Settings`, `Case` and the
 worker's context made from its entry here (bench/core/step.py's KnobFields). The code that acts on
-a knob reads that field (`ctx.sgd_impl` in bench/engine/training.py, the backend switches in
+a knob reads that field (`ctx.optimizer_impl` in bench/engine/training.py, the backend switches in
 bench/run/worker.py). Adding a knob is one entry here, the code that acts on it, and its test
 (docs/extending.md). Torch-free and importing nothing of the suite: the worker's context reads it.
 """
@@ -23,6 +23,23 @@ from typing import Any, Callable
 
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead")
 
+# The optimisers a case trains with: what each is, and how many fp32 copies of the parameters
+# its state holds (SGD's momentum; AdamW's first and second moments). The settings are
+# bench/engine/training.py's.
+OPTIMIZERS = {"sgd": ("SGD with momentum 0.9 and weight decay 1e-4", 1, "SGD momentum"),
+              "adamw": ("AdamW, nanoGPT's settings: betas 0.9/0.95, weight decay 0.1 on matrices", 2,
+                        "AdamW's two moments")}
+
+
+def state_copies(optimizer) -> int:
+    """fp32 copies of the parameters the optimiser's state holds (rows before the knob: SGD's one)."""
+    return OPTIMIZERS.get(str(optimizer or "sgd"), OPTIMIZERS["sgd"])[1]
+
+
+def optimizer_state_words(optimizer) -> str:
+    """What the optimiser's state is, in a sentence: "SGD momentum", "AdamW's two moments"."""
+    return OPTIMIZERS.get(str(optimizer or "sgd"), OPTIMIZERS["sgd"])[2]
+
 
 @dataclass(frozen=True)
 class Knob:
@@ -32,15 +49,18 @@ class Knob:
     help: str
     choices: tuple = ()  # the values the flag takes; none: an on/off switch
     legacy: Any = None  # what a row written before the knob existed had measured
-    label: str = ""  # its name in variant labels ("" : not shown in labels)
+    label: str = ""  # its name in variant labels ("" : not shown in labels); "{knob}" names it by another knob's value
     same_step: bool = True  # changes the step: speed-ups and amp ratios pair cases that agree on it
-    # (requested, strategy, on_gpu, execution) -> what the case runs; None: the request as given.
-    resolve: Callable[[Any, Any, bool, str], Any] | None = None
+    # (requested, strategy, on_gpu, execution, data) -> what the case runs; None: the request as given.
+    # `data` is the workload's (bench/workloads/data.py), None where it is not known here (images then).
+    resolve: Callable[[Any, Any, bool, str, Any], Any] | None = None
     # (case, precision) -> why this value cannot run the case, or None.
     unavailable: Callable[[Any, Any], str | None] | None = None
     # What a request of `choices` resolves to, where that is not one of them: cudnn_benchmark's
     # auto/on/off becomes a flag (None on the CPU, which has no cuDNN).
     resolves_to: type | None = None
+    bare: Any = None  # the value of the flag given without one (`--channels-last` alone: on); None: it needs one
+    aliases: tuple[str, ...] = ()  # the knob's earlier flags and row columns (`--sgd-impl`, `sgd_impl`), still read
 
     def read(self, value):
         """The knob's value from a results row or a worker's spec (JSON or CSV text): typed as
@@ -51,35 +71,51 @@ class Knob:
             return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
         return value
 
-    def resolved(self, requested, strategy, on_gpu: bool, execution: str):
-        if strategy is not None:
-            return strategy.resolve_knob(self, requested, on_gpu, execution)
-        return self.resolve(requested, strategy, on_gpu, execution) if self.resolve else requested
+    def value_in(self, row: dict):
+        """The knob's value in a results row, under its name or an earlier one (`aliases`)."""
+        for column in (self.name, *(a for a in self.aliases if not a.startswith("-"))):
+            value = row.get(column)
+            if not (value is None or value == "" or (isinstance(value, float) and math.isnan(value))):
+                return self.read(value)
+        return self.legacy
 
-    def shown(self, value, strategy, on_gpu: bool, execution: str) -> str | None:
-        """The label of `value` where it differs from what the default request gives, else None."""
+    def resolved(self, requested, strategy, on_gpu: bool, execution: str, data=None):
+        if strategy is not None:
+            return strategy.resolve_knob(self, requested, on_gpu, execution, data)
+        return self.resolve(requested, strategy, on_gpu, execution, data) if self.resolve else requested
+
+    def shown(self, value, strategy, on_gpu: bool, execution: str, data=None, knobs: dict | None = None) -> str | None:
+        """The label of `value` where it differs from what the default request gives, else None;
+        `knobs`, the case's other knobs, name a label written "{knob}"."""
         if not self.label or value is None:
             return None
-        if value == self.resolved(self.default, strategy, on_gpu, execution):
+        if value == self.resolved(self.default, strategy, on_gpu, execution, data):
             return None
+        label = self.label
+        if label.startswith("{"):
+            label = str((knobs or {}).get(label.strip("{}")) or BY_NAME[label.strip("{}")].legacy)
         if value is True and not self.choices:  # an on/off switch: its name says it is on
-            return self.label
+            return label
         if isinstance(value, bool):  # a request (auto/on/off) resolved to a flag
-            return f"{self.label}={'on' if value else 'off'}"
-        return f"{self.label}={value}"
+            return f"{label}={'on' if value else 'off'}"
+        return f"{label}={value}"
 
-    def add_flag(self, parser) -> None:
+    def add_flag(self, parser, default=None) -> None:
+        """The knob's flag (and its earlier names) on `parser`; `default` overrides the knob's own."""
+        names = (self.flag, *(a for a in self.aliases if a.startswith("-")))
+        default = self.default if default is None else default
         if self.choices:
-            parser.add_argument(self.flag, choices=self.choices, default=self.default, help=self.help)
+            extra = {"nargs": "?", "const": self.bare} if self.bare is not None else {}
+            parser.add_argument(*names, dest=self.name, choices=self.choices, default=default, help=self.help, **extra)
         else:
-            parser.add_argument(self.flag, action="store_true", help=self.help)
+            parser.add_argument(*names, dest=self.name, action="store_true", help=self.help)
 
 
-def _compile_mode(requested, strategy, on_gpu, execution):
+def _compile_mode(requested, strategy, on_gpu, execution, data):
     return requested if execution == "compile" else "default"
 
 
-def _cudnn_benchmark(requested, strategy, on_gpu, execution):
+def _cudnn_benchmark(requested, strategy, on_gpu, execution, data):
     if not on_gpu:
         return None  # no cuDNN on the CPU
     if requested == "auto":
@@ -87,16 +123,43 @@ def _cudnn_benchmark(requested, strategy, on_gpu, execution):
     return requested == "on"
 
 
-def _sgd_impl(requested, strategy, on_gpu, execution):
+def _optimizer_impl(requested, strategy, on_gpu, execution, data):
     if requested != "auto":
         return requested
     return "foreach" if on_gpu else "for-loop"  # PyTorch's own choice
 
 
-def _graph_needs_fused_sgd(case, precision) -> str | None:
-    if case.execution == "cuda-graph" and precision.grad_scaler and case.sgd_impl != "fused":
-        return ("amp-fp16 in a CUDA graph needs --sgd-impl fused: GradScaler synchronises with the host "
+def _optimizer(requested, strategy, on_gpu, execution, data):
+    if requested != "auto":
+        return requested
+    return data.optimizer if data is not None else "sgd"  # the workload's: SGD for images, AdamW for language models
+
+
+def _spatial(data) -> bool:
+    return data is None or data.spatial  # a workload not known here: images, as every row before units
+
+
+def _channels_last(requested, strategy, on_gpu, execution, data):
+    if not _spatial(data):
+        return False  # no 4-D batch to lay out (a language model's token ids): a request for it is refused
+    if requested == "auto":
+        return on_gpu  # the fast path of convolutions under autocast on GPUs; the CPU keeps PyTorch's layout
+    return requested in ("on", True)
+
+
+def _graph_needs_fused_kernels(case, precision) -> str | None:
+    if case.execution == "cuda-graph" and precision.grad_scaler and case.optimizer_impl != "fused":
+        return ("amp-fp16 in a CUDA graph needs --optimizer-impl fused: GradScaler synchronises with the host "
                 "(found_inf.item()) unless the optimiser takes the scale itself")
+    return None
+
+
+def _layout_needs_images(case, precision) -> str | None:
+    from bench import workloads
+
+    if case.channels_last and not _spatial(workloads.data_of(case.model)):
+        return (f"channels_last lays out 4-D image batches; {case.model} takes "
+                f"{workloads.data_of(case.model).describe()}: leave --channels-last out")
     return None
 
 
@@ -111,8 +174,10 @@ KNOBS: tuple[Knob, ...] = (
          + ", ".join(COMPILE_MODES), choices=COMPILE_MODES, legacy="default", resolve=_compile_mode),
     Knob("data", "--data", "device", "device: batch resident on the GPUs; host: copied from pinned memory every step",
          choices=("device", "host"), legacy="device", label="data", unavailable=_graph_needs_resident_data),
-    Knob("channels_last", "--channels-last", False, "channels_last memory format for model and inputs",
-         legacy=False, label="channels_last"),
+    Knob("channels_last", "--channels-last", "auto", "channels_last memory format for model and inputs: auto (on "
+         "for image workloads on GPUs, off on the CPU), on (the flag alone), off; a model without 4-D image inputs "
+         "(a language model) has no layout to choose", choices=("auto", "on", "off"), legacy=False,
+         label="channels_last", resolve=_channels_last, resolves_to=bool, bare="on", unavailable=_layout_needs_images),
     Knob("cudnn_benchmark", "--cudnn-benchmark", "auto",
          "auto: on, but off for strategies that run replicas in threads "
          "(docs/findings.md: DataParallel and cuDNN autotuning)",
@@ -120,9 +185,13 @@ KNOBS: tuple[Knob, ...] = (
          resolves_to=bool),
     Knob("tf32", "--tf32", "default", "TF32 for matmuls and convolutions (default: PyTorch's, convolutions only)",
          choices=("default", "on", "off"), legacy="default", label="tf32"),
-    Knob("sgd_impl", "--sgd-impl", "auto", "SGD update kernels; auto: PyTorch's choice (foreach on GPUs, "
-         "for-loop on the CPU)", choices=("auto", "for-loop", "foreach", "fused"), legacy="for-loop", label="sgd",
-         resolve=_sgd_impl, unavailable=_graph_needs_fused_sgd),
+    Knob("optimizer", "--optimizer", "auto", "the optimiser: auto (the workload's: sgd for images, adamw for "
+         "language models), " + "; ".join(f"{k}: {v[0]}" for k, v in OPTIMIZERS.items()),
+         choices=("auto", *OPTIMIZERS), legacy="sgd", label="optimizer", resolve=_optimizer),
+    Knob("optimizer_impl", "--optimizer-impl", "auto", "the optimiser's update kernels (--sgd-impl before); auto: "
+         "PyTorch's choice (foreach on GPUs, for-loop on the CPU)", choices=("auto", "for-loop", "foreach", "fused"),
+         legacy="for-loop", label="{optimizer}", resolve=_optimizer_impl, unavailable=_graph_needs_fused_kernels,
+         aliases=("--sgd-impl", "sgd_impl")),
     Knob("cpu_bind", "--cpu-bind", "none", "CPUs of each process on a host: none (the kernel places them, as "
          "torchrun does), exclusive (a block of its own within its GPU's NUMA node; bench/run/affinity.py)",
          choices=("none", "exclusive"), legacy="none", label="cpu-bind", same_step=False),

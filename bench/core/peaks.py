@@ -1,7 +1,8 @@
 """Dense peak FLOP rates of GPUs, per precision: the denominator of model FLOPs utilisation.
 
-MFU = the model's FLOPs per image x images/s per GPU / the GPU's dense peak for the precision
-the step computes in (the convention torchtitan and Lightning's ThroughputMonitor use). The
+MFU = the model's FLOPs per item x items/s per GPU / the GPU's dense peak for the precision
+the step computes in (the convention torchtitan and Lightning's ThroughputMonitor use), an item
+being what throughput counts: an image, or a token of a language model (nanoGPT's estimate_mfu). The
 figures are NVIDIA's datasheet rates without sparsity, in TFLOP/s; they are the hardware's
 ceiling, not a measurement. fp32 cases count TF32's rate where convolutions may use TF32
 (PyTorch's default for cuDNN convolutions, `--tf32 default` and `on`), plain fp32's where

@@ -95,35 +95,38 @@ def parse_series(text: str) -> list[list[float]]:
     return trials
 
 
-def interval_img_per_s(trials: list[list[float]], global_batch: int) -> tuple[float, float]:
-    """The median's interval as images/s (a slower step is fewer images/s: the ends swap)."""
+def interval_items_per_s(trials: list[list[float]], items_per_step: int) -> tuple[float, float]:
+    """The median's interval as items/s (a slower step is fewer items/s: the ends swap)."""
     lo_ms, hi_ms = median_interval(trials)
-    return global_batch / (hi_ms / 1000), global_batch / (lo_ms / 1000)
+    return items_per_step / (hi_ms / 1000), items_per_step / (lo_ms / 1000)
 
 
-def summarize(step_ms: list[float], trial_wall_s: list[float], steps_per_trial: int, global_batch: int) -> dict:
-    """Figures of one case from its per-step times (ms, trial after trial) and per-trial wall times (s)."""
+def summarize(step_ms: list[float], trial_wall_s: list[float], steps_per_trial: int, items_per_step: int) -> dict:
+    """Figures of one case from its per-step times (ms, trial after trial) and per-trial wall times (s);
+    `items_per_step` is what one step trains, in the unit throughput counts (the global batch's
+    images, or its sequences' tokens)."""
+    global_batch = items_per_step
     p10, p50, p90 = (percentile(step_ms, q) for q in (10, 50, 90))
-    trial_img_per_s = [global_batch * steps_per_trial / w for w in trial_wall_s]
+    trial_items_per_s = [global_batch * steps_per_trial / w for w in trial_wall_s]
     trials = trials_of(step_ms, steps_per_trial)
-    ci_lo, ci_hi = interval_img_per_s(trials, global_batch)
+    ci_lo, ci_hi = interval_items_per_s(trials, global_batch)
     return {
         "step_ms_p10": p10,
         "step_ms_p50": p50,
         "step_ms_p90": p90,
         "step_ms_mean": statistics.fmean(step_ms),
-        "img_per_s": global_batch / (p50 / 1000),
+        "items_per_s": global_batch / (p50 / 1000),
         # Throughput at the fast and slow ends of the step-time spread.
-        "img_per_s_p10": global_batch / (p90 / 1000),
-        "img_per_s_p90": global_batch / (p10 / 1000),
+        "items_per_s_p10": global_batch / (p90 / 1000),
+        "items_per_s_p90": global_batch / (p10 / 1000),
         # Where the median lies, at CONFIDENCE: what rankings compare (bench/cases/ranking.py).
-        "img_per_s_ci_lo": min(ci_lo, global_batch / (p50 / 1000)),
-        "img_per_s_ci_hi": max(ci_hi, global_batch / (p50 / 1000)),
+        "items_per_s_ci_lo": min(ci_lo, global_batch / (p50 / 1000)),
+        "items_per_s_ci_hi": max(ci_hi, global_batch / (p50 / 1000)),
         "outliers": outlier_text(step_ms),
         "step_ms_trials": series_text(trials),
         # Cross-check: whole trials timed on the host clock, synchronised at both ends.
-        "wall_img_per_s": global_batch * steps_per_trial * len(trial_wall_s) / sum(trial_wall_s),
-        "trial_img_per_s_min": min(trial_img_per_s),
-        "trial_img_per_s_max": max(trial_img_per_s),
+        "wall_items_per_s": global_batch * steps_per_trial * len(trial_wall_s) / sum(trial_wall_s),
+        "trial_items_per_s_min": min(trial_items_per_s),
+        "trial_items_per_s_max": max(trial_items_per_s),
         "n_timed_steps": len(step_ms),
     }

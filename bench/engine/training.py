@@ -10,29 +10,60 @@ from torch import nn
 
 from bench.core.step import TrainStep, WorkerContext
 
-# The same optimiser in every strategy and both frameworks.
+# The same optimiser in every strategy (and, for SGD, in both frameworks). SGD with momentum is
+# what the image workloads train with; AdamW what language models do, with nanoGPT's settings:
+# betas (0.9, 0.95), weight decay 0.1 on matrices (weights of linear layers and embeddings)
+# and none on biases and norms (its configure_optimizers), learning rate 6e-4.
 SGD_SETTINGS = {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-4}
+ADAMW_SETTINGS = {"lr": 6e-4, "betas": (0.9, 0.95), "eps": 1e-8}
+ADAMW_DECAY = 0.1
 
-# How the SGD update runs: one small kernel per tensor ("for-loop", PyTorch's default on
-# the CPU), grouped multi-tensor kernels ("foreach", its default on CUDA), or one fused
-# kernel ("fused"). Same arithmetic; the launch count differs, which matters on GPUs.
-SGD_IMPLS = {"for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
+# How the update runs: one small kernel per tensor ("for-loop", PyTorch's default on the CPU),
+# grouped multi-tensor kernels ("foreach", its default on CUDA), or one fused kernel ("fused").
+# Same arithmetic; the launch count differs, which matters on GPUs.
+IMPLS = {"for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
+SGD_IMPLS = IMPLS  # the name it had when SGD was the only optimiser
 
 
 def sgd_arguments(impl: str) -> dict:
     """torch.optim.SGD's keyword arguments for one implementation of the suite's update."""
-    return {**SGD_IMPLS[impl], **SGD_SETTINGS}
+    return {**IMPLS[impl], **SGD_SETTINGS}
 
 
-def optimizer_arguments(ctx: WorkerContext) -> dict:
-    """The case's SGD arguments, its `--sgd-impl` resolved (for strategies that build the
-    optimiser themselves, e.g. ZeroRedundancyOptimizer)."""
-    return sgd_arguments(ctx.sgd_impl or "for-loop")
+def optimizer_class(name: str) -> type:
+    return {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}[name]
+
+
+def optimizer_arguments(ctx: WorkerContext, captured: bool | None = None) -> dict:
+    """The case's optimiser arguments but its parameters, `--optimizer-impl` resolved (for
+    strategies that build the optimiser themselves, e.g. ZeroRedundancyOptimizer). AdamW in a
+    CUDA graph keeps its step count on the GPU (capturable): a captured step cannot read it on the host."""
+    impl = IMPLS[ctx.optimizer_impl or "for-loop"]
+    if (ctx.optimizer or "sgd") == "sgd":
+        return {**impl, **SGD_SETTINGS}
+    captured = ctx.execution == "cuda-graph" if captured is None else captured
+    return {**impl, **ADAMW_SETTINGS, **({"capturable": True} if captured else {})}
+
+
+def parameter_groups(name: str, params) -> list[dict] | list:
+    """The parameters as the optimiser takes them: AdamW decays matrices only (nanoGPT's two
+    groups: a parameter of 2 or more dimensions decays, biases and norms do not); SGD decays all."""
+    params = list(params)
+    if name != "adamw":
+        return params
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": ADAMW_DECAY},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
+def build_optimizer(name: str, params, arguments: dict) -> torch.optim.Optimizer:
+    """`name`'s optimiser over `params` with `arguments` (optimizer_arguments): the one way every
+    strategy, the parity reference and the hand loops make it."""
+    return optimizer_class(name)(parameter_groups(name, params), **arguments)
 
 
 def make_optimizer(params, ctx: WorkerContext) -> torch.optim.Optimizer:
-    """The suite's optimiser for the case: the same SGD in every strategy."""
-    return torch.optim.SGD(params, **optimizer_arguments(ctx))
+    """The suite's optimiser for the case: the same in every strategy."""
+    return build_optimizer(ctx.optimizer or "sgd", params, optimizer_arguments(ctx))
 
 
 def flag(value) -> bool:
@@ -73,7 +104,9 @@ class ChannelsLastConv2d(nn.Conv2d):
 
 
 def inputs_to(inputs: torch.Tensor, device: torch.device, ctx: WorkerContext) -> torch.Tensor:
-    return inputs.to(device, non_blocking=True).contiguous(memory_format=memory_format(ctx))
+    inputs = inputs.to(device, non_blocking=True)
+    # A memory format lays out 4-D batches only (token ids are 2-D): the case refuses channels_last for others.
+    return inputs.contiguous(memory_format=memory_format(ctx)) if inputs.dim() == 4 else inputs
 
 
 def maybe_compile(module: nn.Module, ctx: WorkerContext) -> nn.Module:
@@ -204,8 +237,9 @@ def _capture(step: TrainStep, placed, device, warmup_steps: int, restore: bool):
             for tensor, value in zip(_state(step), saved):
                 tensor.copy_(value)
             for state in step.optimizer.state.values():
-                if state.get("momentum_buffer") is not None:
-                    state["momentum_buffer"].zero_()  # momentum*0 + grad: SGD's first step
+                for value in state.values():  # SGD's momentum*0 + grad; AdamW's step 0 and empty moments
+                    if isinstance(value, torch.Tensor):
+                        value.zero_()
         torch.cuda.synchronize(device)
 
     def replay(_batch):

@@ -254,7 +254,8 @@ PEAK_TOLERANCE = 0.02
 def _same_case(fit_row: dict, run_row: dict) -> bool:
     """A real run measures what the fit measured: one GPU kind, the fit's settings and the
     strategy's options, eager (the fit's execution)."""
-    keys = ("model", "precision", "strategy", "channels_last", "execution", "sgd_impl", "options", "gpu_name")
+    keys = ("model", "precision", "strategy", "channels_last", "execution", "optimizer", "optimizer_impl", "options",
+            "gpu_name")
     return all(str(fit_row.get(k)) == str(run_row.get(k)) for k in keys)
 
 

@@ -28,13 +28,20 @@ from bench.cases.case import Case
 from bench.cases.caveats import CAPPED_PCT
 from bench.cases.levers import difference
 from bench.cases.ranking import UNSTABLE  # noqa: F401 - the report's legend states it
+from bench.core.knobs import optimizer_state_words, state_copies
 from bench.core.peaks import dense_peak
 from bench.report.findings import efficiency_cell, rate, reference_pairs
 from bench.report.frame import run_name
 from bench.report.hostload import busy_line
 from bench.report.labels import Legend, full, knobs
 from bench.report.regime import GPU, HOST
+from bench.workloads.data import unit_named, unit_of
 
+
+
+def rate_of(r) -> str:
+    """How a record's or a row's rate is written: "img/s", "tokens/s"."""
+    return unit_named(r.get("unit")).rate
 
 
 def spread(row) -> float:
@@ -77,7 +84,7 @@ def search_log(source: str) -> dict:
 @functools.lru_cache(maxsize=64)
 def _search_log(source: str, mtime_ns: int, size: int) -> dict:
     log = results.sections(source).get("search")
-    return log if isinstance(log, dict) else {}
+    return results.today_log(log) if isinstance(log, dict) else {}
 
 
 def _in_group(entry_group: dict, model, precision, batch, n_replicas) -> bool:
@@ -111,7 +118,7 @@ def baselines(run: pd.DataFrame) -> dict[tuple, dict]:
         if ranking.disturbed(r):
             continue  # never over noise
         key = (r["precision"], r["batch_per_gpu"], r["model"], r["hardware"])
-        if key not in best or r["img_per_s"] > best[key]["img_per_s"]:
+        if key not in best or r["items_per_s"] > best[key]["items_per_s"]:
             best[key] = r
     return best
 
@@ -124,19 +131,19 @@ def _speedup(top, base_of: dict[tuple, dict]) -> tuple[float | None, float | Non
     best = base_of.get((top["precision"], top["batch_per_gpu"], top["model"], top["hardware"]))
     if best is None:
         return None, None, ""
-    x = top["img_per_s"] / best["img_per_s"]
+    x = top["items_per_s"] / best["items_per_s"]
     return float(x), float(x / devices(top)), full(best)
 
 
 def mfu(row) -> tuple[float | None, str]:
     """The share of the GPU's dense peak the case reaches, and the peak it is taken against."""
-    flops = row.get("flops_per_image")
+    flops = row.get("flops_per_item")
     if row.get("device") != "cuda" or flops is None or pd.isna(flops):
         return None, ""
     peak = dense_peak(row.get("gpu_name"), str(row["precision"]), row.get("tf32"))
     if peak is None:
         return None, ""
-    per_gpu = float(flops) * float(row["img_per_s"]) / devices(row) / 1e12
+    per_gpu = float(flops) * float(row["items_per_s"]) / devices(row) / 1e12
     return per_gpu / peak[0], peak[1]
 
 
@@ -144,7 +151,7 @@ def _measured_levers(log: dict, rows: list[dict], top: dict, group: tuple) -> li
     """Each lever's measured gain: the search's own record where the run was a search, else
     every pair of the top strategy's rows that differ in one setting alone."""
     if log:
-        return [{k: e.get(k) for k in ("on", "lever", "gain", "verdict", "kept", "img_per_s", "base_img_per_s")}
+        return [{k: e.get(k) for k in ("on", "lever", "gain", "verdict", "kept", "items_per_s", "base_items_per_s")}
                 for e in log.get("levers", []) if _in_group(e.get("group", {}), *group)]
     same = [r for r in rows if r["strategy"] == top["strategy"]]
     cases = [Case.from_row(dict(r)) for r in same]
@@ -161,12 +168,12 @@ def _measured_levers(log: dict, rows: list[dict], top: dict, group: tuple) -> li
                 continue  # neither is what the run asked for: no lever to speak of
             base, lever = (ra, rb) if usual.get(back, 0) > usual.get(moved[0], 0) else (rb, ra)
             (setting,) = difference(Case.from_row(dict(base)), Case.from_row(dict(lever)))
-            gain = lever["img_per_s"] / base["img_per_s"]
+            gain = lever["items_per_s"] / base["items_per_s"]
             verdict = ("beats the intervals" if ranking.beats(lever, base)
                        else "slower beyond the intervals" if ranking.beats(base, lever) else "within the intervals")
             out.append({"on": full(base), "lever": setting, "gain": round(gain, 4), "verdict": verdict,
-                        "kept": verdict == "beats the intervals", "img_per_s": float(lever["img_per_s"]),
-                        "base_img_per_s": float(base["img_per_s"])})
+                        "kept": verdict == "beats the intervals", "items_per_s": float(lever["items_per_s"]),
+                        "base_items_per_s": float(base["items_per_s"])})
     return out
 
 
@@ -174,8 +181,8 @@ def _settings(case: Case) -> list[str]:
     """The case's own value of every setting a lever moves, as `difference` names them."""
     from bench.cases.levers import execution_of
 
-    return ([f"execution={execution_of(case)}", f"sgd={case.sgd_impl}",
-             f"channels_last={'on' if case.channels_last else 'off'}"]
+    return ([f"execution={execution_of(case)}", f"optimizer={case.optimizer}",
+             f"{case.optimizer}={case.optimizer_impl}", f"channels_last={'on' if case.channels_last else 'off'}"]
             + [f"{k}={v}" for k, v in case.options])
 
 
@@ -187,6 +194,7 @@ def _record(key, batch, at: list[dict], base_of: dict[tuple, dict], legend: Lege
               "hardware": hardware, "model": model,
               "precision": precision, "devices": int(n), "where": where(int(n), bool(on_gpu), int(nnodes)),
               "batch_per_gpu": int(batch), "out_of_memory": sorted({r["strategy"] for r in at if r["status"] == "oom"}),
+              "unit": unit_of(next((r for r in at if r["status"] == "ok"), at[0])).name,
               "strategy": None, "searched": False}
     if not rows:
         return record
@@ -195,26 +203,27 @@ def _record(key, batch, at: list[dict], base_of: dict[tuple, dict], legend: Lege
     group = (model, precision, batch, n_replicas)
     noise = _noise(log, rows)
     chosen, tied, left_out = ranking.pick(rows, log.get("asked") if log else None, noise)
-    fastest = max(rows, key=lambda r: r["img_per_s"])
+    fastest = max(rows, key=lambda r: r["items_per_s"])
     open_ = ranking.unjudged(chosen, tied, left_out)
     # Unjudged: a row that may be faster could not be ranked against the pick. The answer
     # recommends neither: it shows the pick's figures, marked unjudged, beside the other's.
-    top = chosen if chosen is not None else max(open_, key=lambda r: r["img_per_s"])
+    top = chosen if chosen is not None else max(open_, key=lambda r: r["items_per_s"])
     shaky = ranking.stopped(top)
     ci_lo, ci_hi = ranking.interval(top)
     speedup, efficiency, over = _speedup(top, base_of)
     share, peak = mfu(top)
     record.update({
         "strategy": top["strategy"], "config": knobs(top), "label": legend.short(top),
+        "optimizer": Case.from_row(dict(top)).optimizer,
         "variant": top.get("variant") or "", "recommended": chosen is not None and not open_, "searched": bool(log),
         "disturbed": shaky,
-        "unjudged": [{"label": legend.short(r), "img_per_s": float(r["img_per_s"]),
-                      "img_per_s_p10": float(r["img_per_s_p10"]), "why": ranking.open_reason(r, chosen)}
+        "unjudged": [{"label": legend.short(r), "items_per_s": float(r["items_per_s"]),
+                      "items_per_s_p10": float(r["items_per_s_p10"]), "why": ranking.open_reason(r, chosen)}
                      for r in open_],
-        "img_per_s": float(top["img_per_s"]), "img_per_s_p10": float(top["img_per_s_p10"]),
-        "img_per_s_p90": float(top["img_per_s_p90"]),
+        "items_per_s": float(top["items_per_s"]), "items_per_s_p10": float(top["items_per_s_p10"]),
+        "items_per_s_p90": float(top["items_per_s_p90"]),
         # The interval rankings compare (the p10-p90 where the row predates intervals).
-        "img_per_s_ci": [float(ci_lo), float(ci_hi)], "interval_is_ci": ranking.has_interval(top),
+        "items_per_s_ci": [float(ci_lo), float(ci_hi)], "interval_is_ci": ranking.has_interval(top),
         "outliers": str(top.get("outliers") or "") if pd.notna(top.get("outliers")) else "",
         "speedup": speedup, "efficiency": efficiency,
         "speedup_over": over, "efficiency_lo": top.get("efficiency_lo") if not over else None,
@@ -224,7 +233,7 @@ def _record(key, batch, at: list[dict], base_of: dict[tuple, dict], legend: Lege
         "power_capped_pct": _figure(top, "power_capped_pct"), "power_limit_w": _figure(top, "power_limit_w"),
         "mfu": share, "mfu_peak": peak, "noise_pct": round(100 * noise, 1),
         "fastest": None, "ties": [legend.short(r) for r in tied],
-        "left_out": [{"label": legend.short(r), "img_per_s": float(r["img_per_s"]), "why": why}
+        "left_out": [{"label": legend.short(r), "items_per_s": float(r["items_per_s"]), "why": why}
                      for r, why in left_out if r is not top],
         "levers": _measured_levers(log, rows, top, group),
         "not_tried": [{"on": e.get("on"), "lever": e.get("lever"), "why": e.get("why")}
@@ -233,10 +242,10 @@ def _record(key, batch, at: list[dict], base_of: dict[tuple, dict], legend: Lege
         # The order cannot be read where a configuration that may be faster could not be ranked.
         "unstable": chosen is None or bool(open_)})
     if fastest is not top and not ranking.stopped(fastest):
-        record["fastest"] = {"label": legend.short(fastest), "img_per_s": float(fastest["img_per_s"]),
-                             "gap_pct": round(100 * (fastest["img_per_s"] / top["img_per_s"] - 1), 1)}
+        record["fastest"] = {"label": legend.short(fastest), "items_per_s": float(fastest["items_per_s"]),
+                             "gap_pct": round(100 * (fastest["items_per_s"] / top["items_per_s"] - 1), 1)}
     others = sorted((r for r in rows if r["strategy"] != top["strategy"] and not ranking.stopped(r)),
-                    key=lambda r: -r["img_per_s"])
+                    key=lambda r: -r["items_per_s"])
     record["others_left_out"] = sorted({str(r["strategy"]) for r, _ in left_out if r["strategy"] != top["strategy"]})
     if others:
         second = others[0]
@@ -244,8 +253,8 @@ def _record(key, batch, at: list[dict], base_of: dict[tuple, dict], legend: Lege
         record.update({"runner_up": legend.short(second)
                        + (" (one trial)" if isinstance(second.get("screened"), str) and second["screened"] else ""),
                        "runner_up_config": knobs(second),
-                       "runner_up_img_per_s": float(second["img_per_s"]),
-                       "gap_pct": round(100 * (top["img_per_s"] / second["img_per_s"] - 1), 1),
+                       "runner_up_items_per_s": float(second["items_per_s"]),
+                       "gap_pct": round(100 * (top["items_per_s"] / second["items_per_s"] - 1), 1),
                        "tie": not ranking.beats(top, second, noise) and not ranking.beats(second, top, noise)})
     return record
 
@@ -308,7 +317,8 @@ def table(recs: list[dict]) -> pd.DataFrame:
             "recommended": r["label"] + ("" if r["recommended"] else " (unjudged)")
             + (" (disturbed)" if r.get("disturbed") and r["recommended"] else "")
             + (" (caveat)" if r.get("caveat") else ""),
-            "images/s (p10-p90)": f"{rate(r['img_per_s'])} ({rate(r['img_per_s_p10'])}-{rate(r['img_per_s_p90'])})",
+            f"{rate_of(r)} (p10-p90)":
+                f"{rate(r['items_per_s'])} ({rate(r['items_per_s_p10'])}-{rate(r['items_per_s_p90'])})",
             "95% CI": _interval_cell(r),
             f"vs {strategies.baseline()}": speed, **({} if per(r) == "replica" else {"MFU": _mfu_cell(r),
             "MiB/GPU": "" if r["peak_alloc_mib"] is None else f"{r['peak_alloc_mib']:.0f}"}),
@@ -325,7 +335,7 @@ def rivals(r: dict) -> list[dict]:
 def may_be(x: dict, r: dict) -> str:
     """What an unjudged configuration `x` may be against the record's: faster where its median is
     higher, as fast where it is lower but the intervals overlap (a median 54% lower is no "faster")."""
-    return "may be faster" if x["img_per_s"] > r["img_per_s"] else "may be as fast"
+    return "may be faster" if x["items_per_s"] > r["items_per_s"] else "may be as fast"
 
 
 def _runner_up(r: dict) -> str:
@@ -341,7 +351,7 @@ def _interval_cell(r: dict) -> str:
     """The median's confidence interval, "" for a row that predates intervals."""
     if not r.get("interval_is_ci"):
         return ""
-    lo, hi = r["img_per_s_ci"]
+    lo, hi = r["items_per_s_ci"]
     return f"{rate(lo)}-{rate(hi)}"
 
 
@@ -364,9 +374,9 @@ def _power(r: dict) -> str:
 
 def _case(r: dict) -> str:
     interval = _interval_cell(r)
-    return (f"`{r['label']}` ({r['precision']}, {r['where']}, {r['batch_per_gpu']}/{per(r)}): {rate(r['img_per_s'])} "
-            f"img/s ({f'95% CI {interval}, ' if interval else ''}"
-            f"p10-p90 {rate(r['img_per_s_p10'])}-{rate(r['img_per_s_p90'])})"
+    return (f"`{r['label']}` ({r['precision']}, {r['where']}, {r['batch_per_gpu']}/{per(r)}): {rate(r['items_per_s'])} "
+            f"{rate_of(r)} ({f'95% CI {interval}, ' if interval else ''}"
+            f"p10-p90 {rate(r['items_per_s_p10'])}-{rate(r['items_per_s_p90'])})"
             + ("" if r["speedup"] is None else f", x{r['speedup']:.2f} over {strategies.baseline()}")
             + ("" if r.get("mfu") is None else f", MFU {100 * r['mfu']:.1f}% of {r['mfu_peak']}")
             + ("" if r["peak_alloc_mib"] is None else f", {r['peak_alloc_mib']:.0f} MiB/{per(r)}")
@@ -445,7 +455,8 @@ def _ties(r: dict) -> str:
                      "configuration's interval")
     for x in r.get("unjudged", []):
         if x["label"] != r["label"]:
-            parts.append(f"`{x['label']}` measured {rate(x['img_per_s'])} img/s and {may_be(x, r)} ({x['why']}): "
+            parts.append(f"`{x['label']}` measured {rate(x['items_per_s'])} {rate_of(r)} and {may_be(x, r)} "
+                         f"({x['why']}): "
                          "re-run it")
     return "; ".join(parts)
 
@@ -463,8 +474,8 @@ def _avoid(run: pd.DataFrame, recs: list[dict]) -> list[str]:
                 f"{strategies.reference()}'s throughput on the same GPUs (replicas in threads, one process)")
         trap = [(on, off) for _, g in ok[ok["strategy"].isin({r["strategy"] for r, _ in slow})].groupby(
                     ["strategy", "precision", "n_gpus", "batch_per_gpu"])
-                for on in g[g["cudnn_benchmark"].astype(str).str.lower() == "true"]["img_per_s"][:1]
-                for off in g[g["cudnn_benchmark"].astype(str).str.lower() != "true"]["img_per_s"][:1]]
+                for on in g[g["cudnn_benchmark"].astype(str).str.lower() == "true"]["items_per_s"][:1]
+                for off in g[g["cudnn_benchmark"].astype(str).str.lower() != "true"]["items_per_s"][:1]]
         if trap:
             worst = max(off / on for on, off in trap)
             text += (f", and never with cudnn.benchmark on: up to {worst:.0f}x slower (cuDNN's plan cache is "
@@ -491,13 +502,13 @@ def actions(run: pd.DataFrame, recs: list[dict]) -> str:
     stable = [r for r in done if r["recommended"]]
     parts = []
     if stable:
-        best = max(stable, key=lambda r: (r["img_per_s"], r["label"]))
+        best = max(stable, key=lambda r: (r["items_per_s"], r["label"]))
         parts.append(f"Recommended: {_case(best)}" + (f"; {_ties(best)}" if _ties(best) else "") + ".")
     else:
-        best = max(done, key=lambda r: (r["img_per_s"], r["label"]))
+        best = max(done, key=lambda r: (r["items_per_s"], r["label"]))
         if best.get("unjudged") and best["label"] not in {x["label"] for x in best["unjudged"]}:
             parts.append(f"Unjudged: the simplest configuration nothing beats is {_case(best)}; "
-                         + "; ".join(f"`{x['label']}` measured {rate(x['img_per_s'])} img/s and "
+                         + "; ".join(f"`{x['label']}` measured {rate(x['items_per_s'])} {rate_of(best)} and "
                                      f"{may_be(x, best)} ({x['why']})" for x in best["unjudged"])
                          + ": re-run before choosing.")
         else:
@@ -516,20 +527,22 @@ def actions(run: pd.DataFrame, recs: list[dict]) -> str:
                      + ": the one configuration measured was stopped or starved; re-run before trusting its figure.")
     largest = max(r["batch_per_gpu"] for r in done)
     at = max((r for r in done if r["batch_per_gpu"] == largest),
-             key=lambda r: (r["recommended"], r["img_per_s"], r["label"]))
+             key=lambda r: (r["recommended"], r["items_per_s"], r["label"]))
     oom = sorted({r["batch_per_gpu"] for r in recs if r["strategy"] is None and r["out_of_memory"]})
     if at is not best:
         parts.append(f"Largest batch that ran, {largest}/{per(at)}" + (f" (OOM at {oom[0]})" if oom else "")
                      + f": {_case(at)}" + ("" if at["recommended"] else ", unstable") + ".")
     params = run["parameters"].dropna() if "parameters" in run else pd.Series(dtype=float)
     if len(params) and at["peak_alloc_mib"]:
-        state = 3 * 4 * float(params.iloc[0]) / 2**20
-        parts.append(f"Model state (fp32 weights, gradients, momentum of {float(params.iloc[0]) / 1e6:.2f} M "
-                     f"parameters) is {state:.0f} MiB of its {at['peak_alloc_mib']:.0f} MiB per GPU; the rest is "
-                     "activations and workspace.")
+        copies = 2 + state_copies(at.get("optimizer"))  # weights, gradients and what the optimiser holds
+        state = copies * 4 * float(params.iloc[0]) / 2**20
+        parts.append(f"Model state (fp32 weights, gradients, {optimizer_state_words(at.get('optimizer'))} of "
+                     f"{float(params.iloc[0]) / 1e6:.2f} M parameters) is {state:.0f} MiB of its "
+                     f"{at['peak_alloc_mib']:.0f} MiB per GPU (replicated; a strategy that shards it holds less); "
+                     "the rest is activations and workspace.")
     if not any(r.get("searched") for r in done):
         parts.append("Only the configurations this run measured are compared: `bench run --search` also tries the "
-                     "executions, SGD kernels, memory format and strategy options on the leaders.")
+                     "executions, the optimiser's kernels, the memory format and strategy options on the leaders.")
     if "notes" in run:
         # A note several strategies share is said once, naming them all.
         by_note: dict[str, list[str]] = {}

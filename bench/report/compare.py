@@ -1,16 +1,16 @@
 """Regression tracking: compare a current results file with a baseline.
 
-Per matched case: the change in images/s and in peak memory, and a verdict.
+Per matched case: the change in throughput (images/s, tokens/s) and in peak memory, and a verdict.
 
 Noise-aware rules (thresholds are per metric):
 - Throughput of a multi-device strategy is judged by its ratio to `single` at the same
   per-GPU batch *measured in the same run*: a slower shared machine slows both and the
   ratio holds, while a slower strategy moves it. `single` itself, which has no in-run
-  reference, is judged on absolute images/s.
+  reference, is judged on absolute throughput.
 - A drop counts only if it exceeds the threshold *and* the spread measured in the runs:
   the effective threshold is max(threshold, noise_factor x the relative p10-p90 width,
   the larger of the two runs'; for a ratio, the two cases' widths in quadrature), and
-  for absolute images/s the p10-p90 ranges must not overlap.
+  for absolute throughput the p10-p90 ranges must not overlap.
 - Peak memory (GPU runs) is deterministic enough to be judged on its own threshold.
 - A case that was ok and now is oom/error/timeout is a regression.
 - With several current runs, or several runs of the baseline (--baseline-repeat), every current
@@ -44,10 +44,11 @@ import strategies
 from bench.measure import counters
 from bench.cases import results
 from bench.cases.case import Case, hardware, identity
+from bench.workloads.data import unit_of
 
 @dataclass
 class Thresholds:
-    slowdown: float = 0.10  # fraction of images/s (or of the ratio to single)
+    slowdown: float = 0.10  # fraction of the throughput (or of the ratio to single)
     memory_growth: float = 0.10  # fraction of peak allocated memory
     noise_factor: float = 1.0  # times the measured relative p10-p90 width
 
@@ -73,7 +74,7 @@ def _key(row: dict) -> tuple:
 
 def _width(row: dict) -> float:
     """Relative p10-p90 width of a case's throughput."""
-    return (row["img_per_s_p90"] - row["img_per_s_p10"]) / row["img_per_s"]
+    return (row["items_per_s_p90"] - row["items_per_s_p10"]) / row["items_per_s"]
 
 
 def _single_of(rows: list[dict], row: dict) -> dict | None:
@@ -104,7 +105,7 @@ def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_ha
     verdicts = []
     for key, cur in cur_by_key.items():
         base = base_by_key.get(key)
-        entry = {"case": describe_case(cur), "verdict": "pass", "why": [], "img_change": None, "mem_change": None,
+        entry = {"case": describe_case(cur), "verdict": "pass", "why": [], "rate_change": None, "mem_change": None,
                  "ratio_change": None}
         verdicts.append(entry)
         if base is None:
@@ -163,7 +164,7 @@ def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_ha
     for key, base in base_by_key.items():
         if key not in cur_by_key:
             verdicts.append({"case": describe_case(base), "verdict": "missing", "why": ["only in the baseline"],
-                             "img_change": None, "mem_change": None, "ratio_change": None})
+                             "rate_change": None, "mem_change": None, "ratio_change": None})
     for entry in verdicts:
         if entry.get("protocol"):
             entry["why"].append(f"measured differently: {entry['protocol']}")
@@ -199,13 +200,13 @@ def _judge_timing(entry, base, cur, baseline, current, th, ratios_only, same_hw)
 def _judge_timing_within(entry, base, cur, baseline, current, th, ratios_only, same_hw
                          ) -> tuple[bool | None, list[str], float, float]:
     """(regressed, reasons, the drop allowed, the change judged)."""
-    entry["img_change"] = cur["img_per_s"] / base["img_per_s"] - 1
+    entry["rate_change"] = cur["items_per_s"] / base["items_per_s"] - 1
     allowed = max(th.slowdown, th.noise_factor * max(_width(base), _width(cur)))
     base_single, cur_single = _single_of(baseline, base), _single_of(current, cur)
     if cur["strategy"] != strategies.baseline() and base_single and cur_single:
         # Same-run ratio: what this strategy gives over single on the same machine, same run.
-        base_ratio = base["img_per_s"] / base_single["img_per_s"]
-        cur_ratio = cur["img_per_s"] / cur_single["img_per_s"]
+        base_ratio = base["items_per_s"] / base_single["items_per_s"]
+        cur_ratio = cur["items_per_s"] / cur_single["items_per_s"]
         entry["ratio_change"] = cur_ratio / base_ratio - 1
         # A ratio of two measurements: their spreads add in quadrature.
         spread = math.hypot(max(_width(base), _width(cur)), max(_width(base_single), _width(cur_single)))
@@ -216,13 +217,13 @@ def _judge_timing_within(entry, base, cur, baseline, current, th, ratios_only, s
                 entry["ratio_change"]
         return False, [], allowed, entry["ratio_change"]
     if ratios_only or not same_hw:
-        return None, ["no in-run reference; absolute change shown, not judged"], allowed, entry["img_change"]
-    disjoint = cur["img_per_s_p90"] < base["img_per_s_p10"]
-    if entry["img_change"] < -allowed and disjoint:
-        return True, [f"images/s fell {-100 * entry['img_change']:.1f}% ({base['img_per_s']:.1f} -> "
-                      f"{cur['img_per_s']:.1f}; allowed {100 * allowed:.0f}%, p10-p90 ranges apart)"], allowed, \
-            entry["img_change"]
-    return False, [], allowed, entry["img_change"]
+        return None, ["no in-run reference; absolute change shown, not judged"], allowed, entry["rate_change"]
+    disjoint = cur["items_per_s_p90"] < base["items_per_s_p10"]
+    if entry["rate_change"] < -allowed and disjoint:
+        return True, [f"{unit_of(cur).name}/s fell {-100 * entry['rate_change']:.1f}% ({base['items_per_s']:.1f} -> "
+                      f"{cur['items_per_s']:.1f}; allowed {100 * allowed:.0f}%, p10-p90 ranges apart)"], allowed, \
+            entry["rate_change"]
+    return False, [], allowed, entry["rate_change"]
 
 
 def _missing_counters(base: dict, cur: dict) -> list[str]:
@@ -277,9 +278,9 @@ def _pct(x) -> str:
 
 def render(verdicts: list[dict], baseline_path: str, current_path: str) -> str:
     lines = [f"parabench compare: {current_path} against baseline {baseline_path}", "",
-             f"{'case':<58} {'img/s':>8} {'vs single':>10} {'memory':>8}  verdict"]
+             f"{'case':<58} {'rate':>8} {'vs single':>10} {'memory':>8}  verdict"]
     for v in verdicts:
-        lines.append(f"{v['case']:<58} {_pct(v['img_change']):>8} {_pct(v['ratio_change']):>10} "
+        lines.append(f"{v['case']:<58} {_pct(v['rate_change']):>8} {_pct(v['ratio_change']):>10} "
                      f"{_pct(v['mem_change']):>8}  {v['verdict'].upper()}"
                      f"{': ' + '; '.join(v['why']) if v['why'] else ''}")
     counts = {}
@@ -318,7 +319,7 @@ def _environment(row: dict) -> str:
 def dashboard(files: list[list[dict]]) -> tuple[list[dict], list[dict]]:
     """Entries for github-action-benchmark: (customBiggerIsBetter, customSmallerIsBetter).
 
-    Bigger is better: images/s of every ok case, and the speed-up over `single` measured in
+    Bigger is better: the throughput (images/s, tokens/s) of every ok case, and the speed-up over `single` measured in
     the same results file (the in-run ratio `compare` trusts on shared machines). Smaller is
     better: peak memory per GPU. Names are unique: the case with its knobs, devices and
     hardware; where a case is in several files, the latest ok row wins."""
@@ -328,14 +329,15 @@ def dashboard(files: list[list[dict]]) -> tuple[list[dict], list[dict]]:
             if r["status"] != "ok":
                 continue
             name, extra = f"{describe_case(r)} ({hardware(r)})", _environment(r)
-            entries = [(bigger, f"{name}: images/s", "img/s", round(r["img_per_s"], 2),
-                        f"{r['img_per_s_p10']:.1f}-{r['img_per_s_p90']:.1f}")]
+            unit = unit_of(r)
+            entries = [(bigger, f"{name}: {unit.name}/s", unit.rate, round(r["items_per_s"], 2),
+                        f"{r['items_per_s_p10']:.1f}-{r['items_per_s_p90']:.1f}")]
             single = _single_of(rows, r) if r["strategy"] != strategies.baseline() else None
             if single is not None:
-                ratio = r["img_per_s"] / single["img_per_s"]
+                ratio = r["items_per_s"] / single["items_per_s"]
                 entries.append((bigger, f"{name}: speed-up over single, same run", "x", round(ratio, 4),
-                                f"{r['img_per_s_p10'] / single['img_per_s_p90']:.3f}-"
-                                f"{r['img_per_s_p90'] / single['img_per_s_p10']:.3f}"))
+                                f"{r['items_per_s_p10'] / single['items_per_s_p90']:.3f}-"
+                                f"{r['items_per_s_p90'] / single['items_per_s_p10']:.3f}"))
             if r.get("peak_alloc_mib") is not None:
                 entries.append((smaller, f"{name}: peak memory per GPU", "MiB", round(r["peak_alloc_mib"], 1), ""))
             for series, key, unit, value, spread in entries:

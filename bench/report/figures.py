@@ -20,6 +20,7 @@ from bench.core.precision import PRECISIONS  # noqa: E402
 from bench.measure import envinfo  # noqa: E402
 from bench.report.frame import amp_speedups  # noqa: E402
 from bench.report.labels import tokens  # noqa: E402
+from bench.workloads.data import unit_of  # noqa: E402
 
 PRECISION_ORDER = list(PRECISIONS)
 
@@ -109,12 +110,12 @@ def _panels(precisions, title):
 
 def primary(group: pd.DataFrame) -> pd.DataFrame:
     """For each strategy, device count and precision, one setting of the knobs: the fastest
-    (the highest images/s it reached, as the answer ranks them; then the fastest knobs). The
+    (the highest throughput it reached, as the answer ranks them; then the fastest knobs). The
     mixed-precision figure compares settings this way; the others draw the envelope."""
     keep = []
     ok = group[group["status"] == "ok"]
     for _, sub in group.groupby(["strategy", "n_gpus", "precision", group["nnodes"].fillna(1)], sort=False):
-        fast = ok.loc[ok.index.intersection(sub.index)].groupby("variant")["img_per_s"].max()
+        fast = ok.loc[ok.index.intersection(sub.index)].groupby("variant")["items_per_s"].max()
         best = (sorted(fast.index, key=lambda v: (-fast[v], str(v).count(","), str(v)))[0] if len(fast)
                 else sorted(sub["variant"].unique(), key=lambda v: (str(v).count(","), str(v)))[0])
         keep.append(sub[sub["variant"] == best])
@@ -126,9 +127,9 @@ LINE = ["strategy", "n_gpus", "hosts", "precision"]  # one line of a figure: a s
 
 def envelope(group: pd.DataFrame) -> pd.DataFrame:
     """Each strategy at its best measured configuration at each batch: per strategy, device
-    count, hosts, precision and per-GPU batch, the ok row with the highest median images/s among
+    count, hosts, precision and per-GPU batch, the ok row with the highest median throughput among
     its executions and knobs (a row whose process was stopped or starved only where nothing else
-    ran there), with `config` (its settings, short) and `vs_single` (its images/s over the best
+    ran there), with `config` (its settings, short) and `vs_single` (its throughput over the best
     steady `single` of that precision and batch in the same run: the answer's speed-up where the
     knobs differ; none where that run has no such `single`)."""
     ok = group[group["status"] == "ok"].reset_index(drop=True)
@@ -138,13 +139,14 @@ def envelope(group: pd.DataFrame) -> pd.DataFrame:
     ok = ok.assign(hosts=ok["nnodes"].fillna(1).astype(int) if "nnodes" in ok else 1,
                    _steady=[not ranking.stopped(r) for r in records],
                    _run=ok["source"] if "source" in ok else "")
-    best = ok.loc[ok.sort_values(["_steady", "img_per_s"]).groupby([*LINE, "batch_per_gpu"], sort=False).tail(1).index]
+    best = ok.loc[ok.sort_values(["_steady", "items_per_s"]).groupby([*LINE, "batch_per_gpu"], sort=False)
+                  .tail(1).index]
     singles = ok[(ok["strategy"] == strategies.baseline()) & ok["_steady"]]
-    base = singles.groupby(["_run", "precision", "batch_per_gpu"])["img_per_s"].max()
+    base = singles.groupby(["_run", "precision", "batch_per_gpu"])["items_per_s"].max()
     single = [base.get((run, p, b)) for run, p, b in zip(best["_run"], best["precision"], best["batch_per_gpu"])]
     best = best.drop(columns=["_steady", "_run"])
     return _order_lines(best.assign(config=[tokens(r) for r in best.to_dict("records")],
-                                    vs_single=[r / s if s else None for r, s in zip(best["img_per_s"], single)]))
+                                    vs_single=[r / s if s else None for r, s in zip(best["items_per_s"], single)]))
 
 
 def _order_lines(frame: pd.DataFrame) -> pd.DataFrame:
@@ -224,18 +226,26 @@ def _points_csv(rows: pd.DataFrame, picks: list[dict], path: Path, value: str) -
     results.atomic_write_bytes(path, table.to_csv(index=False).encode())
 
 
+def rate_words(rows: pd.DataFrame) -> str:
+    """The axis of a rate: "images/s", "tokens/s" (what the rows count; a figure shows one model)."""
+    ok = rows[rows["status"] == "ok"] if "status" in rows else rows
+    units = sorted({unit_of(r).name for r in ok.to_dict("records")}) or ["images"]
+    return " or ".join(f"{u}/s" for u in units)
+
+
 def figure_throughput(group: pd.DataFrame, folder: Path, name: str, picks: list[dict] | None = None) -> list[Path]:
-    """Images/s against the per-GPU batch: each strategy at its best configuration measured at
+    """Throughput (images/s, tokens/s) against the per-GPU batch: each strategy at its best configuration measured at
     each batch (the envelope over executions and knobs), the answer's picks starred; the points
     also as <name>.csv."""
     rows = envelope(group)
     if rows.empty:
         return []
     picks = [p for p in (picks or []) if p.get("strategy")]
-    _points_csv(rows, picks, folder / f"{name}.csv", "img_per_s")
+    _points_csv(rows, picks, folder / f"{name}.csv", "items_per_s")
     others = "; every setting: the knobs figure" if _knob_panels(group) else ""
     return _envelope_panels(rows, f"Throughput: each strategy at its best configuration per batch{others}",
-                            "images/s (median; bars: p10-p90)", "img_per_s", ("img_per_s_p10", "img_per_s_p90"),
+                            f"{rate_words(group)} (median; bars: p10-p90)", "items_per_s",
+                            ("items_per_s_p10", "items_per_s_p90"),
                             picks, folder, name, caption(group))
 
 
@@ -272,14 +282,14 @@ def figure_knobs(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
     for ax, (title, strategy, sub) in zip(axes.flat, panels):
         for i, ((gpus, variant), line) in enumerate(sub.groupby(["n_gpus", "variant"], sort=True)):
             line = line.sort_values("batch_per_gpu")
-            yerr = [line["img_per_s"] - line["img_per_s_p10"], line["img_per_s_p90"] - line["img_per_s"]]
-            ax.errorbar(line["batch_per_gpu"], line["img_per_s"], yerr=yerr, capsize=2,
+            yerr = [line["items_per_s"] - line["items_per_s_p10"], line["items_per_s_p90"] - line["items_per_s"]]
+            ax.errorbar(line["batch_per_gpu"], line["items_per_s"], yerr=yerr, capsize=2,
                         color=colour(strategy), marker=markers[i % len(markers)],
                         ls=styles[i % len(styles)], label=_wrap(f"{int(gpus)} GPU: {variant or 'defaults'}"))
         _log2_axis(ax)
         ax.set_title(title)
         ax.set_xlabel(f"{batch_axis(sub)} (log2)")
-        ax.set_ylabel("images/s")
+        ax.set_ylabel(rate_words(sub))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     for ax in list(axes.flat)[len(panels):]:
@@ -354,10 +364,10 @@ def figure_efficiency(group: pd.DataFrame, folder: Path, name: str) -> list[Path
     rows = rows[(rows["n_gpus"] > 1) & rows["vs_single"].notna()] if len(rows) else rows
     if rows.empty:
         return []
-    single = rows["img_per_s"] / rows["vs_single"]
+    single = rows["items_per_s"] / rows["vs_single"]
     rows = rows.assign(efficiency_pct=100 * rows["vs_single"] / rows["n_gpus"],
-                       efficiency_lo_pct=100 * rows["img_per_s_p10"] / single / rows["n_gpus"],
-                       efficiency_hi_pct=100 * rows["img_per_s_p90"] / single / rows["n_gpus"])
+                       efficiency_lo_pct=100 * rows["items_per_s_p10"] / single / rows["n_gpus"],
+                       efficiency_hi_pct=100 * rows["items_per_s_p90"] / single / rows["n_gpus"])
     return _bar_figure(rows, f"Scaling efficiency: each strategy at its best configuration per batch, over the best "
                        f"{strategies.baseline()} (bars: p10-p90) - {caption(group)}",
                        lambda p: p.apply(lambda r: f"{r['strategy']} ({int(r['n_gpus'])} GPU)", axis=1),
@@ -397,7 +407,7 @@ def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
     handles = {}
     for ax, (precision, batch) in zip(axes.flat, panels):
         here = rows[(rows["precision"] == precision) & (rows["batch_per_gpu"] == batch)]
-        single = here[here["strategy"] == base_name]["img_per_s"]
+        single = here[here["strategy"] == base_name]["items_per_s"]
         anchor = float(single.max()) if len(single) else None
         counts = set(here["n_gpus"])
         if anchor is not None:
@@ -406,7 +416,7 @@ def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
             ax.plot([1, top], [anchor, anchor * top], ls=":", color="grey", lw=0.8)
         for strategy, line in here[here["strategy"] != base_name].groupby("strategy", sort=False):
             line = line[line["hosts"] <= 1].sort_values("n_gpus")
-            xs, ys = list(line["n_gpus"]), list(line["img_per_s"])
+            xs, ys = list(line["n_gpus"]), list(line["items_per_s"])
             if anchor is not None:
                 xs, ys = [1] + xs, [anchor] + ys
             (handles[strategy],) = ax.plot(xs, ys, marker="o", color=colour(strategy), lw=1.4,
@@ -415,7 +425,7 @@ def figure_scaling(group: pd.DataFrame, folder: Path, name: str) -> list[Path]:
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_k))
         ax.set_title(f"{precision}, {batch} per GPU", fontsize=10)
         ax.set_xlabel("GPUs")
-        ax.set_ylabel("images/s")
+        ax.set_ylabel(rate_words(here))
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)

@@ -15,7 +15,7 @@ from bench.report.regime import GPU, HOST
 
 
 def rate(x: float) -> str:
-    """Images/s with their significant digits (0.7 img/s is not "1")."""
+    """A rate (images/s, tokens/s) with its significant digits (0.7 img/s is not "1")."""
     if x >= 1000:
         return f"{x / 1000:.1f}k"
     if x >= 10:
@@ -61,7 +61,7 @@ def reference_pairs(ok: pd.DataFrame) -> list[tuple]:
     for _, r in plain[plain["strategy"].isin(threaded)].iterrows():
         ref = twins(plain, r, ("n_gpus", "batch_per_gpu", "precision"), strategy=strategies.reference())
         if len(ref):
-            pairs.append((r, r["img_per_s"] / ref["img_per_s"].iloc[0]))
+            pairs.append((r, r["items_per_s"] / ref["items_per_s"].iloc[0]))
     return pairs
 
 
@@ -115,10 +115,10 @@ def sentences(frame: pd.DataFrame) -> list[str]:
         twin = twin[(twin["channels_last"].astype(str).str.lower() != "true")
                     & (twin["variant"].fillna("") == str(r["variant"]).replace("channels_last", "").strip(", "))]
         if len(twin):
-            cl.append((r["img_per_s"] / twin["img_per_s"].iloc[0], r.get("regime", "")))
+            cl.append((r["items_per_s"] / twin["items_per_s"].iloc[0], r.get("regime", "")))
     if cl:
         out.append("channels_last over the default layout (same run): " + by_regime(cl) + ".")
-    saved = [(ref["peak_alloc_mib"] - r["peak_alloc_mib"], r["img_per_s"] / ref["img_per_s"])
+    saved = [(ref["peak_alloc_mib"] - r["peak_alloc_mib"], r["items_per_s"] / ref["items_per_s"])
              for r, ref in sharding_pairs(ok)]
     if saved:
         mib, speed = [m for m, _ in saved], [v for _, v in saved]
@@ -138,7 +138,7 @@ def sentences(frame: pd.DataFrame) -> list[str]:
     for _, g in ok[ok["execution"] == "cuda-graph"].iterrows():
         eager = twins(ok, g, ("strategy", "n_gpus", "batch_per_gpu", "precision"), execution="eager")
         if len(eager):
-            bound.append((g["img_per_s"] / eager["img_per_s"].max(), g))
+            bound.append((g["items_per_s"] / eager["items_per_s"].max(), g))
     if bound:
         ratio, g = max(bound, key=lambda t: t[0])
         if ratio > 1.5:

@@ -146,21 +146,21 @@ def add_speedups(frame: pd.DataFrame) -> pd.DataFrame:
     """Speed-up over `single` at the same per-GPU batch, same hardware, model, precision and
     layout knobs, measured in the same run; scaling efficiency = speed-up / devices."""
     match = same_run(["hardware", "model", "precision", "batch_per_gpu", "execution", *STEP_KNOBS], frame)
-    added = ["single_img_per_s", "single_img_per_s_p10", "single_img_per_s_p90", "speedup", "efficiency",
+    added = ["single_items_per_s", "single_items_per_s_p10", "single_items_per_s_p90", "speedup", "efficiency",
              "efficiency_lo", "efficiency_hi"]
     frame = frame.drop(columns=added, errors="ignore")  # idempotent
     base = frame[(frame["strategy"] == strategies.baseline()) & (frame["status"] == "ok")]
     # A disturbed baseline divides nothing: a speed-up over it would be the disturbance's.
     base = base[[not ranking.disturbed(r) for _, r in base.iterrows()]] if len(base) else base
-    rates = ["img_per_s", "img_per_s_p10", "img_per_s_p90"]
+    rates = ["items_per_s", "items_per_s_p10", "items_per_s_p90"]
     base = base.sort_values("date").drop_duplicates(match, keep="last")[match + rates]
     merged = frame.merge(base.rename(columns={r: f"single_{r}" for r in rates}), on=match, how="left")
-    merged["speedup"] = merged["img_per_s"] / merged["single_img_per_s"]
+    merged["speedup"] = merged["items_per_s"] / merged["single_items_per_s"]
     devices = merged["n_gpus"].where(merged["n_gpus"] > 0, merged["n_replicas"])
     merged["efficiency"] = merged["speedup"] / devices
     # The efficiency's range from both spreads: slow end over the baseline's fast end, and back.
-    merged["efficiency_lo"] = merged["img_per_s_p10"] / merged["single_img_per_s_p90"] / devices
-    merged["efficiency_hi"] = merged["img_per_s_p90"] / merged["single_img_per_s_p10"] / devices
+    merged["efficiency_lo"] = merged["items_per_s_p10"] / merged["single_items_per_s_p90"] / devices
+    merged["efficiency_hi"] = merged["items_per_s_p90"] / merged["single_items_per_s_p10"] / devices
     return merged
 
 
@@ -171,12 +171,12 @@ def amp_speedups(group: pd.DataFrame) -> pd.DataFrame:
     keys = same_run(["strategy", "n_gpus", "batch_per_gpu"], group)
     fp32 = ok[ok["precision"] == "fp32"].sort_values("date")
     amp = ok[ok["precision"] != "fp32"]
-    columns = keys + ["img_per_s", "variant"]
+    columns = keys + ["items_per_s", "variant"]
     same = amp.merge(fp32.drop_duplicates(keys + ["variant"], keep="last")[columns]
                      .assign(variant_fp32=fp32["variant"]),
                      on=keys + ["variant"], suffixes=("", "_fp32"))
     rest = amp[~amp.index.isin(amp.reset_index().merge(same[keys + ["variant"]], on=keys + ["variant"])["index"])]
     other = rest.merge(fp32.drop_duplicates(keys, keep="last")[columns], on=keys, suffixes=("", "_fp32"))
     merged = pd.concat([same, other], ignore_index=True)
-    merged["amp_speedup"] = merged["img_per_s"] / merged["img_per_s_fp32"]
+    merged["amp_speedup"] = merged["items_per_s"] / merged["items_per_s_fp32"]
     return merged

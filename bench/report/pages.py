@@ -19,8 +19,9 @@ from bench.report import findings as answer
 from bench.report import mdtable, sections
 from bench.report.figures import PRECISION_ORDER, caption, slug
 from bench.report.frame import _order, label, load_anatomy, load_frame, load_runs, newest, run_labels, run_name
+from bench.workloads.data import rate_unit
 
-_k = answer.rate  # images/s with their significant digits: 19.0k, 47, 0.7
+_k = answer.rate  # a rate with its significant digits: 19.0k, 47, 0.7
 
 
 def _status_cell(row) -> str:
@@ -36,8 +37,9 @@ def _caveat(row) -> str:
 CAVEATS = "caveats (what makes a figure mislead)"
 SPEEDUP = "speed-up over the baseline (scaling efficiency)"
 CELLS = {
-    "images/s (median, p10-p90)": lambda r: f"{_k(r['img_per_s'])} ({_k(r['img_per_s_p10'])}-{_k(r['img_per_s_p90'])})"
-                                            + (" [caveat]" if _caveat(r) else ""),
+    "throughput (median, p10-p90)": lambda r: f"{_k(r['items_per_s'])} ({_k(r['items_per_s_p10'])}-"
+                                              f"{_k(r['items_per_s_p90'])}) {rate_unit(r)}"
+                                              + (" [caveat]" if _caveat(r) else ""),
     "step time ms (median, p10-p90)": lambda r: f"{r['step_ms_p50']:.2f} "
                                                 f"({r['step_ms_p10']:.2f}-{r['step_ms_p90']:.2f})",
     "peak memory per GPU, MiB (max / min over GPUs)": lambda r: (
@@ -73,12 +75,19 @@ def tables(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return out
 
 
-READING_GUIDE = (
-    "images/s is the global batch over the median step time, with the p10-p90 spread over every timed step of "
-    "every trial. Speed-up and efficiency compare with the baseline (`single`) at the same per-GPU batch "
-    "(weak scaling), measured in the same results file; efficiency is speed-up over the GPU count, all hosts "
-    "together. Memory is the largest `torch.cuda.max_memory_allocated` of the GPUs. A tie: the two spreads "
-    "overlap. Rows measured on different hardware are never compared.")
+def reading_guide(rows: pd.DataFrame) -> str:
+    """How to read the tables, in the units of the rows shown (images/s; a language model's tokens/s)."""
+    from bench.report.figures import rate_words
+
+    rate = rate_words(rows)
+    what = {"images/s": "the images of the global batch", "tokens/s": "the tokens of the global batch (its "
+            "sequences times their length)"}.get(rate, "what the global batch holds (images, or a language model's "
+                                                       "tokens: sequences times their length)")
+    return (f"Throughput ({rate}) is {what} over the median step time, with the p10-p90 spread over every timed step "
+            "of every trial. Speed-up and efficiency compare with the baseline (`single`) at the same per-GPU batch "
+            "(weak scaling), measured in the same results file; efficiency is speed-up over the GPU count, all hosts "
+            "together. Memory is the largest `torch.cuda.max_memory_allocated` of the GPUs. A tie: the two spreads "
+            "overlap. Rows measured on different hardware are never compared.")
 
 
 def _run_labels(frame: pd.DataFrame) -> pd.DataFrame:
@@ -93,7 +102,7 @@ def model_page(group: pd.DataFrame, anatomy: pd.DataFrame, out: Path, name: str)
     """The details of one hardware/model: the PAGE_SECTIONS, then every table."""
     hardware, model = group["hardware"].iloc[0], group["model"].iloc[0]
     lines = [f"# {model} on {hardware}", "", f"_{caption(group)}_", "", "[Back to the answer](../REPORT.md)", "",
-             READING_GUIDE, ""]
+             reading_guide(group), ""]
     page = sections.Page(group, anatomy, out, name)
     for section in sections.PAGE_SECTIONS:
         lines += section(page)
@@ -140,7 +149,7 @@ def write_report(paths: list[Path], out: Path, every_run: bool = False) -> Path:
     lines = _intro(paths, shown, rep.runs)
     for section in sections.SECTIONS:
         lines += section(rep)
-    lines += ["## Details", "", READING_GUIDE, ""] + [f"- [{model} on {hw}]({link})" for (hw, model), link in
+    lines += ["## Details", "", reading_guide(frame), ""] + [f"- [{model} on {hw}]({link})" for (hw, model), link in
                                                      rep.pages.items()] + [""]
     report = out / "REPORT.md"
     results.atomic_write_bytes(report, ("\n".join(lines) + "\n").encode())

@@ -15,14 +15,16 @@ import pandas as pd
 
 import strategies
 from bench.cases import results
+from bench.core.knobs import optimizer_state_words, state_copies
 from bench.report import answer as answers
 from bench.report import findings as answer
 from bench.report import fitted, hostload, mdtable
 from bench.report.anatomy import anatomy_section as _anatomy_details
 from bench.report.figures import (PRECISION_ORDER, figure_amp, figure_efficiency, figure_knobs, figure_memory,
-                                  figure_scaling, figure_throughput, slug)
+                                  figure_scaling, figure_throughput, rate_words, slug)
 from bench.report.frame import _flag, label, run_name
 from bench.report.labels import Legend
+from bench.workloads.data import rate_unit
 
 _k = answer.rate
 
@@ -89,7 +91,7 @@ def _wrapped(text: str, width: int = WIDTH) -> list[str]:
 
 def first_screen(rep: Report) -> list[str]:
     """The answer at a glance, before any detail: per run, hardware, model and precision, one
-    table row per device count and batch (the pick, its images/s, its speed-up), each caveat in
+    table row per device count and batch (the pick, its throughput, its speed-up), each caveat in
     one line, what could not run once per reason, and the throughput figure that stars the picks."""
     recs = rep.records()
     lines = []
@@ -102,13 +104,13 @@ def first_screen(rep: Report) -> list[str]:
             unit = answers.per(done[0])
             which = f" (run `{run_name(source)}`)" if rep.runs["source"].nunique() > 1 else ""
             lines += [f"**{model} on {hw}, {precision}**: the configuration to use{which}", "",
-                      f"| devices | batch/{unit} | use | images/s | vs {strategies.baseline()} |",
+                      f"| devices | batch/{unit} | use | {answers.rate_of(done[0])} | vs {strategies.baseline()} |",
                       "|---|---|---|---|---|"]
             for r in sorted(done, key=lambda r: (-r["devices"], r["batch_per_gpu"])):
                 mark = "" if r["recommended"] else " (unjudged)"
                 speed = "" if r["speedup"] is None else f"x{r['speedup']:.2f}"
                 lines.append(f"| {r['where']} | {r['batch_per_gpu']} | `{r['label']}`{mark} | "
-                             f"{answer.rate(r['img_per_s'])} | {speed} |")
+                             f"{answer.rate(r['items_per_s'])} | {speed} |")
             caveats = [f"{r['where']}, {r['batch_per_gpu']}/{unit}: unjudged, "
                        + (", ".join(f"`{x['label']}` {answers.may_be(x, r)}" for x in answers.rivals(r))
                           or "its one configuration was stopped or starved: re-run")
@@ -154,7 +156,7 @@ def answer_section(rep: Report) -> list[str]:
         said = answers.search_lines(path, name)
         lines += [f"- {line}" for line in said] + ([""] if said else [])
     return lines + [f"Per batch: the recommended configuration (the simplest that the fastest does not beat beyond "
-                    "the spreads), its images/s (median, p10-p90), "
+                    f"the spreads), its throughput ({rate_words(rep.runs)}: median, p10-p90), "
                     f"speed-up over {strategies.baseline()} of the same run "
                     "(* over its fastest setting where none had the same knobs), MFU (model FLOPs per second over the "
                     "GPU's dense datasheet peak for the precision), peak memory per GPU, regime, and the fastest other "
@@ -273,12 +275,13 @@ def findings(group: pd.DataFrame) -> list[str]:
     for precision in [p for p in PRECISION_ORDER if p in set(group["precision"])]:
         p = ok[ok["precision"] == precision]
         for (batch, _), b in p.groupby(["batch_per_gpu", "source"], sort=True):  # within one run
-            b = b.sort_values("img_per_s", ascending=False)
+            b = b.sort_values("items_per_s", ascending=False)
             if b["strategy"].nunique() > 1:  # "fastest" among one strategy's settings is not a finding
                 top, second = b.iloc[0], b.iloc[1]
-                overlap = top["img_per_s_p10"] <= second["img_per_s_p90"]
+                overlap = top["items_per_s_p10"] <= second["items_per_s_p90"]
                 regime = f", {top['regime']}" if top.get("regime") else ""
-                out.append(f"{precision}, batch {batch}/GPU: fastest is {label(top)} at {_k(top['img_per_s'])} img/s"
+                out.append(f"{precision}, batch {batch}/GPU: fastest is {label(top)} at {_k(top['items_per_s'])} "
+                           f"{rate_unit(top)}"
                            f"{regime}{' (within the spread of the next, ' + label(second) + ')' if overlap else ''}.")
         pairs = answer.reference_pairs(p)
         for threaded in sorted({r["strategy"] for r, _ in pairs}):
@@ -315,9 +318,9 @@ def cudnn_effect(frame: pd.DataFrame) -> list[str]:
         if len(on) and len(off):
             on, off = on.iloc[0], off.iloc[0]
             out.append(f"{key[3]}, {key[1]} {key[2]}, {key[4]} GPUs, batch {key[5]}/GPU on {key[0]}: "
-                       f"cudnn.benchmark on {_step_ms(on)} ({_k(on['img_per_s'])} img/s), "
-                       f"off {_step_ms(off)} ({_k(off['img_per_s'])} img/s): "
-                       f"{off['img_per_s'] / on['img_per_s']:.0f}x faster off.")
+                       f"cudnn.benchmark on {_step_ms(on)} ({_k(on['items_per_s'])} {rate_unit(on)}), "
+                       f"off {_step_ms(off)} ({_k(off['items_per_s'])} {rate_unit(off)}): "
+                       f"{off['items_per_s'] / on['items_per_s']:.0f}x faster off.")
     return out
 
 
@@ -356,7 +359,7 @@ def achieved_vs_peak(frame: pd.DataFrame, peaks: dict[str, dict]) -> list[str]:
                   f"Dense matrix rates measured by `python -m bench peak` ({peak['file']}): "
                   + ", ".join(f"{k} {peak[f'{k}_matmul_tflops']:.0f}" for k in ("bf16", "fp16", "tf32", "fp32")
                               if peak.get(f"{k}_matmul_tflops"))
-                  + " TFLOP/s. Training FLOPs per image come from "
+                  + " TFLOP/s. Training FLOPs per image (or token) come from "
                   "torch.utils.flop_counter (forward and backward); each strategy's best case per GPU:", "",
                   mdtable.markdown(table), ""]
     return lines
@@ -364,10 +367,11 @@ def achieved_vs_peak(frame: pd.DataFrame, peaks: dict[str, dict]) -> list[str]:
 
 
 
-def _keeps_and_sends(strategy, parameters: float) -> str:
+def _keeps_and_sends(strategy, parameters: float, optimizer: str) -> str:
     """'zero1 shards the optimiser state (44.6 MiB) and sends per step: all-reduce of the
     gradients (44.6 MiB), ...', from the strategy's declarations."""
-    shards = (f"shards {strategy.describe_shards()} ({strategy.sharded_bytes(int(parameters)) / 2**20:.1f} MiB)"
+    shards = (f"shards {strategy.describe_shards()} "
+              f"({strategy.sharded_bytes(int(parameters), optimizer) / 2**20:.1f} MiB)"
               if strategy.shards else "shards nothing")
     sends = ", ".join(c.describe(int(parameters)) for c in strategy.sends) or "nothing"
     return f"{strategy.name} {shards} and sends per step: {sends}"
@@ -376,8 +380,9 @@ def _keeps_and_sends(strategy, parameters: float) -> str:
 def memory_section(group: pd.DataFrame) -> list[str]:
     """Per-GPU peak memory of the sharded strategies against DDP at equal batch, GPUs,
     precision and layout (same run), with what sharding can save at most: the part of the
-    model state (fp32 weights, gradients and SGD momentum) it declares it shards, (N-1)/N of
-    it, and what it declares it sends per step (strategies/base.py)."""
+    model state (fp32 weights, gradients and the optimiser's state: SGD's momentum, AdamW's two
+    moments) it declares it shards, (N-1)/N of it, and what it declares it sends per step
+    (strategies/base.py)."""
     model = group["model"].iloc[0]
     pairs = answer.sharding_pairs(group[group["status"] == "ok"])
     counts = group["parameters"].dropna() if "parameters" in group else []
@@ -385,25 +390,29 @@ def memory_section(group: pd.DataFrame) -> list[str]:
         return []
     parameters = float(counts.iloc[0])
     tensor_mib = parameters * 4 / 2**20  # one fp32 copy of the parameters
+    optimizer = str(pairs[0][1].get("optimizer") or "sgd")
+    copies = 2 + state_copies(optimizer)  # weights, gradients and the optimiser's state
     rows = []
     for r, base in pairs:
         n = int(base["n_gpus"] or base["n_replicas"])  # a CPU run's ranks count as its devices
+        bound = strategies.get(r["strategy"]).sharded_bytes(parameters, r.get("optimizer"))
         rows.append({"precision": r["precision"], "GPUs": n, "batch/GPU": int(r["batch_per_gpu"]),
                      "case": label(r), "peak MiB": f"{r['peak_alloc_mib']:.0f}",
                      f"{strategies.reference()} peak MiB": f"{base['peak_alloc_mib']:.0f}",
                      "saved MiB": f"{base['peak_alloc_mib'] - r['peak_alloc_mib']:.0f}",
-                     "at most MiB":
-                         f"{strategies.get(r['strategy']).sharded_bytes(parameters) / 2**20 * (n - 1) / n:.0f}",
-                     f"images/s vs {strategies.reference()}": f"{100 * r['img_per_s'] / base['img_per_s']:.0f}% "
-                                        f"({100 * r['img_per_s_p10'] / base['img_per_s_p90']:.0f}-"
-                                        f"{100 * r['img_per_s_p90'] / base['img_per_s_p10']:.0f})"})
-    share, at = max((((b["peak_alloc_mib"] - 3 * tensor_mib) / b["peak_alloc_mib"], b) for _, b in pairs),
+                     "at most MiB": f"{bound / 2**20 * (n - 1) / n:.0f}",
+                     f"{rate_unit(r)} vs {strategies.reference()}":
+                         f"{100 * r['items_per_s'] / base['items_per_s']:.0f}% "
+                         f"({100 * r['items_per_s_p10'] / base['items_per_s_p90']:.0f}-"
+                         f"{100 * r['items_per_s_p90'] / base['items_per_s_p10']:.0f})"})
+    share, at = max((((b["peak_alloc_mib"] - copies * tensor_mib) / b["peak_alloc_mib"], b) for _, b in pairs),
                     key=lambda t: t[0])
     shown = sorted({r["strategy"] for r, _ in pairs} | {strategies.reference()}, key=strategies.names().index)
-    who = "; ".join(_keeps_and_sends(strategies.get(name), parameters) for name in shown)
+    who = "; ".join(_keeps_and_sends(strategies.get(name), parameters, optimizer) for name in shown)
     return [f"## Memory, explained: sharding against {strategies.reference()}", "",
             f"{model} has {parameters / 1e6:.2f} M parameters: its model state (fp32 weights, gradients and "
-            f"SGD momentum) is {3 * tensor_mib:.0f} MiB per replica. {who}. On N GPUs a strategy can save at most "
+            f"{optimizer_state_words(optimizer)}) is {copies * tensor_mib:.0f} MiB per replica. {who}. "
+            "On N GPUs a strategy can save at most "
             "(N-1)/N of what it shards, per GPU ('at most'). The rest of the peak is activations and workspace, "
             f"which no strategy here shards: up to {100 * share:.0f}% of {strategies.reference()}'s peak "
             f"({label(at)}, {at['precision']}, "

@@ -5,6 +5,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from bench.cases.case import Case
+from bench.workloads.data import rate_unit
 
 
 def describe(row: dict) -> str:
@@ -15,7 +16,7 @@ def describe(row: dict) -> str:
     if row["status"] == "ok":
         mem = f", {row['peak_alloc_mib']:.0f} MiB" if row.get("peak_alloc_mib") else ""
         caveat = f"; caveat: {row['caveat']}" if row.get("caveat") else ""
-        return (f"{head}  {row['img_per_s']:>9.1f} img/s  step {row['step_ms_p50']:.2f} ms "
+        return (f"{head}  {row['items_per_s']:>9.1f} {rate_unit(row)}  step {row['step_ms_p50']:.2f} ms "
                 f"(p10-p90 {row['step_ms_p10']:.2f}-{row['step_ms_p90']:.2f}){mem}{caveat}")
     return f"{head}  {row['status'].upper()}: {row['reason']}"
 

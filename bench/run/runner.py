@@ -39,8 +39,9 @@ class Runner:
                      "batch_per_gpu": case.batch_per_gpu, "devices": case.n_replicas, "status": row["status"],
                      "date": row.get("date")}
             if row["status"] == "ok":
-                entry.update({k: row[k] for k in ("img_per_s", "img_per_s_p10", "img_per_s_p90", "img_per_s_ci_lo",
-                                                  "img_per_s_ci_hi") if row.get(k) is not None})
+                entry.update({k: row[k] for k in ("items_per_s", "items_per_s_p10", "items_per_s_p90",
+                                                  "items_per_s_ci_lo",
+                                                  "items_per_s_ci_hi") if row.get(k) is not None})
                 if row.get("screened"):
                     entry["screened"] = row["screened"]
                 if ranking.disturbed(row):

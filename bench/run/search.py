@@ -214,9 +214,9 @@ class Search:
         (disturbed or not: levers measure it again in a new configuration)."""
         chosen, tied, left_out = ranking.pick(rows, self.asked)
         out = [chosen] if chosen is not None else []
-        faster = [r for r in rows if r is not chosen and (chosen is None or r["img_per_s"] > chosen["img_per_s"])]
+        faster = [r for r in rows if r is not chosen and (chosen is None or r["items_per_s"] > chosen["items_per_s"])]
         if faster:
-            out.append(max(faster, key=lambda r: r["img_per_s"]))
+            out.append(max(faster, key=lambda r: r["items_per_s"]))
         return [Leader(row) for row in out[:MAX_LEADERS]]
 
     def _finals_reserve(self, leaders: dict, capped: bool = True) -> float:
@@ -329,7 +329,7 @@ class Search:
         unique = {identity(self.sweep._row(i.lever.case)): i for i in chosen}.values()
         self._again(f"levers: {dimension}, again", [i.lever.case for i in unique if (r := self.runner.row(i.lever.case))
                                                     is not None and r["status"] == "ok" and ranking.stopped(r)
-                                                    and r["img_per_s"] > ranking.interval(i.leader.row)[1]
+                                                    and r["items_per_s"] > ranking.interval(i.leader.row)[1]
                                                     and not self._beaten(i.key, r)])
         for key, group_leaders in leaders.items():
             for leader in group_leaders:
@@ -369,7 +369,7 @@ class Search:
         one the budget cannot hold is logged as not tried."""
         shaky = [i for i in measured
                  if (r := self.runner.row(i.lever.case)) is not None and r["status"] == "ok"
-                 and ranking.disturbed(r) and r["img_per_s"] > ranking.interval(i.leader.row)[1]
+                 and ranking.disturbed(r) and r["items_per_s"] > ranking.interval(i.leader.row)[1]
                  and not self._beaten(i.key, r)]
         if not shaky:
             return
@@ -403,7 +403,7 @@ class Search:
                 why = f"{row['status']}: {row.get('reason') or ''}".strip() if row else "no row"
                 self._record_lever(key, leader, lever, None, f"dropped: {why}")
                 continue
-            gain = row["img_per_s"] / base["img_per_s"]
+            gain = row["items_per_s"] / base["items_per_s"]
             if ranking.stopped(row) and not ranking.clear_of(row, base):
                 verdict = f"dropped: {ranking.stopped(row)}"
             elif ranking.beats(row, base):
@@ -426,14 +426,15 @@ class Search:
                 elif entry["verdict"] == BEATS:
                     entry["verdict"] = f"dropped: {BEATS}, below {best[0].setting}"
             self._say(f"{_label(base)} at {key[4]}/GPU, {_where(key)}: {best[0].label()} kept "
-                      f"(x{best[1]['img_per_s'] / base['img_per_s']:.2f})")
+                      f"(x{best[1]['items_per_s'] / base['items_per_s']:.2f})")
 
     def _record_lever(self, key, leader: Leader, lever: Lever, row: dict | None, verdict: str) -> None:
         entry = {"group": group_dict(key), "on": _label(leader.row), "dimension": lever.dimension,
                  "lever": lever.label(), "verdict": verdict, "kept": False}
         if row is not None:
-            entry.update({"case": _label(row), "img_per_s": row["img_per_s"], "base_img_per_s": leader.row["img_per_s"],
-                          "gain": round(row["img_per_s"] / leader.row["img_per_s"], 4)})
+            entry.update({"case": _label(row), "items_per_s": row["items_per_s"],
+                          "base_items_per_s": leader.row["items_per_s"],
+                          "gain": round(row["items_per_s"] / leader.row["items_per_s"], 4)})
         self.log["levers"].append(entry)
 
     def _finals(self, leaders: dict) -> None:
@@ -449,9 +450,9 @@ class Search:
                        f"what ties with the pick lies within {100 * ranking.MATTERS:g}% of it: the simpler is named")
                 self.log["finals"].append({"group": group_dict(key), "verdict": f"settled: {why}"})
                 continue
-            candidates = _unique([chosen] + sorted(open_, key=lambda r: -r["img_per_s"]))
+            candidates = _unique([chosen] + sorted(open_, key=lambda r: -r["items_per_s"]))
             if len(candidates) < 2:  # nothing stable: the fastest ones measured again side by side
-                candidates = _unique(candidates + sorted(rows, key=lambda r: -r["img_per_s"]))
+                candidates = _unique(candidates + sorted(rows, key=lambda r: -r["items_per_s"]))
             plans.append((key, [Case.from_row(r) for r in candidates[:MAX_FINALISTS]]))
         for key, cases in sorted(plans, key=lambda p: self._serve(p[0])):
             order = cases + cases[:1]  # A, B(, C), A

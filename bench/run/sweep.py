@@ -160,6 +160,9 @@ class Sweep:
         row["environment"] = json.dumps(variables, sort_keys=True)
         row["worker_scope"] = self.settings.worker_scope
         row["workload_source"] = workloads.source_of(case.model)  # torch-free; the worker adds parameters
+        data = workloads.data_of(case.model)  # what throughput counts, on every row (a skipped one too)
+        if data is not None:
+            row.update(unit=data.unit.name, items_per_sample=data.items_per_sample)
         row["notes"] = strategies.get(case.strategy).notes(case)
         # host_cpus: the CPUs the load average is over (all of the host's, not this process's share).
         row.update(load_avg_start=self.load_at_start, load_avg_end=envinfo.load_average(),
@@ -190,7 +193,7 @@ class Sweep:
                 if row.get("status") == "ok" and other.group_key() == group and \
                         (other.execution, other.compile_mode) == (case.execution, case.compile_mode):
                     name = json.dumps(list(map(str, group)))
-                    best[name] = max(best.get(name, 0.0), float(row["img_per_s"]))
+                    best[name] = max(best.get(name, 0.0), float(row["items_per_s"]))
         return {"share": self.screen, "best": best}
 
     def _record(self, case: Case, **figures) -> None:

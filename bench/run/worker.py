@@ -106,18 +106,16 @@ class Job:
         On the CPU the step's activations live in host memory too, for every rank on the
         host: their least size (what autograd saves, counted on the meta device) is counted
         against the memory available here, within the cgroup's limit."""
-        import math
-
         from bench.run import limits
-        from bench.workloads.facts import saved_bytes_per_image
+        from bench.workloads.facts import saved_bytes_per_sample
 
         workload = get_workload(case.model)
         start, stop = self.launcher.rows(self.rank, self.world_size, case.global_batch)
         rows, what = stop - start, "inputs"
-        needed = rows * (math.prod(workload.input_shape) * 4 + 8)
+        needed = rows * workload.data.bytes_per_sample()
         if not case.gpus and case.precision == "fp32":  # fp32: what the meta device counts
             ranks = self.launcher.processes_per_host(case.placement)
-            activations = saved_bytes_per_image(case.model)
+            activations = saved_bytes_per_sample(case.model)
             if activations:
                 needed = ranks * (needed + rows * activations)
                 what = f"inputs and the activations autograd keeps, {ranks} rank{'s' if ranks > 1 else ''}"
@@ -214,10 +212,12 @@ def measure_case(job: Job, case: CaseSpec) -> dict | None:
                                     "capped": capped})
     step_ms = [max(col) for col in zip(*[sum(r["step_ms"], []) for r in per_rank])]
     trial_wall = [max(col) for col in zip(*[r["wall"] for r in per_rank])]
-    figures = summarize(step_ms, trial_wall, case.steps, case.global_batch)
+    data = get_workload(case.model).data
+    # Throughput counts the data's items: images, or tokens (a sequence of T tokens is T of them).
+    figures = summarize(step_ms, trial_wall, case.steps, case.global_batch * data.items_per_sample)
     figures["screened"] = screened
     # Every rank keeps the best of its group, so that every rank screens the next case alike.
-    job.best_seen[case.group] = max(job.best_seen.get(case.group, 0.0), figures["img_per_s"])
+    job.best_seen[case.group] = max(job.best_seen.get(case.group, 0.0), figures["items_per_s"])
     if not job.reporting:
         return None
     memory = {(r["where"]["node"], k): v for r in per_rank for k, v in r["memory"].items()}
@@ -235,8 +235,9 @@ def measure_case(job: Job, case: CaseSpec) -> dict | None:
     # Counters of the busiest rank (ranks of a data-parallel step do the same work).
     figures.update({k: max(r["work"][k] for r in per_rank) for k in counters.COUNTERS}, counters_scope=counters.SCOPE)
     model = facts(case.model)  # on the meta device: no memory, whatever the model's size
-    figures.update(parameters=model["parameters"], flops_per_image=model["flops_per_image"],
-                   tflops=model["flops_per_image"] * figures["img_per_s"] / 1e12)
+    figures.update(parameters=model["parameters"], flops_per_item=model["flops_per_item"], unit=data.unit.name,
+                   items_per_sample=data.items_per_sample,
+                   tflops=model["flops_per_item"] * figures["items_per_s"] / 1e12)
     if breakdown is not None:
         figures.update(anatomy_row(case, per_rank, figures["step_ms_p50"], time.perf_counter() - anatomy_started))
     if memory:
@@ -259,11 +260,12 @@ def screen(job: Job, case: CaseSpec, first_trial_ms: list[float]) -> str:
     if not rule or not case.screenable:
         return ""
     steps = [max(col) for col in zip(*job.launcher.gather(first_trial_ms))]
-    first = case.global_batch / (sorted(steps)[len(steps) // 2] / 1000)
+    data = get_workload(case.model).data
+    first = case.global_batch * data.items_per_sample / (sorted(steps)[len(steps) // 2] / 1000)
     best = max(rule["best"].get(case.group, 0.0), job.best_seen.get(case.group, 0.0))
     if best and first < rule["share"] * best:
-        return (f"first trial {first:.0f} img/s, under {rule['share']:.0%} of the best measured at this batch "
-                f"({best:.0f}): one trial of {case.trials}")
+        return (f"first trial {first:.0f} {data.unit.rate}, under {rule['share']:.0%} of the best measured at this "
+                f"batch ({best:.0f}): one trial of {case.trials}")
     return ""
 
 

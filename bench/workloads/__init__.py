@@ -1,4 +1,5 @@
-"""Workloads: the models the suite trains, each with its input shape and synthetic data.
+"""Workloads: the models the suite trains, each with its data (bench/workloads/data.py): images
+with classes, or sequences of token ids for a language model, and the unit throughput counts.
 
 A model name on the command line is one of:
 
@@ -6,11 +7,12 @@ A model name on the command line is one of:
   every module here is imported when the registry is first asked, so adding one is adding
   one file. ResNet-18 (`resnet18`, `resnet18-small`) is the reference workload, the same
   network in every strategy and in MXNet (resnet18.py); `vit-large` is the one whose
-  model state is large enough for sharding to matter (vit.py);
+  model state is large enough for sharding to matter (vit.py); `gpt2-124m`, `gpt2-350m` and
+  `gpt2-1.5b` are language models of nanoGPT's shape (gpt.py);
 - `PREFIX:NAME` for a registered source (sources.py: `timm:NAME`, `torchvision:NAME`);
 - `package.module:factory`: the user's own code, a callable that returns the model, or a
-  dict (or object) with `model` and optionally `input_shape`, `num_classes`, `loss`,
-  `blocks` (see `from_factory_result`).
+  dict (or object) with `model` and optionally `input_shape` and `num_classes` (images), or
+  `vocab_size` and `seq_len` (a language model), `loss`, `blocks` (see `from_factory_result`).
 
 Importing this package loads no torch, and neither does checking a name
 (`check_name`), nor naming its source (`source_of`), nor `probe`, which resolves names
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from bench.core.discovery import import_modules
+from bench.workloads.data import Data, Images, from_facts
 
 if TYPE_CHECKING:
     import torch
@@ -40,11 +43,10 @@ class WorkloadError(LookupError):
 
 @dataclass(frozen=True)
 class Workload:
-    """One model with its input shape: everything a strategy needs to build the same job."""
+    """One model with its data (bench/workloads/data.py): everything a strategy needs to build the same job."""
 
     name: str
-    input_shape: tuple[int, ...]
-    num_classes: int
+    data: Data  # what one row of the batch is, how the synthetic rows are made, what throughput counts
     factory: Callable[[], "nn.Module"]  # builds the model from torch's (seeded) random state
     summary: str = ""
     source: str = "built-in"  # where the model comes from, recorded in every row
@@ -55,8 +57,19 @@ class Workload:
     # outermost module of those classes), or a callable model -> modules; None: the
     # repeated blocks found by `repeated_blocks`.
     blocks: tuple[str, ...] | Callable[["nn.Module"], list] | None = None
-    # The training loss, loss(output, targets) -> scalar; None: cross-entropy over the classes.
+    # The training loss, loss(output, targets) -> scalar; None: the data's own (cross-entropy over
+    # the classes, or over the vocabulary at every position).
     loss: Callable | None = field(default=None, compare=False)
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """One row's shape: (C, H, W) for an image, (T,) for a sequence of token ids."""
+        return self.data.shape
+
+    @property
+    def num_classes(self) -> int:
+        """The classes of an image, the vocabulary of a language model."""
+        return self.data.classes
 
     def build(self, seed: int = 0) -> nn.Module:
         """The model with weights that depend on `seed` alone (identical in every strategy)."""
@@ -68,11 +81,7 @@ class Workload:
 
     def criterion(self) -> Callable:
         """The loss the training step takes (the same in every strategy)."""
-        if self.loss is not None:
-            return self.loss
-        from torch import nn
-
-        return nn.CrossEntropyLoss()
+        return self.loss if self.loss is not None else self.data.loss()
 
     def synthetic_batch(self, batch: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """A fixed random batch on the CPU; the first rows are the same for any `batch`."""
@@ -80,41 +89,9 @@ class Workload:
 
     def synthetic_rows(self, start: int, stop: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """Rows [start, stop) of the fixed random global batch, built without the others:
-        each rank of a multi-process job makes only its own shard. Rows come in blocks,
-        each from its own seeded stream, so any slice equals that slice of a larger batch."""
-        import torch
-
-        first, last = start // _BLOCK, (stop - 1) // _BLOCK if stop > start else start // _BLOCK - 1
-        inputs, targets = [], []
-        for block in range(first, last + 1):
-            block_inputs, block_targets = _block(self.input_shape, self.num_classes, seed, block)
-            inputs.append(block_inputs)
-            targets.append(block_targets)
-        if not inputs:
-            return torch.empty((0, *self.input_shape)), torch.empty((0,), dtype=torch.long)
-        offset = first * _BLOCK
-        return (torch.cat(inputs)[start - offset : stop - offset].contiguous(),
-                torch.cat(targets)[start - offset : stop - offset].contiguous())
-
-
-_BLOCK = 64
-
-
-# A long-lived worker builds the same rows for case after case: each block is made once
-# (resnet18's is 38.5 MB; 32 of them at most). Callers get copies (torch.cat), never a block.
-@functools.lru_cache(maxsize=32)
-def _block(input_shape: tuple, num_classes: int, seed: int, block: int) -> tuple[torch.Tensor, torch.Tensor]:
-    import torch
-
-    return (torch.randn((_BLOCK, *input_shape), generator=_stream(seed, 1, block)),
-            torch.randint(0, num_classes, (_BLOCK,), generator=_stream(seed, 2, block)))
-
-
-def _stream(seed: int, which: int, block: int) -> torch.Generator:
-    # Inputs and targets come from separate streams per block of rows.
-    import torch
-
-    return torch.Generator().manual_seed((seed * 4 + which) * 1_000_003 + block)
+        each rank of a multi-process job makes only its own shard; any slice equals that slice
+        of a larger batch (bench/workloads/data.py)."""
+        return self.data.rows(start, stop, seed)
 
 
 _REGISTRY: dict[str, Workload] = {}
@@ -285,6 +262,8 @@ def probe(names: list[str], timeout_s: float = 300) -> dict[str, dict]:
         if isinstance(entry, dict) and entry.get("name") in others:
             found[entry["name"]] = entry
     for name in others:
+        if name in found and "error" not in found[name]:
+            _PROBED[name] = found[name]
         if name not in found:
             output = printed.strip().splitlines()
             tail = output[-1][-300:] if output else "no output"
@@ -329,8 +308,23 @@ def get_workload(name: str) -> Workload:
     left, right = _split(name)
     if left in SOURCES:
         factory, shape, classes, summary = SOURCES[left].resolve(right)
-        return _described(name, factory, shape, classes, summary=summary, source=source_of(name))
+        return _described(name, factory, {"input_shape": shape, "num_classes": classes}, summary=summary,
+                          source=source_of(name))
     return _from_module(name, left, right)
+
+
+def data_of(name: str) -> Data | None:
+    """The data of a model name, torch-free: a built-in workload's, or what `probe` found for
+    another name in this process; None where neither knows it."""
+    _load()
+    if name in _REGISTRY:
+        return _REGISTRY[name].data
+    found = _PROBED.get(name)
+    return from_facts(found) if found and "error" not in found else None
+
+
+# What `probe` found of each name that is not built in, in this process (its data among it).
+_PROBED: dict[str, dict] = {}
 
 
 def _from_module(name: str, module_name: str, attr: str) -> Workload:
@@ -346,8 +340,8 @@ def _from_module(name: str, module_name: str, attr: str) -> Workload:
     if not callable(target):
         raise WorkloadError(f"model {name!r}: {module_name}.{attr} is not callable (it must return a model)")
     declared = _probe(name, target)
-    return _described(name, lambda: from_factory_result(target(), name)["model"], declared.get("input_shape"),
-                      declared.get("num_classes"), probe=declared["model"], source=source_of(name),
+    return _described(name, lambda: from_factory_result(target(), name)["model"], declared, probe=declared["model"],
+                      source=source_of(name),
                       summary=declared.get("summary") or (target.__doc__ or "").strip().split("\n")[0],
                       loss=declared.get("loss"), blocks=declared.get("blocks"))
 
@@ -372,19 +366,24 @@ def _probe(name: str, factory: Callable) -> dict:
         raise WorkloadError(f"model {name!r}: its factory failed: {type(exc).__name__}: {exc}") from exc
 
 
+# What a factory may declare beside its model.
+DECLARED = ("model", "input_shape", "num_classes", "vocab_size", "seq_len", "loss", "blocks", "summary")
+
+
 def from_factory_result(result: Any, name: str = "") -> dict:
     """A user factory's result as a dict: an nn.Module alone, or a dict or object with
-    `model` and optionally `input_shape` (C, H, W: default 3x224x224), `num_classes`
-    (default: the model's output width), `loss` (default cross-entropy), `blocks` (the
-    modules FSDP2 wraps: class names or a callable; default the repeated blocks). `name`,
-    the model's name, is for the message where the result is none of these."""
+    `model` and optionally, for a model of images, `input_shape` (C, H, W: default 3x224x224)
+    and `num_classes` (default: the model's output width); for a language model, `vocab_size`
+    and `seq_len` (the model takes (batch, seq_len) token ids and returns (batch, seq_len,
+    vocabulary) logits); and for either `loss` (default cross-entropy, over every position for a
+    language model), `blocks` (the modules FSDP2 wraps: class names or a callable; default the
+    repeated blocks). `name`, the model's name, is for the message where the result is none of these."""
     from torch import nn
 
     if isinstance(result, nn.Module):
         return {"model": result}
     declared = result if isinstance(result, dict) else {
-        k: getattr(result, k) for k in ("model", "input_shape", "num_classes", "loss", "blocks", "summary")
-        if hasattr(result, k)}
+        k: getattr(result, k) for k in DECLARED if hasattr(result, k)}
     if not isinstance(declared.get("model"), nn.Module):
         got = type(result).__name__ if not isinstance(result, (dict, type(None), bool, int, float, str)) \
             else f"{type(result).__name__} {_shown(result)}"
@@ -392,6 +391,14 @@ def from_factory_result(result: Any, name: str = "") -> dict:
             got += f" whose 'model' is {type(declared.get('model')).__name__}"
         raise WorkloadError(f"{f'model {name!r}: ' if name else ''}its factory returned {got}: it must return an "
                             f"nn.Module, or a dict or object whose 'model' is one")
+    tokens = [k for k in ("vocab_size", "seq_len") if declared.get(k) is not None]
+    if len(tokens) == 1:
+        missing = ({"vocab_size", "seq_len"} - set(tokens)).pop()
+        raise WorkloadError(f"{f'model {name!r}: ' if name else ''}its factory declares {tokens[0]} without {missing}: "
+                            "a language model declares both")
+    if tokens and declared.get("input_shape") is not None:
+        raise WorkloadError(f"{f'model {name!r}: ' if name else ''}its factory declares input_shape and a vocabulary: "
+                            "images declare input_shape and num_classes, a language model vocab_size and seq_len")
     return declared
 
 
@@ -400,24 +407,57 @@ def _shown(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _described(name, factory, shape, classes, probe=None, **fields) -> Workload:
-    """The workload, its input shape defaulting to 3x224x224 and its class count to the
-    model's output width (one forward on the meta device: no memory, no arithmetic)."""
-    shape = tuple(int(d) for d in (shape or (3, 224, 224)))
-    if classes is None:
-        import torch
+def _described(name, factory, declared: dict, probe=None, **fields) -> Workload:
+    """The workload of what a factory or source declares: a language model where it declares a
+    vocabulary and a sequence length, else images of its input shape (default 3x224x224) with
+    its class count (default the model's output width, from one forward on the meta device: no
+    memory, no arithmetic), the output's shape checked against what the loss takes."""
+    import torch
 
-        try:
-            with torch.device("meta"):
-                model = probe.to("meta") if probe is not None else factory()
-                out = model(torch.empty((2, *shape)))
-        except Exception as exc:  # noqa: BLE001 - the model's own code
-            raise WorkloadError(f"model {name!r}: a forward pass on a {'x'.join(map(str, shape))} input failed "
+    if declared.get("vocab_size") is not None:
+        data = from_facts(declared)
+        if not (data.vocab_size >= 2 and data.seq_len >= 1):
+            raise WorkloadError(f"model {name!r}: vocab_size {data.vocab_size} and seq_len {data.seq_len}: a language "
+                                f"model has a vocabulary of 2 or more and sequences of 1 or more tokens")
+    else:
+        shape = tuple(int(d) for d in (declared.get("input_shape") or (3, 224, 224)))
+        data = Images(shape, int(declared["num_classes"]) if declared.get("num_classes") is not None else 0)
+    if data.kind == "images" and data.classes:
+        return Workload(name, data, factory, **{k: v for k, v in fields.items() if v is not None})
+    try:
+        with torch.device("meta"):
+            model = probe.to("meta") if probe is not None else factory()
+            out = model(data.example(2)[0])
+    except Exception as exc:  # noqa: BLE001 - the model's own code
+        if data.kind == "tokens":  # declared in full: a model that cannot run on meta is checked when it runs
+            out = None
+        else:
+            raise WorkloadError(f"model {name!r}: a forward pass on a {'x'.join(map(str, data.shape))} input failed "
                                 f"({type(exc).__name__}: "
                                 f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}): "
-                                f"declare input_shape and num_classes") from exc
-        if not isinstance(out, torch.Tensor) or out.dim() != 2:
-            raise WorkloadError(f"model {name!r} must return logits of shape (batch, classes) for input "
-                                f"{'x'.join(map(str, shape))}, got {getattr(out, 'shape', type(out).__name__)}")
-        classes = int(out.shape[-1])
-    return Workload(name, shape, int(classes), factory, **{k: v for k, v in fields.items() if v is not None})
+                                "declare input_shape and num_classes") from exc
+    wrong = data.check_output(out) if out is not None or data.kind == "images" else None
+    if wrong:
+        raise WorkloadError(f"model {name!r} {wrong}")
+    if data.kind == "images":
+        data = Images(data.shape, int(out.shape[-1]))
+    return Workload(name, data, factory, **{k: v for k, v in fields.items() if v is not None})
+    try:
+        with torch.device("meta"):
+            model = probe.to("meta") if probe is not None else factory()
+            out = model(data.example(2)[0])
+    except Exception as exc:  # noqa: BLE001 - the model's own code
+        what = f"token ids of shape (2, {data.seq_len})" if data.kind == "tokens" else \
+            f"a {'x'.join(map(str, data.shape))} input"
+        fix = "declare vocab_size and seq_len" if data.kind == "tokens" else "declare input_shape and num_classes"
+        raise WorkloadError(f"model {name!r}: a forward pass on {what} failed ({type(exc).__name__}: "
+                            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}): {fix}") from exc
+    if not isinstance(out, torch.Tensor):
+        wrong = data.check_output(out)
+    else:
+        wrong = data.check_output(out)
+    if wrong:
+        raise WorkloadError(f"model {name!r} {wrong}")
+    if data.kind == "images" and not data.classes:
+        data = Images(data.shape, int(out.shape[-1]))
+    return Workload(name, data, factory, **{k: v for k, v in fields.items() if v is not None})

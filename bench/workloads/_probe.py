@@ -1,6 +1,7 @@
 """Resolve model names in a process of their own: `python -m bench.workloads._probe ANSWER NAME...`
 appends one JSON line per name to the file ANSWER, {"name", "error"} or {"name", "parameters",
-"flops_per_image", "input_shape", "num_classes"}. The sweep's parent asks this (through
+"flops_per_item", "items_per_sample", "unit"} with the data's facts (bench/workloads/data.py: "kind",
+"input_shape" and "num_classes", or "vocab_size" and "seq_len"). The sweep's parent asks this (through
 bench.workloads.probe) for names that are not built in, so that it never imports torch or
 the user's module itself, and a model that cannot be built fails before anything runs. The
 answer goes to a file, not stdout: what the user's code prints cannot garble it."""
@@ -17,8 +18,7 @@ def main(answer: str, names: list[str]) -> None:
     for name in names:
         try:
             w = workloads.get_workload(name)
-            found = {"name": name, **facts(name), "input_shape": list(w.input_shape),
-                     "num_classes": w.num_classes}
+            found = {"name": name, **facts(name), **w.data.facts()}
         except Exception as exc:  # noqa: BLE001 - every failure is this name's one line
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             found = {"name": name, "error": text if isinstance(exc, workloads.WorkloadError)

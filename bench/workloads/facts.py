@@ -1,5 +1,5 @@
 """What is measured from a workload's model (torch, in the worker or `list`): its parameters
-and FLOPs per image, and the blocks a sharding strategy wraps on its own."""
+and FLOPs per item (an image, a token), and the blocks a sharding strategy wraps on its own."""
 from __future__ import annotations
 
 import functools
@@ -13,30 +13,35 @@ if TYPE_CHECKING:
 
 @functools.lru_cache(maxsize=None)
 def facts(name: str) -> dict:
-    """{'parameters', 'flops_per_image'} of a workload: the model built on the meta device
-    (no memory, no arithmetic) and one training step counted by torch.utils.flop_counter;
-    on the CPU at batch 2 where the model cannot be built on the meta device.
+    """{'parameters', 'flops_per_item', 'items_per_sample', 'unit'} of a workload: the model built on
+    the meta device (no memory, no arithmetic) and one training step of two rows counted by
+    torch.utils.flop_counter; on the CPU where the model cannot be built on the meta device.
 
-    The counter sees matrix products and convolutions (what the tensor cores do);
-    element-wise work such as BatchNorm and ReLU is not counted, as is customary.
-    FLOPs per image are of one forward+backward pass.
+    An item is what throughput counts (bench/workloads/data.py): an image, or a token of a
+    language model, whose FLOPs per token are the step's over its batch's tokens. The counter sees
+    matrix products, convolutions and attention (what the tensor cores do); element-wise work
+    such as normalisation and activations is not counted, nor an embedding's lookup, as is
+    customary: for a GPT this is 6N + 12 L T d per token, PaLM's count (appendix B), N its
+    parameters without the position embedding. FLOPs are of one forward+backward pass.
     """
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     workload = get_workload(name)
+    data = workload.data
+    rows = 2
 
     def count(device: str) -> dict:
         with torch.device(device):
             model = workload.build()
-            inputs = torch.randn((2, *workload.input_shape))
-            targets = torch.randint(0, workload.num_classes, (2,))
+            inputs, targets = data.example(rows)
         counter = FlopCounterMode(display=False)
         with counter:
             workload.criterion()(model(inputs), targets).backward()
         # Counted after the step: lazy modules have their parameters by then.
         return {"parameters": sum(p.numel() for p in model.parameters()),
-                "flops_per_image": counter.get_total_flops() / 2}
+                "flops_per_item": counter.get_total_flops() / (rows * data.items_per_sample),
+                "items_per_sample": data.items_per_sample, "unit": data.unit.name}
 
     try:
         return count("meta")
@@ -45,13 +50,13 @@ def facts(name: str) -> dict:
 
 
 @functools.lru_cache(maxsize=None)
-def saved_bytes_per_image(name: str) -> float | None:
-    """Bytes that autograd keeps for backward per image of an fp32 forward pass, counted on
-    the meta device (no memory, no arithmetic) at batch 4 less batch 2, so that what does not
-    grow with the batch (saved weights) drops out; each saved tensor counted once. A lower
-    bound of what a training step holds at its peak: resnet18-small at batch 128 counted
-    0.44 GiB where its forward grew the process by 0.50 GiB, resnet18 at 16 0.33 against
-    0.38 (torch 2.13 CPU). None where the model cannot run on the meta device."""
+def saved_bytes_per_sample(name: str) -> float | None:
+    """Bytes that autograd keeps for backward per row of the batch (an image, a sequence) of an
+    fp32 forward pass, counted on the meta device (no memory, no arithmetic) at batch 4 less
+    batch 2, so that what does not grow with the batch (saved weights) drops out; each saved
+    tensor counted once. A lower bound of what a training step holds at its peak: resnet18-small
+    at batch 128 counted 0.44 GiB where its forward grew the process by 0.50 GiB, resnet18 at 16
+    0.33 against 0.38 (torch 2.13 CPU). None where the model cannot run on the meta device."""
     import torch
 
     workload = get_workload(name)
@@ -68,7 +73,7 @@ def saved_bytes_per_image(name: str) -> float | None:
 
         with torch.device("meta"):
             model = workload.build()
-            inputs = torch.randn((batch, *workload.input_shape))
+            inputs, _ = workload.data.example(batch)
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
             model(inputs)
         return total
@@ -79,9 +84,9 @@ def saved_bytes_per_image(name: str) -> float | None:
         return None
 
 
-def training_flops_per_image(name: str) -> float:
-    """FLOPs of one forward+backward pass per image (see `facts`)."""
-    return facts(name)["flops_per_image"]
+def training_flops_per_item(name: str) -> float:
+    """FLOPs of one forward+backward pass per item, an image or a token (see `facts`)."""
+    return facts(name)["flops_per_item"]
 
 
 def parameters(name: str) -> int:

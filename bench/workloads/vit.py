@@ -13,6 +13,7 @@ it as `bench.workloads.vit:tiny`, exactly as a user's own factory is named.
 from __future__ import annotations
 
 from bench.workloads import Workload, register
+from bench.workloads.data import Images
 
 
 def vision_transformer(**kwargs):
@@ -25,7 +26,7 @@ def vision_transformer(**kwargs):
     return build
 
 
-register(Workload("vit-large", (3, 224, 224), 1000, vision_transformer(),
+register(Workload("vit-large", Images((3, 224, 224), 1000), vision_transformer(),
                   summary="ViT-Large/16 (304 M parameters): 24 pre-norm blocks, width 1024, 16 heads, 3x224x224",
                   blocks=("TransformerBlock",)))
 

@@ -72,5 +72,5 @@ ddp, single = rows["ddp"], rows["single"]
 assert ddp["status"] == "ok", ddp["reason"]
 assert (ddp["nnodes"], ddp["world_size"], ddp["global_batch"]) == (2, 4, 8), ddp
 assert (single["status"], single["nnodes"]) == ("ok", 1), single
-print(f"slurm: ddp over {ddp['nnodes']} nodes, world size {ddp['world_size']}, {ddp['img_per_s']:.1f} img/s; ok")
+print(f"slurm: ddp over {ddp['nnodes']} nodes, world size {ddp['world_size']}, {ddp['items_per_s']:.1f} img/s; ok")
 CHECK

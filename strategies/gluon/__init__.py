@@ -101,19 +101,24 @@ class MXNetGluon(Strategy):
         import numpy as np
 
         from bench.workloads import get_workload
-        from bench.workloads.facts import training_flops_per_image
+        from bench.workloads.facts import training_flops_per_item
 
         workload = get_workload(spec.model)  # one with an MXNet network (workload_unavailable_reason)
         stem = os.path.join(workdir, f"mx-{abs(hash(spec.key))}")
         weights = {k: v.numpy() for k, v in workload.build(seed=spec.seed).state_dict().items()}
         inputs, targets = workload.synthetic_batch(spec.global_batch, seed=spec.seed)
         extra = {"network": workload.mxnet, "weights_file": f"{stem}.weights.npz", "data_file": f"{stem}.data.npz",
-                 "flops_per_image": training_flops_per_image(spec.model)}
+                 "flops_per_item": training_flops_per_item(spec.model)}
         np.savez(extra["weights_file"], **weights)
         np.savez(extra["data_file"], inputs=inputs.numpy(), targets=targets.numpy())
         return extra
 
-    def resolve_knob(self, knob, requested, on_gpu, execution):
-        if knob.name == "sgd_impl":
-            return "gluon-sgd"  # mxnet's own optimiser, whatever --sgd-impl asks for
-        return super().resolve_knob(knob, requested, on_gpu, execution)
+    def resolve_knob(self, knob, requested, on_gpu, execution, data=None):
+        if knob.name == "optimizer_impl":
+            return "gluon-sgd"  # mxnet's own optimiser, whatever --optimizer-impl asks for
+        return super().resolve_knob(knob, requested, on_gpu, execution, data)
+
+    def knobs_unavailable_reason(self, knobs):
+        if knobs.get("optimizer", "sgd") != "sgd":
+            return f"the MXNet worker trains with SGD and momentum only, not {knobs['optimizer']}"
+        return None

@@ -100,8 +100,9 @@ def measure(case: CaseSpec, ctx: list, weights: dict, inputs, targets) -> dict:
             step_ms.append((time.perf_counter() - t0) * 1000)
         walls.append(time.perf_counter() - trial_start)
     figures = summarize(step_ms, walls, case.steps, case.global_batch)
-    figures.update(flops_per_image=case.extra["flops_per_image"],
-                   tflops=case.extra["flops_per_image"] * figures["img_per_s"] / 1e12)
+    # The reference workload's images, one a row.
+    figures.update(flops_per_item=case.extra["flops_per_item"], unit="images", items_per_sample=1,
+                   tflops=case.extra["flops_per_item"] * figures["items_per_s"] / 1e12)
     used = device_memory_mib(ctx)
     if used:  # what the driver reports in use per device (MXNet keeps no peak counter)
         figures.update(peak_alloc_mib=max(used), peak_alloc_mib_min=min(used), peak_reserved_mib=max(used),
