@@ -71,8 +71,11 @@ MODEL_SOURCES ?= $(if $(shell command -v nvidia-smi 2>/dev/null),timm==1.0.29 to
 setup-models: $(VENV)/.models
 
 $(VENV)/.models: $(VENV)/.installed
-	$(VENV)/bin/python -m pip install -q requests==2.34.2 huggingface_hub==2.4.0 safetensors==0.8.0
+	$(VENV)/bin/python -m pip install -q requests==2.34.2 huggingface_hub==1.33.0 safetensors==0.8.0
 	$(VENV)/bin/python -m pip install -q $(MODEL_SOURCES)
+	# Hugging Face transformers for a language model of the user's own (docs/extending.md's GPT2LMHeadModel
+	# recipe); pure Python, it needs no torch of its own. The version the GPU machines have.
+	$(VENV)/bin/python -m pip install -q transformers==5.17.0
 	touch $@
 
 # MXNet 1.9.1 needs numpy < 1.24, hence Python <= 3.11 and an environment of its own.

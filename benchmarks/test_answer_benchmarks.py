@@ -23,7 +23,8 @@ def many_rows(tmp_path_factory) -> Path:
             factor = batch / t["batch_per_gpu"]
             rows.append({**t, "batch_per_gpu": batch, "global_batch": batch * t["n_replicas"],
                          **{k: t[k] * factor for k in ("items_per_s", "items_per_s_p10", "items_per_s_p90",
-                                                       "items_per_s_ci_lo", "items_per_s_ci_hi") if t.get(k) is not None}})
+                                                       "items_per_s_ci_lo",
+                                                       "items_per_s_ci_hi") if t.get(k) is not None}})
     path = tmp_path_factory.mktemp("many") / "many.json"
     results.write(path, rows[:2000])
     return path

@@ -178,11 +178,12 @@ _LOADED: dict[Path, list[dict]] = {}
 def _rows_of(path: Path) -> list[dict]:
     if path not in _LOADED:
         rows = results.load(path)
-        for i, r in enumerate(rows):  # images/s is derived: it must still follow from the step time
-            if r["status"] == "ok" and abs(r["global_batch"] * 1e3 / r["step_ms_p50"] / r["items_per_s"] - 1) > 1e-6:
+        for i, r in enumerate(rows):  # the rate is derived: it must still follow from the step time
+            items = r["global_batch"] * (r.get("items_per_sample") or 1)
+            if r["status"] == "ok" and abs(items * 1e3 / r["step_ms_p50"] / r["items_per_s"] - 1) > 1e-6:
                 raise ClaimError(f"{path.relative_to(REPO)}: row {i}: items_per_s {r['items_per_s']:.6g} "
                                  "does not follow from "
-                                 f"global_batch / step_ms_p50 ({r['global_batch'] * 1e3 / r['step_ms_p50']:.6g}): "
+                                 f"global_batch / step_ms_p50 ({items * 1e3 / r['step_ms_p50']:.6g}): "
                                  "the raw data under a derived figure changed")
         _LOADED[path] = rows
     return _LOADED[path]
@@ -190,6 +191,16 @@ def _rows_of(path: Path) -> list[dict]:
 
 def _read_json(path: Path):
     return json.loads(path.read_text())
+
+
+def _today(value):
+    """A JSON document with today's names: one written before units says img_per_s (results.today)."""
+    if isinstance(value, dict):
+        value = results.today_log({"_": [value]})["_"][0]
+        return {k: _today(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_today(v) for v in value]
+    return value
 
 
 def _derived_problem(value, where: str = "") -> str | None:
@@ -222,7 +233,7 @@ def _derived_problem(value, where: str = "") -> str | None:
 def _doc(path: Path):
     """A JSON document, checked: a derived figure that no longer follows from its raw data fails
     every claim that reads the document."""
-    doc = _read_json(path)
+    doc = _today(_read_json(path))
     problem = _derived_problem(doc)
     if problem:
         raise ClaimError(f"{path.relative_to(REPO)}: {problem}: the raw data under a derived figure changed")

@@ -145,5 +145,6 @@ def test_gpu_apex_o1_leaves_the_worker_unpatched():
 
     fp32 = parity_case("single", MODEL, BATCH, (0,), 1, optimizer_impl="foreach")
     alone = run_parity([fp32])[0]
-    after = run_parity([parity_case("single", MODEL, BATCH, (0,), 1, optimizer_impl="foreach", precision="apex-O1"), fp32])[1]
+    after = run_parity([parity_case("single", MODEL, BATCH, (0,), 1, optimizer_impl="foreach",
+                                    precision="apex-O1"), fp32])[1]
     assert max_abs_difference(alone, after) == 0.0

@@ -157,7 +157,8 @@ def test_the_reference_tree_stays_lean():
 
 def write_rows(path, command, **extra):
     row = {"strategy": "single", "precision": "fp32", "model": "resnet18-small", "batch_per_gpu": 2, "status": "ok",
-           "items_per_s": 10.0, "items_per_s_p10": 9.0, "items_per_s_p90": 11.0, "step_ms_p10": 180.0, "step_ms_p50": 200.0,
+           "items_per_s": 10.0, "items_per_s_p10": 9.0, "items_per_s_p90": 11.0, "step_ms_p10": 180.0,
+           "step_ms_p50": 200.0,
            "step_ms_p90": 220.0, "device": "cpu", "n_gpus": 0, "n_replicas": 1, "host": "vm",
            "date": "2026-11-23T15:24:54+00:00", "command": command, **extra}
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -141,7 +141,8 @@ def test_every_declared_knob_is_a_field_read_one_way_in_the_parent_and_the_worke
     for knob in KNOBS:
         spec = CaseSpec.from_json(case.spec().to_json())  # as the worker reads it back
         assert getattr(case, knob.name) == getattr(spec, knob.name) == getattr(ctx, knob.name), knob.name
-    assert (asked.tf32, case.tf32, ctx.tf32) == ("on", "on", "on") and ctx.optimizer_impl == "foreach" and ctx.data == "host"
+    assert (asked.tf32, case.tf32, ctx.tf32) == ("on", "on",
+                                                 "on") and ctx.optimizer_impl == "foreach" and ctx.data == "host"
     assert asked.cudnn_benchmark == "auto" and case.cudnn_benchmark is None  # resolved: no cuDNN on the CPU
 
 

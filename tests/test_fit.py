@@ -427,7 +427,8 @@ def _fit_of(row: dict, largest: int, failed: int, peak_scale: float) -> dict:
     times `peak_scale`."""
     from bench.fit import fit
 
-    case = {k: row[k] for k in ("model", "precision", "strategy", "channels_last", "execution", "optimizer_impl", "options",
+    case = {k: row[k] for k in ("model", "precision", "strategy", "channels_last", "execution",
+                                "optimizer_impl", "options",
                                 "gpu_name")}
     probes = [{**case, "devices": 2, "batch_per_gpu": row["batch_per_gpu"], "status": "ok",
                "peak_alloc_mib": row["peak_alloc_mib"] * peak_scale},
@@ -695,7 +696,7 @@ def test_the_real_run_of_a_fit_check_measures_what_the_fit_measured(tmp_path, ch
                      _settings(args, True, ["zero1"]))
     example = next(r for r in doc["rows"] if r["batch_per_gpu"] == 799)
     assert fit._same_case(example, {**made.row(), "gpu_name": "NVIDIA H200"}), (flags, made.row())
-    assert ("--channels-last" in flags) == channels_last
+    assert flags[flags.index("--channels-last") + 1] == ("on" if channels_last else "off")
     with pytest.raises(fit.FitError, match="no largest batch for resnet18 zero1 at 4 devices"):
         fit.real_run(doc, "resnet18", "zero1", 4)
 
@@ -719,7 +720,7 @@ exec {sys.executable} "$@"
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     (run,) = (tmp_path / "runs").read_text().splitlines()
-    assert "--channels-last" in run.split() and "--batch-sizes 64,799,809" in run and "--gpus 0,1" in run
+    assert "--channels-last on" in run and "--batch-sizes 64,799,809" in run and "--gpus 0,1" in run
 
 
 @pytest.mark.parametrize("flags, said", [

@@ -102,8 +102,8 @@ def test_repeated_blocks_are_found_without_knowing_the_model():
 # --- names: checked without torch, resolved in the worker ---------------------------------
 
 @pytest.mark.parametrize("name, message", [
-    ("vgg", "unknown model 'vgg': choose from resnet18-small, resnet18, vit-large, timm:NAME, torchvision:NAME or "
-            "package.module:factory"),
+    ("vgg", "unknown model 'vgg': choose from resnet18-small, resnet18, vit-large, gpt2-124m, gpt2-350m, gpt2-1.5b, "
+            "gpt-tiny, timm:NAME, torchvision:NAME or package.module:factory"),
     ("timm:", "names no timm model: write timm:NAME"),
     ("a b:c", "is neither built in"),
     ("no_such_package_here.models:build", "no module named 'no_such_package_here': put its folder on PYTHONPATH"),

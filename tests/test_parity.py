@@ -216,7 +216,8 @@ def test_gpu_executions_keep_the_step(strategy, replicas, execution, optimizer_i
     if replicas > cuda_gpus():
         pytest.skip(f"needs {replicas} CUDA GPUs")
     gpus = tuple(range(replicas))
-    params = strategy_parameters(strategy, MODEL, GLOBAL_BATCH // replicas, gpus, replicas, optimizer_impl=optimizer_impl,
+    params = strategy_parameters(strategy, MODEL, GLOBAL_BATCH // replicas, gpus, replicas,
+                                 optimizer_impl=optimizer_impl,
                                  execution=execution)
     label = f"{strategy} x{replicas} {execution} sgd={optimizer_impl}"
     if execution == "compile":

@@ -127,9 +127,11 @@ def test_hand_written_all_reduce_fp16_step_is_the_fp16_step(gpus):
     model, batch = "resnet18-small", 16
     device = "cuda:0" if gpus else "cpu"
     initial = reference_parameters(model, 2 * batch, shards=2, steps=0)
-    single = strategy_parameters("single", model, 2 * batch, gpus[:1], 1, precision="amp-fp16", optimizer_impl="foreach")
+    single = strategy_parameters("single", model, 2 * batch, gpus[:1], 1, precision="amp-fp16",
+                                 optimizer_impl="foreach")
     _, single_share = update_share(single, reference_parameters(model, 2 * batch, shards=1, device=device), initial)
-    params = strategy_parameters("allreduce-scratch", model, batch, gpus, 2, precision="amp-fp16", optimizer_impl="foreach")
+    params = strategy_parameters("allreduce-scratch", model, batch, gpus, 2, precision="amp-fp16",
+                                 optimizer_impl="foreach")
     assert max_abs_difference(params, initial) > 0, "amp-fp16 skipped its first step (GradScaler overflow)"
     name, share = update_share(params, reference_parameters(model, 2 * batch, shards=2, device=device), initial)
     bound = FP16_FACTOR * single_share + FP16_FLOOR

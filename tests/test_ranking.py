@@ -23,7 +23,8 @@ def row_from_steps(strategy, n, batch, trials, execution="eager", wall_scale=1.0
     return {"strategy": strategy, "precision": "amp-bf16", "model": "resnet18-small", "device": "cuda",
             "gpus": ",".join(map(str, range(n))), "n_gpus": n, "n_replicas": n, "batch_per_gpu": batch,
             "global_batch": batch * n, "execution": execution, "channels_last": True,
-            "compile_mode": knobs.pop("compile_mode", "default"), "optimizer_impl": knobs.pop("optimizer_impl", "foreach"),
+            "compile_mode": knobs.pop("compile_mode", "default"), "optimizer_impl": knobs.pop("optimizer_impl",
+                                                                                              "foreach"),
             "status": "ok", "gpu_name": "NVIDIA H200", "date": "2026-11-27", "warmup": 10, "steps": steps,
             "trials": len(trials), **figures, **knobs}
 

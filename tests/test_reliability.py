@@ -274,7 +274,8 @@ def test_output_without_a_newline_does_not_break_the_protocol(tmp_path):
 
 # 4. compare and report: unusable figures exit 2, naming file, row and field.
 @pytest.mark.parametrize("changes, field", [
-    ({"items_per_s": float("nan")}, "items_per_s"), ({"items_per_s": 0.0}, "items_per_s"), ({"items_per_s": None}, "items_per_s"),
+    ({"items_per_s": float("nan")}, "items_per_s"), ({"items_per_s": 0.0}, "items_per_s"),
+    ({"items_per_s": None}, "items_per_s"),
     ({"items_per_s": -885.0}, "items_per_s"), ({"step_ms_p50": float("inf")}, "step_ms_p50"),
 ])
 def test_compare_and_report_refuse_unusable_figures(tmp_path, changes, field):
@@ -375,7 +376,8 @@ def test_duplicates_keep_the_latest_ok_measurement(tmp_path):
     newer = dict(ok, items_per_s=12.0)
     assert results.latest([ok, err, newer]) == [newer]
     # Files come in name order: a newer measurement read first still wins over an older one.
-    older, later = dict(ok, date="2026-01-01T00:00:00+00:00"), dict(ok, date="2026-02-01T00:00:00+00:00", items_per_s=9.0)
+    older, later = dict(ok, date="2026-01-01T00:00:00+00:00"), dict(ok, date="2026-02-01T00:00:00+00:00",
+                                                                    items_per_s=9.0)
     assert results.latest([later, older]) == [later]
     verdicts = compare.compare([ok], [ok, err], compare.Thresholds())
     assert [v["verdict"] for v in verdicts] == ["pass"]

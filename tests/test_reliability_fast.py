@@ -333,7 +333,8 @@ def test_compare_counts_no_skipped_row_as_new_and_notes_another_protocol(tmp_pat
 # --- A protocol that cannot measure, and figures that disagree: said in the row ------------
 
 def ok_row(**changes) -> dict:
-    row = json.loads(BASELINE.read_text())["rows"][0]  # warm-up 3, 6 steps x 3 trials, wall within the spread
+    # warm-up 3, 6 steps x 3 trials, wall within the spread; a file written before units: today's names
+    row = results.today(json.loads(BASELINE.read_text())["rows"][0])
     row.update(changes)
     return row
 
@@ -673,7 +674,7 @@ def test_two_rows_of_one_case_in_one_file_are_refused_with_both_named(tmp_path):
     last kept. A sweep writes one row per case; two in one file are an edit, and the reader says so."""
     path = tmp_path / "twice.json"
     first = ok_row()
-    results.write(path, [first, {**first, **{k: v * 3 for k, v in first.items() if k.startswith("items_per_s")},
+    results.write(path, [first, {**first, **{k: v * 3 for k, v in first.items() if k.startswith("items_per_s") and k != "items_per_sample"},
                                  **{k: first[k] / 3 for k in ("step_ms_p10", "step_ms_p50", "step_ms_p90")}}])
     with pytest.raises(results.ResultsError, match="row 1 measures the same case as row 0"):
         results.load(path)

@@ -71,7 +71,7 @@ def test_report_produces_every_figure_and_table(fixture_file, tmp_path):
     assert "dp reaches 32-32% of ddp's throughput" in text
     assert "cudnn.benchmark on" in text and "30x faster off" in text
     assert "single (1 GPU) 128 (OOM at 256)" in text
-    csv_tables = list(out.glob("*images-s.csv"))
+    csv_tables = [p for p in out.glob("*-throughput.csv") if "-fp32-" in p.name]
     assert csv_tables and "batch 64" in csv_tables[0].read_text()
 
 
@@ -109,7 +109,8 @@ def test_a_run_where_every_case_failed_still_reports(tmp_path):
 
 def test_speedups_pair_rows_with_the_same_sgd_kernels():
     frame = pd.DataFrame([
-        row("single", 1, 64, ips=10000, optimizer_impl="foreach"), row("single", 1, 64, ips=12000, optimizer_impl="fused"),
+        row("single", 1, 64, ips=10000, optimizer_impl="foreach"), row("single", 1, 64, ips=12000,
+                                                                       optimizer_impl="fused"),
         row("ddp", 2, 64, ips=19000, optimizer_impl="foreach"), row("ddp", 2, 64, ips=22800, optimizer_impl="fused"),
     ]).assign(hardware="NVIDIA H200", variant=lambda f: f.apply(report.variant, axis=1))
     merged = report.add_speedups(frame).set_index(["strategy", "optimizer_impl"])
@@ -170,7 +171,7 @@ def test_the_answer_names_the_fastest_and_the_runner_up_with_the_gap():
     (line,) = answer.table([rec]).to_dict("records")
     assert (line["recommended"] == "ddp" and line[f"vs {strategies.baseline()}"] == "x1.90 (95%)"
             and line["gap"] == "+2.7%, tie")
-    assert line["images/s (p10-p90)"] == "19.0k (18.1k-19.9k)" and line["MiB/GPU"] == "6400"
+    assert line["img/s (p10-p90)"] == "19.0k (18.1k-19.9k)" and line["MiB/GPU"] == "6400"
 
 
 def test_a_wide_row_is_ranked_by_its_interval_and_leaves_the_order_open_only_where_it_matters():
@@ -285,7 +286,8 @@ def test_a_clear_gap_is_not_a_tie_and_knobs_get_a_short_label():
 
 
 def test_at_one_device_the_baseline_competes():
-    (rec,) = one_group(answer_frame([row("single", 1, 64, ips=10000), row("ddp", 1, 64, ips=9800, optimizer_impl="fused")]),
+    (rec,) = one_group(answer_frame([row("single", 1, 64, ips=10000), row("ddp", 1, 64, ips=9800,
+                                                                          optimizer_impl="fused")]),
                        "1 GPU")
     assert rec["strategy"] == "single" and rec["runner_up"] == "ddp+fused"
 

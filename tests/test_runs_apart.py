@@ -6,7 +6,8 @@ from bench.report import answer, frame, sections
 from bench.report.labels import Legend
 
 ROW = {"gpu_name": "NVIDIA H200", "device": "cuda", "cpu": "x", "torch": "2.11", "cuda": "13.0", "model": "resnet18",
-       "precision": "amp-bf16", "options": "{}", "warmup": 1, "steps": 2, "trials": 1, "seed": 0, "optimizer_impl": "foreach",
+       "precision": "amp-bf16", "options": "{}", "warmup": 1, "steps": 2, "trials": 1, "seed": 0,
+       "optimizer_impl": "foreach",
        "execution": "eager", "data": "device", "tf32": "default", "channels_last": True, "cudnn_benchmark": True,
        "batch_per_gpu": 256, "status": "ok", "reason": ""}
 

@@ -310,7 +310,7 @@ def _validate(row: dict, where: str, fix: str) -> None:
         missing = [c for c in ANATOMY_TOGETHER if row.get(c) is None]
         if missing:
             raise ResultsError(f"{where} has a step anatomy without {', '.join(missing)}; {fix}")
-    if row.get("unit") is not None and row["unit"] not in UNITS:
+    if row.get("unit") not in (None, "") and row["unit"] not in UNITS:
         raise ResultsError(f"{where}: field unit is {_shown(row['unit'])}, not one of {', '.join(UNITS)}; {fix}")
     if row["status"] == "ok":
         for c in REQUIRED_POSITIVE:

@@ -43,7 +43,9 @@ def reference_parameters(model: str, global_batch: int, shards: int, seed: int =
     workload = get_workload(model)
     net = workload.build(seed).to(device=device, dtype=getattr(torch, dtype))
     inputs, targets = workload.synthetic_batch(global_batch, seed)
-    inputs, targets = inputs.to(device=device, dtype=getattr(torch, dtype)), targets.to(device)
+    # The same numbers in `dtype` (images; token ids stay integers).
+    inputs = inputs.to(device=device, dtype=getattr(torch, dtype) if inputs.is_floating_point() else inputs.dtype)
+    targets = targets.to(device)
     name = workload.data.optimizer  # the workload's own, as a case's `auto` resolves it
     impl = training.IMPLS["foreach" if device != "cpu" else "for-loop"]
     settings = training.SGD_SETTINGS if name == "sgd" else training.ADAMW_SETTINGS

@@ -60,6 +60,9 @@ class Knob:
     # auto/on/off becomes a flag (None on the CPU, which has no cuDNN).
     resolves_to: type | None = None
     bare: Any = None  # the value of the flag given without one (`--channels-last` alone: on); None: it needs one
+    # The value labels are told against, where not what the default request resolves to: a layout is
+    # named where it is channels_last, whatever `auto` chose (labels stay as they were before `auto`).
+    unlabelled: Any = None
     aliases: tuple[str, ...] = ()  # the knob's earlier flags and row columns (`--sgd-impl`, `sgd_impl`), still read
 
     def read(self, value):
@@ -89,12 +92,14 @@ class Knob:
         `knobs`, the case's other knobs, name a label written "{knob}"."""
         if not self.label or value is None:
             return None
-        if value == self.resolved(self.default, strategy, on_gpu, execution, data):
+        plain = self.unlabelled if self.unlabelled is not None else \
+            self.resolved(self.default, strategy, on_gpu, execution, data)
+        if value == plain:
             return None
         label = self.label
         if label.startswith("{"):
             label = str((knobs or {}).get(label.strip("{}")) or BY_NAME[label.strip("{}")].legacy)
-        if value is True and not self.choices:  # an on/off switch: its name says it is on
+        if value is True and (not self.choices or self.unlabelled is False):  # a switch: its name says it is on
             return label
         if isinstance(value, bool):  # a request (auto/on/off) resolved to a flag
             return f"{label}={'on' if value else 'off'}"
@@ -177,7 +182,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("channels_last", "--channels-last", "auto", "channels_last memory format for model and inputs: auto (on "
          "for image workloads on GPUs, off on the CPU), on (the flag alone), off; a model without 4-D image inputs "
          "(a language model) has no layout to choose", choices=("auto", "on", "off"), legacy=False,
-         label="channels_last", resolve=_channels_last, resolves_to=bool, bare="on", unavailable=_layout_needs_images),
+         label="channels_last", resolve=_channels_last, resolves_to=bool, bare="on", unavailable=_layout_needs_images,
+         unlabelled=False),
     Knob("cudnn_benchmark", "--cudnn-benchmark", "auto",
          "auto: on, but off for strategies that run replicas in threads "
          "(docs/findings.md: DataParallel and cuDNN autotuning)",

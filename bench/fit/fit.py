@@ -254,9 +254,12 @@ PEAK_TOLERANCE = 0.02
 def _same_case(fit_row: dict, run_row: dict) -> bool:
     """A real run measures what the fit measured: one GPU kind, the fit's settings and the
     strategy's options, eager (the fit's execution)."""
-    keys = ("model", "precision", "strategy", "channels_last", "execution", "optimizer", "optimizer_impl", "options",
-            "gpu_name")
-    return all(str(fit_row.get(k)) == str(run_row.get(k)) for k in keys)
+    from bench.core.knobs import BY_NAME
+
+    keys = ("model", "precision", "strategy", "execution", "options", "gpu_name")
+    knobs = ("channels_last", "optimizer", "optimizer_impl")  # as each row says them (a knob it predates: its legacy)
+    return (all(str(fit_row.get(k)) == str(run_row.get(k)) for k in keys)
+            and all(BY_NAME[k].value_in(fit_row) == BY_NAME[k].value_in(run_row) for k in knobs))
 
 
 def _fails_from(found: dict) -> int | None:

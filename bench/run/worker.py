@@ -139,7 +139,7 @@ def build_step(job: Job, case: CaseSpec, parity: bool = False):
     if parity and case.parity_dtype != "float32":
         # The same weights and data, held in another dtype (bench/checks/parity.py: float64).
         dtype = getattr(torch, case.parity_dtype)
-        model, inputs = model.to(dtype), inputs.to(dtype)
+        model, inputs = model.to(dtype), inputs.to(dtype) if inputs.is_floating_point() else inputs
     step = strategy.build(model, ctx)
     if ctx.data == "host":
         # Every step starts from a pinned host batch: the copy is part of the step.

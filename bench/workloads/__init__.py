@@ -60,6 +60,7 @@ class Workload:
     # The training loss, loss(output, targets) -> scalar; None: the data's own (cross-entropy over
     # the classes, or over the vocabulary at every position).
     loss: Callable | None = field(default=None, compare=False)
+    order: int = 50  # where it is listed: the reference workload first (`names`)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -107,9 +108,9 @@ def _load() -> None:
 
 
 def names() -> list[str]:
-    """Every built-in workload, in registration order."""
+    """Every built-in workload: by `order` (the reference ResNet-18 first), then as registered."""
     _load()
-    return list(_REGISTRY)
+    return sorted(_REGISTRY, key=lambda n: _REGISTRY[n].order)
 
 
 def builtin(name: str) -> Workload | None:
@@ -168,7 +169,7 @@ def check_name(name: str) -> None:
         return
     parts = _split(name)
     if parts is None:
-        raise WorkloadError(f"unknown model {name!r}: choose from {', '.join(_REGISTRY)}, "
+        raise WorkloadError(f"unknown model {name!r}: choose from {', '.join(names())}, "
                             f"{', '.join(p + ':NAME' for p in SOURCES)} or package.module:factory")
     left, right = parts
     if left in SOURCES:
@@ -179,7 +180,7 @@ def check_name(name: str) -> None:
             raise WorkloadError(f"model {name!r} needs {source.package}, which is not installed: {source.install}")
         return
     if not (_MODULE.match(left) and _MODULE.match(right)):
-        raise WorkloadError(f"model {name!r} is neither built in ({', '.join(_REGISTRY)}) nor "
+        raise WorkloadError(f"model {name!r} is neither built in ({', '.join(names())}) nor "
                             f"{'|'.join(SOURCES)}:NAME nor package.module:factory")
     if importlib.util.find_spec(left.split(".")[0]) is None:  # the top package only: nothing imported
         raise WorkloadError(f"model {name!r}: no module named {left.split('.')[0]!r}: "

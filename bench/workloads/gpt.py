@@ -37,7 +37,7 @@ def _register(name: str, layers: int, heads: int, width: int, vocab: int = VOCAB
                                                            width=width),
                       summary=f"GPT, nanoGPT's shape: {layers} layers, {heads} heads, width {width}, "
                               f"{seq_len} tokens, vocabulary {vocab}{note}",
-                      blocks=("Block",)))
+                      blocks=("Block",), order=30))
 
 
 _register("gpt2-124m", 12, 12, 768)

@@ -23,7 +23,7 @@ def resnet18(in_channels: int, num_classes: int, small_input: bool, width: int =
 
 register(Workload("resnet18-small", Images((1, 28, 28), 10), resnet18(1, 10, True),
                   summary="ResNet-18 for 1x28x28 input: 3x3 stride-1 stem, no max-pool, 10 classes",
-                  mxnet={"in_channels": 1, "num_classes": 10, "small_input": True}))
+                  mxnet={"in_channels": 1, "num_classes": 10, "small_input": True}, order=10))
 register(Workload("resnet18", Images((3, 224, 224), 1000), resnet18(3, 1000, False),
                   summary="the standard ImageNet ResNet-18, 3x224x224 input, 1000 classes",
-                  mxnet={"in_channels": 3, "num_classes": 1000, "small_input": False}))
+                  mxnet={"in_channels": 3, "num_classes": 1000, "small_input": False}, order=10))

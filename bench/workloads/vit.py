@@ -28,7 +28,7 @@ def vision_transformer(**kwargs):
 
 register(Workload("vit-large", Images((3, 224, 224), 1000), vision_transformer(),
                   summary="ViT-Large/16 (304 M parameters): 24 pre-norm blocks, width 1024, 16 heads, 3x224x224",
-                  blocks=("TransformerBlock",)))
+                  blocks=("TransformerBlock",), order=20))
 
 
 def tiny() -> dict:
