@@ -16,13 +16,20 @@
 # 3. proof: `python -m bench check proof`: each search's answer at its largest device count and at one
 #    GPU over the fastest row of every file of OUT_DIR.
 # Every file lands in OUT_DIR; a step that fails is logged and the next one runs.
+# MODEL=gpt2-124m (default resnet18-small) proves another workload: its own batches (8/16/32 sequences of a
+# language model), channels_last only for images, the hand loop in VARIANTS (default compile-ro,graph).
 set -uo pipefail
 out=${1:?usage: answer_proof.sh OUT_DIR search NAME GPUS | listing GPUS | proof}
 step=${2:?usage: answer_proof.sh OUT_DIR search NAME GPUS | listing GPUS | proof}
 py=${PY:-python3}
+model=${MODEL:-resnet18-small}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-common=(--models resnet18-small --precisions amp-bf16 --channels-last --batch-sizes 256,1024,2048)
+# The model's kind and default per-GPU batches (bench/workloads/data.py), asked of the suite.
+read -r kind batches < <("$py" -c "import sys; from bench.workloads import data_of, probe; probe([sys.argv[1]]); \
+d = data_of(sys.argv[1]); print(d.kind, ','.join(map(str, d.batches['cuda'])))" "$model")
+layout=(); [ "$kind" = tokens ] || layout=(--channels-last)
+common=(--models "$model" --precisions amp-bf16 "${layout[@]}" --batch-sizes "$batches")
 
 search() {  # NAME GPUS
   local start smi=; start=$(date +%s)
@@ -35,12 +42,12 @@ search() {  # NAME GPUS
     smi=$!
   fi
   if command -v make >/dev/null; then
-    make bench GPUS="$2" PY="$py" ARGS="--out $out/search-$1.json" > "$out/search-$1.log" 2>&1
-  else  # what `make bench GPUS=...` runs on a GPU host, for a machine without make
-    "$py" -m bench run --gpus "$2" --precisions amp-bf16 --models resnet18-small --batch-sizes 256,1024,2048 \
-      --channels-last --search --out "$out/search-$1.json" > "$out/search-$1.log" 2>&1
+    make bench GPUS="$2" MODEL="$model" PY="$py" ARGS="--out $out/search-$1.json" > "$out/search-$1.log" 2>&1
+  else  # what `make bench GPUS=... MODEL=...` runs on a GPU host, for a machine without make
+    "$py" -m bench run --gpus "$2" --precisions amp-bf16 --models "$model" --search --out "$out/search-$1.json" \
+      > "$out/search-$1.log" 2>&1
   fi
-  echo "make bench GPUS=$2 wall time: $(( $(date +%s) - start )) s" | tee -a "$out/search-$1.log"
+  echo "make bench GPUS=$2 MODEL=$model wall time: $(( $(date +%s) - start )) s" | tee -a "$out/search-$1.log"
   [ -z "$smi" ] || kill "$smi" 2>/dev/null
   "$py" -m bench answer "$out/search-$1.json" > "$out/answer-$1.txt" 2>&1
 }
@@ -63,10 +70,10 @@ case $step in
     listing graph --gpus "$gpus" --gpu-counts "$n" --strategies single,ddp --execution cuda-graph --optimizer-impl fused
     listing compile-ro --gpus "$gpus" --gpu-counts "$n" --strategies single,ddp --execution compile \
       --compile-mode reduce-overhead --optimizer-impl fused
-    listing compile-ro-foreach --gpus "${gpus%%,*}" --strategies single --execution compile \
+    [ "$kind" = tokens ] || listing compile-ro-foreach --gpus "${gpus%%,*}" --strategies single --execution compile \
       --compile-mode reduce-overhead --optimizer-impl foreach --batch-sizes 256
-    "$py" -m bench check bareloop --variants compile-ro,graph --batches 256,1024,2048 --model resnet18-small \
-      --precision amp-bf16 --channels-last --optimizer-impl fused --warmup 20 --steps 30 --rounds 5 \
+    "$py" -m bench check bareloop --variants "${VARIANTS:-compile-ro,graph}" --batches "$batches" --model "$model" \
+      --precision amp-bf16 "${layout[@]}" --optimizer-impl fused --warmup 20 --steps 30 --rounds 5 \
       --out "$out/handloop.json" > "$out/handloop.log" 2>&1
     ;;
   proof)

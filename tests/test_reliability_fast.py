@@ -674,7 +674,8 @@ def test_two_rows_of_one_case_in_one_file_are_refused_with_both_named(tmp_path):
     last kept. A sweep writes one row per case; two in one file are an edit, and the reader says so."""
     path = tmp_path / "twice.json"
     first = ok_row()
-    results.write(path, [first, {**first, **{k: v * 3 for k, v in first.items() if k.startswith("items_per_s") and k != "items_per_sample"},
+    rates = {k: v * 3 for k, v in first.items() if k.startswith("items_per_s") and k != "items_per_sample"}
+    results.write(path, [first, {**first, **rates,
                                  **{k: first[k] / 3 for k in ("step_ms_p10", "step_ms_p50", "step_ms_p90")}}])
     with pytest.raises(results.ResultsError, match="row 1 measures the same case as row 0"):
         results.load(path)
