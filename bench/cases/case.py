@@ -2,7 +2,7 @@
 
 A `Case` is one point of the grid: the axes (strategy, precision, model, devices, per-GPU
 batch), the knobs that change what is measured (execution, data mode, memory format,
-cuDNN and TF32 settings, SGD kernels, strategy options, all with their defaults resolved)
+cuDNN and TF32 settings, the optimiser and its kernels, strategy options, all with their defaults resolved)
 and the measurement settings (warm-up, steps, trials, seed). From it come the worker's
 spec, the result row's case columns, the key that says "same case" (for resume, report
 and compare alike), the non-default knobs that label it, and the global batch.

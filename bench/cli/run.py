@@ -345,9 +345,10 @@ def add_parser(sub) -> None:
     run.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                      help="strategy option, e.g. bucket_cap_mb=50, launcher=spawn (see `list`)")
     run.add_argument("--search", action="store_true",
-                     help="after the sweep, try each lever (execution, SGD kernels, memory format, the strategy's "
-                     "options) on the leaders of every batch and measure the finalists again, interleaved, within "
-                     "--budget; the plan and every decision are recorded in the results file (bench/run/search.py)")
+                     help="after the sweep, try each lever (execution, the optimiser's kernels, memory format, the "
+                     "strategy's options) on the leaders of every batch and measure the finalists again, interleaved, "
+                     "within --budget; the plan and every decision are recorded in the results file "
+                     "(bench/run/search.py)")
     run.add_argument("--budget", type=float, help="minutes the whole --search may take (default "
                      f"{_default_budget():g}: every strategy at every batch, then each regime's executions at every "
                      "batch, on 2 H200s); what it cannot hold is recorded as not tried")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from bench.cases.case import Case
+from bench.core.knobs import OPTIMIZERS
 
 MAX_CELL = 40  # characters: no table cell on the first screen is longer
 
@@ -22,8 +23,10 @@ def _token(key: str, value) -> str:
         return EXECUTION.get(str(value), str(value))
     if key == "channels_last":
         return "CL"
-    if key == "sgd":
+    if key in OPTIMIZERS:  # the optimiser's kernels, named by the optimiser: sgd=fused, adamw=fused
         return str(value)  # fused, foreach, for-loop
+    if key == "optimizer":
+        return str(value)  # sgd, adamw (where not the workload's own)
     if key == "data":
         return f"{value}-data"
     if key == "tf32":
@@ -77,5 +80,5 @@ class Legend:
         if not spelled:
             return []
         return ["Configurations: " + "; ".join(f"`{s}` = {f}" for s, f in spelled) + ". Tokens: graph = the whole step "
-                "in a CUDA graph, compile = torch.compile, CL = channels_last, fused/foreach = SGD kernels; a "
-                "strategy option is its initials and value (bcm100 = bucket_cap_mb=100).", ""]
+                "in a CUDA graph, compile = torch.compile, CL = channels_last, fused/foreach = the optimiser's "
+                "kernels; a strategy option is its initials and value (bcm100 = bucket_cap_mb=100).", ""]

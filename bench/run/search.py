@@ -11,7 +11,7 @@ in every phase, one device next. Three phases, every case an ordinary row of the
    leaves cases out, and their rows name the budget.
 2. **Levers**: at each model, precision, device count and batch, on the leaders (the configuration
    the ranking names, and the fastest where it is another), one dimension after another
-   (bench/cases/levers.py: execution, SGD kernels, memory format, the strategy's own options).
+   (bench/cases/levers.py: execution, the optimiser's kernels, memory format, the strategy's own options).
    Before any other lever anywhere, every device count gets the executions its regime calls for
    at every batch: compile reduce-overhead everywhere, and a whole-step CUDA graph where the GPU
    idles (the batch ladder of the fastest eager step any strategy reached at each batch there).
