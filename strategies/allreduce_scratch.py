@@ -30,7 +30,7 @@ class AllreduceScratch(Strategy):
     name = "allreduce-scratch"
     summary = "hand-written all-reduce: per-device replicas, sum grads, broadcast"
     order, colour = 30, "tab:purple"
-    executions = ("eager", "compile")  # each replica's forward compiled (training.maybe_compile)
+    executions = ("eager", "compile")  # each replica's forward and loss compiled (training.compiled_loss)
     sends = (Collective("reduce", "gradients", when="onto the first device"),
              Collective("broadcast", "gradients", when="the sum, back to every replica"))
     apex_unavailable = ("one optimiser per replica, each with its own amp.scale_loss: Apex O2 unscales "
@@ -52,7 +52,7 @@ class AllreduceScratch(Strategy):
         replicas = [common.model_to(copy.deepcopy(model), d, ctx) for d in devices]
         optimizers = [common.make_optimizer(r.parameters(), ctx) for r in replicas]
         runtime = ctx.precision.runtime(devices[0].type)
-        forwards = [common.maybe_compile(r, ctx) for r in replicas]
+        forwards = [common.compiled_loss(r, ctx) for r in replicas]  # each replica's model and loss
         coalesce = common.flag(ctx.options["coalesce"])
 
         def place(inputs, targets):
@@ -69,7 +69,7 @@ class AllreduceScratch(Strategy):
             losses = []
             for forward, (inputs, targets) in zip(forwards, shards):
                 with record_function("parabench.forward"), runtime.autocast():
-                    losses.append(ctx.criterion(forward(inputs), targets))  # mean over this shard
+                    losses.append(forward(inputs, targets))  # mean over this shard
             with record_function("parabench.backward"):
                 runtime.backward_each(losses, optimizers)
             with record_function("parabench.allreduce"):

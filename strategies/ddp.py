@@ -143,11 +143,12 @@ class DDP(Strategy):
         optimizer = self.make_optimizer(model, ctx)
         runtime = ctx.precision.runtime(device.type)
         model, optimizer = runtime.prepare(model, optimizer)
-        wrapped = self.wrap(model, device, ctx)
+        # DDP wraps the model with its loss, so that a compiled step compiles the loss too (training.LossOf).
+        wrapped = self.wrap(training.LossOf(model, ctx.criterion), device, ctx)
 
         def place(inputs, targets):
             # This rank's shard of the global batch: the launcher gave it nothing else.
             return training.inputs_to(inputs, device, ctx), targets.to(device, non_blocking=True)
 
-        run = training.standard_step(training.maybe_compile(wrapped, ctx), optimizer, runtime, ctx.criterion)
+        run = training.standard_step(training.maybe_compile(wrapped, ctx), optimizer, runtime)
         return TrainStep(model, [device], place, run, optimizer)

@@ -98,5 +98,5 @@ class FSDP2(DDP):
         def place(inputs, targets):
             return training.inputs_to(inputs, device, ctx), targets.to(device, non_blocking=True)
 
-        run = training.standard_step(training.maybe_compile(model, ctx), optimizer, runtime, ctx.criterion)
+        run = training.standard_step(training.compiled_loss(model, ctx), optimizer, runtime)
         return TrainStep(model, [device], place, run, optimizer)

@@ -24,5 +24,5 @@ class Single(Strategy):
         def place(inputs, targets):
             return training.inputs_to(inputs, device, ctx), targets.to(device, non_blocking=True)
 
-        run = training.standard_step(training.maybe_compile(model, ctx), optimizer, runtime, ctx.criterion)
+        run = training.standard_step(training.compiled_loss(model, ctx), optimizer, runtime)
         return TrainStep(model, [device], place, run, optimizer)

@@ -115,6 +115,26 @@ def maybe_compile(module: nn.Module, ctx: WorkerContext) -> nn.Module:
     return torch.compile(module, mode=None if ctx.compile_mode == "default" else ctx.compile_mode)
 
 
+class LossOf(nn.Module):
+    """The model and its loss as one module, (inputs, targets) -> loss: what a strategy compiles, so
+    that the loss is compiled with the model, as nanoGPT's model computes its loss in its forward.
+    A language model's cross-entropy over (batch, T, 50304) logits then fuses with the output
+    layer's backward instead of running eagerly through fp32 copies of the logits."""
+
+    def __init__(self, model: nn.Module, criterion):
+        super().__init__()
+        self.model = model
+        self.criterion = criterion
+
+    def forward(self, inputs, targets):
+        return self.criterion(self.model(inputs), targets)
+
+
+def compiled_loss(model: nn.Module, ctx: WorkerContext) -> nn.Module:
+    """`model` with the case's loss (LossOf), under torch.compile where the case's execution says so."""
+    return maybe_compile(LossOf(model, ctx.criterion), ctx)
+
+
 def compiled_graphs() -> int:
     """Graphs torch.compile has made in this process so far (dynamo's own count)."""
     from torch._dynamo.utils import counters
@@ -172,11 +192,12 @@ def trained_parameters(model: nn.Module, optimizer) -> dict:
     return {name: masters.get(id(p), p) for name, p in model.named_parameters()}
 
 
-def standard_step(forward, optimizer, runtime, criterion):
+def standard_step(forward, optimizer, runtime, criterion=None):
     """`run` for strategies whose forward returns the batch's output on one device (single,
     DataParallel and friends, DDP and the sharded strategies); `criterion` is the workload's
-    loss (ctx.criterion). The phases are labelled for the profiler, so that the step anatomy
-    can tell the optimiser apart exactly."""
+    loss (ctx.criterion), or None where `forward(inputs, targets)` returns the loss itself (a
+    LossOf, compiled with its loss: `compiled_loss`). The phases are labelled for the profiler, so
+    that the step anatomy can tell the optimiser apart exactly."""
     from torch.profiler import record_function
 
     clear_grads = grad_clearer(optimizer)
@@ -184,7 +205,7 @@ def standard_step(forward, optimizer, runtime, criterion):
     def run(batch):
         inputs, targets = batch
         with record_function("parabench.forward"), runtime.autocast():
-            loss = criterion(forward(inputs), targets)
+            loss = criterion(forward(inputs), targets) if criterion is not None else forward(inputs, targets)
         with record_function("parabench.backward"):
             runtime.backward(loss, optimizer)
         with record_function("parabench.optimizer"):
