@@ -285,3 +285,36 @@ def test_gpu_executions_take_the_same_adamw_step_in_float64(strategy, execution,
                                  dtype="float64")
     worst, share = update_share(params, reference, initial)
     assert share <= FLOAT64_UPDATE_FRACTION, f"{strategy} {execution} adamw={kernels}: {worst} {share:.3g}"
+
+
+def test_a_results_file_written_before_units_replays_to_the_same_answer(tmp_path):
+    """The committed 2-H200 search (written with `img_per_s` and `sgd_impl`) answers today as parabench
+    9438c55 answered it (tests/fixtures/legacy/: its `answer --json`, made by that commit): the same
+    pick, figures, intervals and levers in every cell; the keys renamed (img_per_s -> items_per_s), the
+    unit and optimiser added. `compare` matches rows across the two schemas."""
+    from bench.cases import results
+    from bench.report import compare
+
+    legacy = REPO / "results/reference/h200x2/answer/search-1.json"
+    assert '"img_per_s"' in legacy.read_text() and '"sgd_impl"' in legacy.read_text()
+    before = json.loads((REPO / "tests/fixtures/legacy/answer-h200x2-search-1.json").read_text())
+    proc = run_cli("answer", "--json", str(legacy.relative_to(REPO)))
+    assert proc.returncode == 0, proc.stderr
+    now = json.loads(proc.stdout)
+
+    def renamed(value):
+        if isinstance(value, dict):
+            return {k.replace("img_per_s", "items_per_s"): renamed(v) for k, v in value.items()}
+        return [renamed(v) for v in value] if isinstance(value, list) else value
+
+    assert len(now) == len(before) == 6
+    for old, new in zip(renamed(before), now):
+        assert (new.pop("unit"), new.pop("optimizer")) == ("images", "sgd")
+        assert new == old
+    # A row of today's schema (written here) and the same row as the legacy file holds it: one case.
+    rows = results.load(legacy)
+    results.write(tmp_path / "today.json", rows)
+    verdicts = compare.compare(rows, results.load(tmp_path / "today.json"), compare.Thresholds())
+    measured = [v for v in verdicts if v["verdict"] != "not compared"]  # skipped in both: mxnet-gluon on Hopper
+    assert len(measured) == sum(r["status"] == "ok" for r in rows) == 36
+    assert all(v["verdict"] == "pass" and v["rate_change"] == 0.0 for v in measured), measured[:2]

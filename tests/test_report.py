@@ -171,7 +171,7 @@ def test_the_answer_names_the_fastest_and_the_runner_up_with_the_gap():
     (line,) = answer.table([rec]).to_dict("records")
     assert (line["recommended"] == "ddp" and line[f"vs {strategies.baseline()}"] == "x1.90 (95%)"
             and line["gap"] == "+2.7%, tie")
-    assert line["img/s (p10-p90)"] == "19.0k (18.1k-19.9k)" and line["MiB/GPU"] == "6400"
+    assert line["images/s (p10-p90)"] == "19.0k (18.1k-19.9k)" and line["MiB/GPU"] == "6400"
 
 
 def test_a_wide_row_is_ranked_by_its_interval_and_leaves_the_order_open_only_where_it_matters():

@@ -44,6 +44,11 @@ def rate_of(r) -> str:
     return unit_named(r.get("unit")).rate
 
 
+def heading_of(r) -> str:
+    """A rate's column head for a record or a row: "images/s", "tokens/s"."""
+    return unit_named(r.get("unit")).heading
+
+
 def spread(row) -> float:
     return ranking.spread(row)
 
@@ -317,7 +322,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
             "recommended": r["label"] + ("" if r["recommended"] else " (unjudged)")
             + (" (disturbed)" if r.get("disturbed") and r["recommended"] else "")
             + (" (caveat)" if r.get("caveat") else ""),
-            f"{rate_of(r)} (p10-p90)":
+            f"{heading_of(r)} (p10-p90)":
                 f"{rate(r['items_per_s'])} ({rate(r['items_per_s_p10'])}-{rate(r['items_per_s_p90'])})",
             "95% CI": _interval_cell(r),
             f"vs {strategies.baseline()}": speed, **({} if per(r) == "replica" else {"MFU": _mfu_cell(r),

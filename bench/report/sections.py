@@ -104,7 +104,7 @@ def first_screen(rep: Report) -> list[str]:
             unit = answers.per(done[0])
             which = f" (run `{run_name(source)}`)" if rep.runs["source"].nunique() > 1 else ""
             lines += [f"**{model} on {hw}, {precision}**: the configuration to use{which}", "",
-                      f"| devices | batch/{unit} | use | {answers.rate_of(done[0])} | vs {strategies.baseline()} |",
+                      f"| devices | batch/{unit} | use | {answers.heading_of(done[0])} | vs {strategies.baseline()} |",
                       "|---|---|---|---|---|"]
             for r in sorted(done, key=lambda r: (-r["devices"], r["batch_per_gpu"])):
                 mark = "" if r["recommended"] else " (unjudged)"

@@ -36,6 +36,11 @@ class Unit:
     def rate(self) -> str:
         return f"{self.short}/s"
 
+    @property
+    def heading(self) -> str:
+        """The rate as a table's column says it: "images/s", "tokens/s"."""
+        return f"{self.name}/s"
+
 
 IMAGES = Unit("images", "image", "img")
 SAMPLES = Unit("samples", "sample", "samples")
