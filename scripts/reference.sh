@@ -31,7 +31,9 @@ if [ -n "$gpus" ] && [ "$gpus" != cpu ]; then
   name="${gpu:-gpu}x$n"
   results=${2:-results/reference/$name}
   plots=${3:-plots/reference/$name}
-  sweep=(--gpus "$gpus" --gpu-counts "$counts" --models resnet18,resnet18-small --batch-sizes 256,1024)
+  # The seed rows: PyTorch's own layout (channels_last is a knob the search and findings measure).
+  sweep=(--gpus "$gpus" --gpu-counts "$counts" --models resnet18,resnet18-small --batch-sizes 256,1024
+         --channels-last off)
 else
   results=${2:-results/reference-cpu}
   plots=${3:-$results/plots}

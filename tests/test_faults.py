@@ -4,6 +4,7 @@ The test-only `faulty` strategy (tests/strategies/faulty.py) trains like `single
 `ddp` and fails on command at one per-GPU batch size.
 """
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -144,7 +145,11 @@ def test_sigterm_and_sighup_stop_cleanly(tmp_path, signum, status, finished):
     last = err.strip().splitlines()[-1]
     assert last.startswith("parabench: stopped by SIG") and "Traceback" not in err
     if finished:
-        assert "--resume --out" in last and rows_of(out)[0]["status"] == "ok"
+        assert rows_of(out)[0]["status"] == "ok"
+        # The line works as printed: this interpreter, the same arguments (not every strategy), quoted.
+        words = shlex.split(last.split("continue with: ", 1)[1])
+        assert words == [sys.executable, "-m", "bench", *[w for w in args[3:] if w not in ("--out", str(out))],
+                         "--resume", "--out", str(out)], last
     else:
         assert "nothing was written" in last and not out.exists() and str(out) not in err
     assert not (tmp_path / "r.json.lock").exists()

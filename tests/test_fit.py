@@ -749,6 +749,37 @@ def test_a_second_fit_never_writes_over_the_first(tmp_path):
     assert out.read_bytes() == before
 
 
+def test_two_fits_started_together_to_one_out_the_second_is_refused(tmp_path):
+    """Two fits to one --out 0.5 s apart both said "fit written", and the file held the first only:
+    the second's probes were lost. Now the first holds the file's lock for its whole run, as `bench
+    run` does, and the second is refused in one line before it measures anything."""
+    import time
+
+    out = tmp_path / "same.fit.json"
+    first = subprocess.Popen([sys.executable, "-m", "bench", "fit", "--gpus", "", "--memory-budget", "250",
+                              "--models", "resnet18-small", "--strategies", "ddp", "--devices", "1,2",
+                              "--out", str(out)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    lock = tmp_path / "same.fit.json.lock"
+    while not lock.exists() and time.monotonic() < deadline and first.poll() is None:
+        time.sleep(0.05)
+    second = run_cli("fit", "--gpus", "", "--memory-budget", "260", "--models", "resnet18-small", "--strategies",
+                     "ddp", "--devices", "1,2", "--out", str(out))
+    stdout, stderr = first.communicate(timeout=600)
+    assert first.returncode == 0 and "fit written to" in stdout, stderr[-2000:]
+    assert second.returncode == 2 and "is being written by another parabench run" in second.stderr, second.stderr
+    assert len(second.stderr.strip().splitlines()) == 1
+    assert json.loads(out.read_text())["settings"]["memory_budget_mib"] == 250
+
+
+def test_a_fit_out_that_is_a_folder_says_so(tmp_path):
+    folder = tmp_path / "a.fit.json"
+    folder.mkdir()
+    done = run_cli("fit", "--gpus", "", "--memory-budget", "300", "--models", "resnet18-small", "--out", str(folder))
+    assert done.returncode == 2 and f"--out {folder} is a folder" in done.stderr, done.stderr
+
+
 def test_a_strategy_that_fits_nothing_is_said_so_in_plain_words():
     """"ddp fits nothing fits, not even batch 1" read twice over."""
     from bench.fit import fit
@@ -785,6 +816,15 @@ def test_a_fit_stopped_by_sigterm_says_where_its_probes_are_and_leaves_nothing_b
     assert proc.returncode == 143, stderr[-2000:]
     assert f"fit stopped by SIGTERM: the probes measured so far are in {out}" in stdout
     assert not list(scratch.glob("parabench-fit-*")), list(scratch.iterdir())
+    # The resume line works as printed: this interpreter and every argument the fit needs (on the CPU
+    # its --memory-budget), with --resume; run, it goes on with the same fit.
+    import shlex
+
+    words = shlex.split(stdout.split("continue with: ", 1)[1].splitlines()[0])
+    assert words[:3] == [sys.executable, "-m", "bench"] and "--memory-budget" in words and "--resume" in words
+    resumed = subprocess.run(words, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                             text=True, timeout=300)
+    assert resumed.returncode == 0 and "fit written to" in resumed.stdout, resumed.stderr[-2000:]
 
 
 def test_the_answer_of_an_fp32_run_shows_no_amp_bf16_fit(tmp_path):

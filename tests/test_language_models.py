@@ -318,3 +318,18 @@ def test_a_results_file_written_before_units_replays_to_the_same_answer(tmp_path
     measured = [v for v in verdicts if v["verdict"] != "not compared"]  # skipped in both: mxnet-gluon on Hopper
     assert len(measured) == sum(r["status"] == "ok" for r in rows) == 36
     assert all(v["verdict"] == "pass" and v["rate_change"] == 0.0 for v in measured), measured[:2]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy, replicas", [("single", 1), ("ddp", 2), ("fsdp2", 2)])
+def test_a_compiled_step_of_a_language_model_is_the_step_in_float64(strategy, replicas):
+    """On the CPU, gpt-tiny in float64 under --execution compile (the model and its loss compiled
+    together, training.LossOf): within 1e-6 of each tensor's own update of the reference's AdamW step."""
+    from bench.checks.parity import FLOAT64_UPDATE_FRACTION, reference_parameters, strategy_parameters, update_share
+
+    reference = reference_parameters(MODEL, 4, shards=replicas, dtype="float64")
+    initial = reference_parameters(MODEL, 4, shards=replicas, steps=0, dtype="float64")
+    params = strategy_parameters(strategy, MODEL, 4 // replicas, (), replicas, execution="compile", dtype="float64",
+                                 timeout_s=600)
+    worst, share = update_share(params, reference, initial)
+    assert share <= FLOAT64_UPDATE_FRACTION, f"{strategy} x{replicas} compile: {worst} {share:.3g}"

@@ -12,6 +12,23 @@ class UsageError(Exception):
     """Bad input: one line that names the fix."""
 
 
+def resume_command(out) -> str:
+    """The command that goes on with this one, ready to paste into a shell: this interpreter (the
+    one that has torch), the same command and arguments, `--resume` and `--out OUT`, each word quoted."""
+    import shlex
+    import sys
+
+    kept, words = [], iter(sys.argv[1:])
+    for word in words:
+        if word == "--resume" or word.startswith("--out="):
+            continue
+        if word == "--out":
+            next(words, None)
+            continue
+        kept.append(word)
+    return shlex.join([sys.executable, "-m", "bench", *kept, "--resume", "--out", str(out)])
+
+
 def csv(text: str | None) -> list[str]:
     return [x.strip() for x in (text or "").split(",") if x.strip()]
 

@@ -9,7 +9,7 @@ import socket
 from pathlib import Path
 
 from bench.cli import flags
-from bench.cli.common import UsageError, check_names, ints, listed, resolve_gpus
+from bench.cli.common import UsageError, check_names, ints, listed, resolve_gpus, resume_command
 
 
 def _reserve(args, gpus: list[int]):
@@ -146,42 +146,54 @@ def cmd_fit(args) -> int:
         f"{datetime.datetime.now():%Y%m%d-%H%M%S}-{socket.gethostname()}{fit.SUFFIX}")
     if not out.name.endswith(fit.SUFFIX):
         raise UsageError(f"--out {out}: a fit file's name ends in {fit.SUFFIX} (the report finds it by that)")
-    if out.exists() and not args.resume:  # its probes were measured: never written over
-        raise UsageError(f"--out {out} holds a fit already: --resume goes on with it (the same settings), or "
-                         "choose another --out")
+    if out.is_dir():
+        raise UsageError(f"--out {out} is a folder: name a fit file in it, e.g. --out {out / ('fit' + fit.SUFFIX)}")
+    # One writer at a time, as `bench run` holds its results file: a second fit to the same --out is refused
+    # (before it looks whether the file exists: two started together would both find none).
+    lock = results.Lock(out)
     try:
-        results.check_writable(out)
+        lock.acquire()
     except results.ResultsError as exc:
         raise UsageError(str(exc)) from None
-    _check_knobs_fit_models(make_settings(channels_last=args.channels_last), models)
-    knobs = make_settings(warmup=args.warmup, steps=args.steps, trials=1, channels_last=args.channels_last)
-    settings = {"models": models, "strategies": chosen, "precisions": precisions, "devices": devices, "gpus": gpus,
-                "memory_budget_mib": budget, "reserve_mib": held.mib, "reserve_source": held.source,
-                "headroom": headroom,
-                "channels_last": args.channels_last, "warmup": args.warmup,
-                "steps": args.steps, **search, "first": list(search["first"]) if search["first"] else None,
-                "probe_timeout_s": args.probe_timeout,
-                "startup_timeout_s": args.startup_timeout}
-    environment = fit.environment_of(gpus)
-    rows, found = [], []
-    if args.resume and out.exists():
-        rows, found, earlier = _resumed(out, settings, models)
-        settings["models"] = list(dict.fromkeys([o["model"] for o in found] + models))
-        # The counts the file measured stay in it: their searches are replayed, not measured again.
-        devices = settings["devices"] = sorted(set(devices) | set(earlier))
-    from bench.run.signals import Terminated, ignore_further_signals, stop_on_signals
-
-    stop_on_signals()  # SIGTERM and SIGHUP stop the fit as Ctrl-C does: the worker goes, the file stays
     try:
-        return _measure_all(args, out, models, chosen, precisions, devices, gpus, knobs, budget, search, held,
-                            settings, environment, rows, found)
-    except (KeyboardInterrupt, Terminated) as exc:
-        ignore_further_signals()
-        what = "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else str(exc)
-        kept = f"the probes measured so far are in {out}; `--resume --out {out}` goes on" if out.exists() else \
-            "no probe had ended"
-        print(f"fit stopped by {what}: {kept}", flush=True)
-        return 130 if isinstance(exc, KeyboardInterrupt) else exc.exit_status
+        if out.exists() and not args.resume:  # its probes were measured: never written over
+            raise UsageError(f"--out {out} holds a fit already: --resume goes on with it (the same settings), or "
+                             "choose another --out")
+        try:
+            results.check_writable(out)
+        except results.ResultsError as exc:
+            raise UsageError(str(exc)) from None
+        _check_knobs_fit_models(make_settings(channels_last=args.channels_last), models)
+        knobs = make_settings(warmup=args.warmup, steps=args.steps, trials=1, channels_last=args.channels_last)
+        settings = {"models": models, "strategies": chosen, "precisions": precisions, "devices": devices, "gpus": gpus,
+                    "memory_budget_mib": budget, "reserve_mib": held.mib, "reserve_source": held.source,
+                    "headroom": headroom,
+                    "channels_last": args.channels_last, "warmup": args.warmup,
+                    "steps": args.steps, **search, "first": list(search["first"]) if search["first"] else None,
+                    "probe_timeout_s": args.probe_timeout,
+                    "startup_timeout_s": args.startup_timeout}
+        environment = fit.environment_of(gpus)
+        rows, found = [], []
+        if args.resume and out.exists():
+            rows, found, earlier = _resumed(out, settings, models)
+            settings["models"] = list(dict.fromkeys([o["model"] for o in found] + models))
+            # The counts the file measured stay in it: their searches are replayed, not measured again.
+            devices = settings["devices"] = sorted(set(devices) | set(earlier))
+        from bench.run.signals import Terminated, ignore_further_signals, stop_on_signals
+
+        stop_on_signals()  # SIGTERM and SIGHUP stop the fit as Ctrl-C does: the worker goes, the file stays
+        try:
+            return _measure_all(args, out, models, chosen, precisions, devices, gpus, knobs, budget, search, held,
+                                settings, environment, rows, found)
+        except (KeyboardInterrupt, Terminated) as exc:
+            ignore_further_signals()
+            what = "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else str(exc)
+            kept = (f"the probes measured so far are in {out}; continue with: {resume_command(out)}"
+                    if out.exists() else "no probe had ended")
+            print(f"fit stopped by {what}: {kept}", flush=True)
+            return 130 if isinstance(exc, KeyboardInterrupt) else exc.exit_status
+    finally:
+        lock.release()
 
 
 def _measure_all(args, out, models, chosen, precisions, devices, gpus, knobs, budget, search, held, settings,

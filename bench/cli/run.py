@@ -7,7 +7,7 @@ import sys
 import time
 
 from bench.cli import flags
-from bench.cli.common import UsageError, check_names, ints, listed, resolve_gpus
+from bench.cli.common import UsageError, check_names, ints, listed, resolve_gpus, resume_command
 from bench.cli.run_files import existing_rows as _existing_rows, output_path as _output_path
 
 
@@ -267,7 +267,7 @@ def _measure(args, cases, settings, leader, started: float) -> int:
                 print(f"parabench: {_stopped(exc)} before any case finished: nothing was written", file=sys.stderr)
             else:
                 print(f"parabench: {_stopped(exc)}: {len(sweep.rows)} finished case(s) are in {out}; continue with: "
-                      f"python -m bench run --resume --out {out} (same arguments)", file=sys.stderr)
+                      f"{resume_command(out)}", file=sys.stderr)
             return _stop_status(exc)
         except (WriteFailed, NodeGone, nodes_mod.NodesError) as exc:
             reporter.close()
