@@ -5,7 +5,8 @@
 # A value given on the command line or in the environment is text, never make's own syntax nor the
 # shell's: `make plot RESULTS='$(shell ...)'` or `STRATEGIES='x;cmd'` must not run it. Each such value
 # is kept as written, once, and reaches the command quoted; ARGS and PYTEST_ARGS alone are split into
-# words by the shell, as they carry flags.
+# words, as they carry flags: as a shell splits them (quotes hold a word together), by Python's shlex, each
+# word then quoted, so that nothing in them runs (`ARGS='; touch x'` is the words `;`, `touch` and `x`).
 GIVEN := GPUS STRATEGIES MODEL RESULTS PLOTS ARGS PRECISION BATCH_SIZES BUDGET REF_DIR CURRENT FIT FIT_STRATEGIES PYTEST_ARGS
 $(foreach v,$(GIVEN),$(if $(filter command line environment environment override,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
 PYTHON ?= python3
@@ -39,6 +40,8 @@ SEARCH ?= $(if $(ON_GPU),--search)
 , := ,
 # A value as one shell word, whatever it holds (`make plot RESULTS="my results"`).
 sq = '$(subst ','\'',$(1))'
+# A value as shell words (ARGS, PYTEST_ARGS): split as a shell splits them, each word quoted.
+shell_words = $(shell $(PYTHON) scripts/shell_words.py $(call sq,$(1)))
 
 # Setup only when PY is the project's own environment.
 NEEDS_SETUP := $(if $(filter $(VENV)/bin/python,$(PY)),setup)
@@ -97,7 +100,7 @@ $(MXNET_VENV)/parabench-wheel.txt:
 RUN_ARGS = --gpus $(call sq,$(GPUS)) --precisions $(call sq,$(PRECISION)) --models $(call sq,$(MODEL)) --results-dir $(call \
 	sq,$(RESULTS))$(if $(STRATEGIES), --strategies $(call sq,$(STRATEGIES)))$(if $(BATCH_SIZES), --batch-sizes $(call \
 	sq,$(BATCH_SIZES)))$(if $(LAYOUT), $(LAYOUT))$(if \
-	$(SEARCH), $(SEARCH))$(if $(BUDGET), --budget $(call sq,$(BUDGET)))$(if $(ARGS), $(ARGS))
+	$(SEARCH), $(SEARCH))$(if $(BUDGET), --budget $(call sq,$(BUDGET)))$(if $(ARGS), $(call shell_words,$(ARGS)))
 
 bench: $(NEEDS_SETUP)
 	$(PY) -m bench run $(RUN_ARGS)
@@ -107,11 +110,11 @@ list: $(NEEDS_SETUP)
 
 # The answer of the newest run in $(RESULTS), in the terminal (ARGS=--json for scripts).
 answer: $(NEEDS_SETUP)
-	$(PY) -m bench answer --results-dir $(call sq,$(RESULTS)) $(ARGS)
+	$(PY) -m bench answer --results-dir $(call sq,$(RESULTS)) $(call shell_words,$(ARGS))
 
 # The newest run in $(RESULTS) (ARGS=--all: every run, each run's answer apart).
 plot: $(NEEDS_SETUP)
-	$(PY) -m bench report --results-dir $(call sq,$(RESULTS)) --out $(call sq,$(PLOTS)) $(ARGS)
+	$(PY) -m bench report --results-dir $(call sq,$(RESULTS)) --out $(call sq,$(PLOTS)) $(call shell_words,$(ARGS))
 
 # The tests need the MXNet environment too, where this Python can hold MXNet 1.9.1 (<= 3.11);
 # elsewhere the MXNet tests skip and say why.
@@ -135,10 +138,10 @@ test: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),setup-models $(if $(MXNET_FITS),setup-m
 	@echo "make test: about 6 minutes on an idle 2-core machine, one dot per test (the README says so too)"
 	$(PY) -m ruff check --quiet .  # the linter first: pyproject.toml's [tool.ruff], a second
 	workers=; $(PY) -c "import xdist" 2>/dev/null && workers="-n $$(n=$$(nproc); echo $$((n < 4 ? n : 4))) --dist worksteal"; \
-	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -q -m "not slow" tests $$workers $(PYTEST_ARGS)
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -q -m "not slow" tests $$workers $(call shell_words,$(PYTEST_ARGS))
 
 test-slow: $(NEEDS_SETUP) $(if $(NEEDS_SETUP),setup-models $(if $(MXNET_FITS),setup-mxnet))
-	$(PY) -m pytest -q -m slow tests $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m slow tests $(call shell_words,$(PYTEST_ARGS))
 
 # A one-host Slurm cluster (slurm-wlm and munge, installed if missing; root) runs the batch
 # script with 2 tasks acting as 2 nodes.
@@ -146,7 +149,7 @@ slurm-test: $(NEEDS_SETUP)
 	PY=$(PY) bash scripts/slurm/local_cluster_test.sh
 
 pytest-bench: $(NEEDS_SETUP)
-	$(PY) -m pytest benchmarks -q --benchmark-autosave $(ARGS)
+	$(PY) -m pytest benchmarks -q --benchmark-autosave $(call shell_words,$(ARGS))
 
 # Regression tracking. The CI sweep: small, CPU, seconds.
 CI_SWEEP = --gpus "" --strategies single,allreduce-scratch,ddp --batch-sizes 2,4 --warmup 3 --steps 6 --trials 3
@@ -181,7 +184,7 @@ regress-ci: $(NEEDS_SETUP)
 CURRENT ?= $(lastword $(sort $(wildcard $(RESULTS)/run-*.json)))
 regress: $(NEEDS_SETUP)
 	$(if $(CURRENT),,$(error no $(RESULTS)/run-*.json to compare: run `make bench` first, or pass CURRENT=FILE))
-	$(PY) -m bench compare auto $(call sq,$(CURRENT)) $(ARGS)
+	$(PY) -m bench compare auto $(call sq,$(CURRENT)) $(call shell_words,$(ARGS))
 
 # The fit held against real runs, in one call (GPUs only: on the CPU a fit runs against a budget
 # that no real run has): the fit of MODEL on the first of GPUS at 1 and n = all of GPUS (FIT=file

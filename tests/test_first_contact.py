@@ -99,3 +99,17 @@ def test_a_budget_on_the_cpu_reaches_the_command_line_that_refuses_it():
     done = subprocess.run([sys.executable, "-m", "bench", "run", "--gpus", "", "--budget", "-1"], cwd=REPO,
                           capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 2 and "--budget bounds a --search" in done.stderr
+
+
+def test_args_are_flags_never_commands(tmp_path):
+    """`make answer ARGS='; touch X'` ran `touch X`, and `ARGS='--json $(touch Y)'` ran it too: ARGS and
+    PYTEST_ARGS are split into words as a shell splits them (quotes hold a word together), never run."""
+    planted = tmp_path / "ran"
+    for args in (f"; touch {planted}", f"--json $(touch {planted})", f"--json `touch {planted}`"):
+        done = subprocess.run(["make", "answer", f"PY={sys.executable}", f"ARGS={args}",
+                               f"RESULTS={tmp_path / 'none'}"], cwd=REPO, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert done.returncode != 0 and not planted.exists(), (args, done.stdout, done.stderr)
+    assert shlex.split(make_n("bench", "GPUS=", "ARGS=--steps 3 --option 'a=b c'"))[-4:] == \
+        ["--steps", "3", "--option", "a=b c"]
+    assert "-k 'claims or words'" in make_n("test", "PYTEST_ARGS=-k 'claims or words'")

@@ -116,3 +116,20 @@ def test_list_shows_workloads_with_parameters_and_flops(toy):
     proc = run_cli("list", "--models", "toymodels:build", env=env_with(toy))
     assert proc.returncode == 0, proc.stderr
     assert "toymodels:build" in proc.stdout and "0.13 M parameters" in proc.stdout and "module toymodels" in proc.stdout
+
+
+@pytest.mark.parametrize("how", ["torch.set_default_dtype(torch.float64)\n    net = nn.Linear(64, 5)",
+                                 "net = nn.Linear(64, 5).double()"])
+def test_a_factory_whose_model_trains_in_float64_is_refused_before_anything_runs(toy, tmp_path, how):
+    """A factory that set torch's default dtype to float64 gave ok rows recorded as fp32 while every
+    forward ran in float64. A model whose parameters are not float32 is refused in one line, and a
+    factory's default dtype never reaches the data or what is built after it."""
+    (toy / "wide.py").write_text(f"import torch\nfrom torch import nn\n\n\ndef build():\n    {how}\n"
+                                 "    return {'model': nn.Sequential(nn.Flatten(), net), 'input_shape': (1, 8, 8)}\n")
+    out = tmp_path / "r.json"
+    proc = run_cli("run", "--strategies", "single", "--models", "wide:build", *TINY, "--out", str(out),
+                   env=env_with(toy))
+    assert proc.returncode == 2 and not out.exists(), proc.stderr
+    assert proc.stderr.strip() == ("parabench: error: model 'wide:build' has float64 parameters: the precisions "
+                                   "(fp32, amp-*) train float32 ones; build it in float32 (do not change torch's "
+                                   "default dtype or call .double() in the factory) (--models)")

@@ -76,7 +76,7 @@ class Workload:
         """The model with weights that depend on `seed` alone (identical in every strategy)."""
         import torch
 
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=[]), default_dtype_kept():
             torch.manual_seed(seed)
             return self.factory()
 
@@ -349,22 +349,54 @@ def _from_module(name: str, module_name: str, attr: str) -> Workload:
 
 def _probe(name: str, factory: Callable) -> dict:
     """What the factory declares, from one call on the meta device (no memory, whatever
-    the model's size), or on the CPU where the factory needs real tensors."""
+    the model's size), or on the CPU where the factory needs real tensors; a model whose
+    parameters are not float32 is refused (the precisions start from float32 parameters)."""
     import torch
 
     try:
-        with torch.device("meta"):
-            return from_factory_result(factory(), name)
+        with torch.device("meta"), default_dtype_kept():
+            return _float32(name, from_factory_result(factory(), name))
     except WorkloadError:
         raise
     except Exception:  # noqa: BLE001 - e.g. a factory that loads weights: try for real
         pass
     try:
-        return from_factory_result(factory(), name)
+        with default_dtype_kept():
+            return _float32(name, from_factory_result(factory(), name))
     except WorkloadError:
         raise
     except Exception as exc:  # noqa: BLE001 - the user's code: any failure is this model's
         raise WorkloadError(f"model {name!r}: its factory failed: {type(exc).__name__}: {exc}") from exc
+
+
+class default_dtype_kept:
+    """torch's default dtype as it was before a factory ran: one that sets it (float64) must not
+    change the dtype of the data, nor of anything built after it in the process."""
+
+    def __enter__(self):
+        import torch
+
+        self.dtype = torch.get_default_dtype()
+
+    def __exit__(self, *exc):
+        import torch
+
+        torch.set_default_dtype(self.dtype)
+
+
+def _float32(name: str, declared: dict) -> dict:
+    """The declaration, where its model's floating-point parameters are float32; WorkloadError (one
+    line, naming the fix) otherwise: every precision here (fp32, autocast, Apex) trains float32
+    parameters, and a row would call a float64 step fp32."""
+    import torch
+
+    other = sorted({str(p.dtype).replace("torch.", "") for p in declared["model"].parameters()
+                    if p.is_floating_point() and p.dtype != torch.float32})
+    if other:
+        raise WorkloadError(f"model {name!r} has {', '.join(other)} parameters: the precisions (fp32, amp-*) train "
+                            "float32 ones; build it in float32 (do not change torch's default dtype or call "
+                            ".double() in the factory)")
+    return declared
 
 
 # What a factory may declare beside its model.
