@@ -10,6 +10,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from bench.core.discovery import import_modules
 from strategies.base import Placement, Strategy, TrainStep, WorkerContext
 
 _REGISTRY: dict[str, Strategy] = {}
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 # What a strategy claims about itself is its own word: one built on another registered strategy
 # (docs/extending.md's MyZero on DDP) does not inherit these. Inherited, they would make it compile
@@ -39,6 +41,10 @@ def register(cls: type[Strategy]) -> type[Strategy]:
         owner = next(k for k in cls.__mro__ if claim in vars(k))
         if owner is not cls and owner in registered:
             setattr(cls, claim, getattr(Strategy, claim))
+    if not NAME.fullmatch(str(cls.name)):
+        # A name is shown in tables, headings and a web page, and keys every row: plain words only.
+        raise PluginError(f"strategy {str(cls.name)[:40]!r} of {_file_of(cls)}: a strategy's name is letters, digits, "
+                          "'.', '_' and '-', starting with a letter or digit: rename it")
     wrong = cls().declaration_error()
     if wrong:
         raise PluginError(f"strategy {cls.name!r} of {_file_of(cls)}: {wrong}")

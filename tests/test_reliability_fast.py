@@ -176,6 +176,18 @@ def test_a_strategy_plug_in_cannot_take_a_built_in_name(tmp_path):
                                    f"strategy in {REPO / 'strategies' / 'ddp.py'}: give it a name of its own")
 
 
+# A name with markup was listed and run, and its results file then refused whole by `answer` and
+# `report` ("field strategy holds '<'"), the good rows with it.
+@pytest.mark.parametrize("name", ["<img src=x onerror=alert(1)>", "my strategy", "a|b", ""])
+def test_a_strategy_plug_in_whose_name_is_no_plain_word_is_refused_where_it_loads(tmp_path, name):
+    (tmp_path / "odd.py").write_text("from strategies import register\nfrom strategies.ddp import DDP\n\n\n"
+                                     f"@register\nclass Odd(DDP):\n    name = {name!r}\n")
+    proc = run_cli("list", "--gpus", "", env={"PARABENCH_STRATEGY_PATH": str(tmp_path)})
+    assert proc.returncode == 2 and not proc.stdout
+    assert proc.stderr.strip() == (f"parabench: error: strategy {name!r} of {tmp_path / 'odd.py'}: a strategy's name "
+                                   "is letters, digits, '.', '_' and '-', starting with a letter or digit: rename it")
+
+
 def _cuda() -> bool:
     import torch
 
@@ -749,3 +761,49 @@ def test_an_integer_of_a_hundred_thousand_digits_in_a_csv_is_one_short_line(tmp_
     assert "field n_replicas is" in done.stderr, done.stderr[:500]
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr[:500]
     assert "Traceback" not in done.stderr and len(done.stderr) < 500, done.stderr[:500]
+
+
+def test_what_a_run_did_not_measure_says_why_not_that_it_was_not_measured():
+    """`make bench GPUS=0 MODEL=timm:resnet50` answered "Not measured: dp, dp-fn, dp-manual: not
+    measured.": the rows said why (the survey's share of the budget was spent), the answer dropped it."""
+    import pandas as pd
+
+    from bench.report.answer import not_measured
+
+    why = ("not measured: the search's survey may take 60% of the budget (9 min), and it was spent; a larger "
+           "--budget (make bench BUDGET=) measures it")
+    run = pd.DataFrame([{"strategy": s, "status": "skipped", "reason": why} for s in ("dp", "dp-fn", "dp-manual")]
+                       + [{"strategy": "single", "status": "ok", "reason": ""}])
+    assert not_measured(run) == {"the search's survey may take 60% of the budget (9 min), and it was spent":
+                                 ["dp", "dp-fn", "dp-manual"]}
+
+
+def test_run_help_says_every_default():
+    """`run --help` left out the defaults of --cpu-replicas, --seed, --case-timeout, --startup-timeout,
+    --data and --compile-mode: each flag now says its own."""
+    entries, current = {}, None
+    for line in run_cli("run", "--help").stdout.splitlines():
+        if line.startswith("  -"):  # an option's first line (argparse indents its help under it)
+            current = line.split()[0].rstrip(",")
+            entries[current] = line
+        elif current and line.startswith("      "):
+            entries[current] += " " + line.strip()
+        else:
+            current = None
+    for flag, said in (("--cpu-replicas", "(default 2)"), ("--seed", "(default 0)"),
+                       ("--case-timeout", "(default 600)"), ("--startup-timeout", "(default 300)"),
+                       ("--data", "(default device)"),
+                       ("--compile-mode", "(default default)"), ("--optimizer", "(default auto)"),
+                       ("--channels-last", "(default auto)")):
+        assert said in " ".join(entries[flag].split()), (flag, entries[flag])
+
+
+def test_a_run_of_too_few_steps_shows_no_confidence_interval(tmp_path):
+    """A one-step run printed "95% CI 0.72-0.72": an interval of one step. Where the steps are too few
+    for a spread (the row's caveat says so), the answer shows none."""
+    out = tmp_path / "one.json"
+    proc = run_cli("run", "--gpus", "", "--strategies", "single", "--batch-sizes", "2", "--warmup", "1", "--steps", "1",
+                   "--trials", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    said = run_cli("answer", str(out)).stdout
+    assert "(95% CI" not in said and "1 timed step: too few for a p10-p90 spread" in said, said

@@ -333,10 +333,11 @@ def add_parser(sub) -> None:
     flags.gpus(run)
     run.add_argument("--gpu-counts", help="run multi-GPU strategies on the first N of --gpus for each N, e.g. 1,2,4")
     run.add_argument("--cpu-replicas", type=int, default=2,
-                     help="replicas/processes for multi-device strategies on the CPU")
+                     help="replicas/processes for multi-device strategies on the CPU (default %(default)s)")
     flags.oversubscribe(run, "allow more --cpu-replicas than CPU cores (never more than the memory holds)")
     flags.measurement(run, "run")
-    run.add_argument("--seed", type=int, default=0, help="seed of the weights and the synthetic data (>= 0)")
+    run.add_argument("--seed", type=int, default=0,
+                     help="seed of the weights and the synthetic data, >= 0 (default %(default)s)")
     run.add_argument("--execution", default=None,
                      help="eager,compile,cuda-graph: how the step runs, swept like precisions (default eager)")
     run.add_argument("--compile", action="store_true", help="alias of --execution compile (kept for one release)")
@@ -364,8 +365,10 @@ def add_parser(sub) -> None:
     run.add_argument("--rdzv-endpoint",
                      help="HOST:PORT of node 0, where it hosts the rendezvous store (default port 29400)")
     run.add_argument("--rdzv-id", help="a name for this multi-node run, the same on every node (default parabench)")
-    run.add_argument("--case-timeout", type=float, default=600.0, help="seconds a case may take before it is killed")
-    run.add_argument("--startup-timeout", type=float, default=300.0, help="seconds a worker may take to start")
+    run.add_argument("--case-timeout", type=float, default=600.0,
+                     help="seconds a case may take before it is killed (default %(default)g)")
+    run.add_argument("--startup-timeout", type=float, default=300.0,
+                     help="seconds a worker may take to start (default %(default)g)")
     run.add_argument("--worker-scope", choices=WORKER_SCOPES, default="group",
                      help="cases that share a worker: group (default: every case of a launcher and device set, "
                      "the fastest), series (a fresh worker per series), case (a fresh worker per case, the strictest "

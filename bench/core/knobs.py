@@ -111,9 +111,10 @@ class Knob:
         default = self.default if default is None else default
         if self.choices:
             extra = {"nargs": "?", "const": self.bare} if self.bare is not None else {}
-            parser.add_argument(*names, dest=self.name, choices=self.choices, default=default, help=self.help, **extra)
+            parser.add_argument(*names, dest=self.name, choices=self.choices, default=default,
+                                help=f"{self.help} (default {default})", **extra)
         else:
-            parser.add_argument(*names, dest=self.name, action="store_true", help=self.help)
+            parser.add_argument(*names, dest=self.name, action="store_true", help=f"{self.help} (default off)")
 
 
 def _compile_mode(requested, strategy, on_gpu, execution, data):

@@ -25,7 +25,7 @@ import pandas as pd
 import strategies
 from bench.cases import ranking, results
 from bench.cases.case import Case
-from bench.cases.caveats import CAPPED_PCT
+from bench.cases.caveats import CAPPED_PCT, MIN_STEPS_FOR_SPREAD
 from bench.cases.levers import difference
 from bench.cases.ranking import UNSTABLE  # noqa: F401 - the report's legend states it
 from bench.core.knobs import optimizer_state_words, state_copies
@@ -106,7 +106,8 @@ def not_measured(run: pd.DataFrame) -> dict[str, list[str]]:
     ran = set(run[run["status"] == "ok"]["strategy"])
     absent: dict[str, list[str]] = {}
     for r in run[(run["status"] == "skipped") & ~run["strategy"].isin(ran)].to_dict("records"):
-        reason = str(r.get("reason") or "")
+        # "not measured: why" says the line's own head again: its why is the reason.
+        reason = re.sub(r"^not measured: ", "", str(r.get("reason") or ""))
         reason = reason if len(reason) <= 80 else re.split(r": |; ", reason)[0]
         if r["strategy"] not in absent.setdefault(reason, []):
             absent[reason].append(r["strategy"])
@@ -228,7 +229,10 @@ def _record(key, batch, at: list[dict], base_of: dict[tuple, dict], legend: Lege
         "items_per_s": float(top["items_per_s"]), "items_per_s_p10": float(top["items_per_s_p10"]),
         "items_per_s_p90": float(top["items_per_s_p90"]),
         # The interval rankings compare (the p10-p90 where the row predates intervals).
-        "items_per_s_ci": [float(ci_lo), float(ci_hi)], "interval_is_ci": ranking.has_interval(top),
+        # Shown only where the steps are enough for a spread (a one-step run's interval is its one step).
+        "items_per_s_ci": [float(ci_lo), float(ci_hi)],
+        "interval_is_ci": ranking.has_interval(top) and (_figure(top, "n_timed_steps") or MIN_STEPS_FOR_SPREAD)
+        >= MIN_STEPS_FOR_SPREAD,
         "outliers": str(top.get("outliers") or "") if pd.notna(top.get("outliers")) else "",
         "speedup": speedup, "efficiency": efficiency,
         "speedup_over": over, "efficiency_lo": top.get("efficiency_lo") if not over else None,
