@@ -102,6 +102,12 @@ def test_a_fit_sentence_names_the_counts_it_measured():
     assert "ddp fits 53 per rank at n = 8 (" in one and "8-8" not in one, one
     (several,) = fit.sentences(doc([1, 2, 8]))
     assert "ddp fits 53 per rank at every n measured (1-8)" in several, several
+    # Within the search's 2% of each other is still two figures: each n says its own.
+    apart = doc([1, 2])
+    apart["outcomes"][0].update(largest_fit=793, said="793")
+    apart["outcomes"][1].update(largest_fit=778, said="778")
+    (two,) = fit.sentences(apart)
+    assert "ddp fits 793 at 1, 778 at 2" in two and "every n" not in two, two
 
 
 def test_a_run_on_a_busy_host_says_so_and_its_rows_record_the_load(tmp_path, capsys):
