@@ -297,6 +297,19 @@ def test_a_case_90_percent_slower_is_never_a_pass_however_wide_its_spread():
     assert ddp["verdict"] == "not judged" and "too noisy to judge" in ddp["why"][0], ddp
 
 
+def test_a_speed_up_over_a_single_too_noisy_to_judge_is_not_judged_either():
+    """On a busy host `compare` passed ddp at -91% ("PASS") beside single marked "NOT JUDGED: too noisy":
+    ddp's speed-up divided by that single, and both had dropped. A ratio over a single too noisy to
+    judge judges nothing: ddp is not judged either, and says why."""
+    base, cur = _rows(items_per_s=1000.0, items_per_s_p10=950.0, items_per_s_p90=1050.0)
+    cur[1].update(items_per_s=510.0, items_per_s_p10=200.0, items_per_s_p90=900.0)  # single, 90% down and wide
+    verdicts = {v["case"].split()[0]: v for v in compare.compare(base, cur, compare.Thresholds(noise_factor=1.5))}
+    assert verdicts["single"]["verdict"] == "not judged", verdicts["single"]
+    assert verdicts["ddp"]["verdict"] == "not judged" and "divides by single" in verdicts["ddp"]["why"][0], \
+        verdicts["ddp"]
+    assert compare.exit_status(list(verdicts.values())) == 2
+
+
 def test_a_run_whose_matched_cases_were_all_too_noisy_says_so_not_that_nothing_matched(tmp_path):
     """`compare` said "no case could be compared (different cases or hardware)" after a NOT JUDGED
     row of the same case and hardware: the case matched, and was too noisy to judge."""

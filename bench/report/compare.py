@@ -211,6 +211,12 @@ def _judge_timing_within(entry, base, cur, baseline, current, th, ratios_only, s
         # A ratio of two measurements: their spreads add in quadrature.
         spread = math.hypot(max(_width(base), _width(cur)), max(_width(base_single), _width(cur_single)))
         allowed = max(th.slowdown, th.noise_factor * spread)
+        single_allowed = th.noise_factor * max(_width(base_single), _width(cur_single))
+        if single_allowed >= MAX_ALLOWANCE:
+            # A speed-up over a `single` too noisy to judge is that noise: a 90% drop of both read as a pass.
+            return None, [f"too noisy to judge: its speed-up divides by {strategies.baseline()}, whose p10-p90 spread "
+                          f"allows {100 * single_allowed:.0f}% (at most {100 * MAX_ALLOWANCE:.0f}% judges anything); "
+                          "re-run on a quiet machine"], allowed, entry["ratio_change"]
         if entry["ratio_change"] < -allowed:
             return True, [f"speed-up over single fell {-100 * entry['ratio_change']:.1f}% "
                           f"({base_ratio:.3f} -> {cur_ratio:.3f}; allowed {100 * allowed:.0f}%)"], allowed, \
