@@ -333,3 +333,18 @@ def test_a_compiled_step_of_a_language_model_is_the_step_in_float64(strategy, re
                                  timeout_s=600)
     worst, share = update_share(params, reference, initial)
     assert share <= FLOAT64_UPDATE_FRACTION, f"{strategy} x{replicas} compile: {worst} {share:.3g}"
+
+
+def test_a_language_model_that_returns_no_logits_tensor_is_refused_naming_the_fix(tmp_path):
+    """A Hugging Face model returns an output object, not logits: refused before anything runs, in one
+    line that says to return its .logits."""
+    (tmp_path / "objlm.py").write_text(
+        "import torch\nfrom torch import nn\n\n\nclass LM(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.emb = nn.Embedding(16, 4)\n\n    def forward(self, ids):\n"
+        "        return {'logits': self.emb(ids)}\n\n\ndef build():\n"
+        "    return {'model': LM(), 'vocab_size': 16, 'seq_len': 8}\n")
+    proc = run_cli("run", "--models", "objlm:build", "--strategies", "single", *TINY, "--out", str(tmp_path / "r.json"),
+                   env={"PYTHONPATH": os.pathsep.join([str(REPO), str(tmp_path)])})
+    assert proc.returncode == 2 and not (tmp_path / "r.json").exists()
+    line, = proc.stderr.strip().splitlines()
+    assert "must return logits of shape (batch, 8, vocabulary)" in line and "return its .logits" in line, line

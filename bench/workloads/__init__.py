@@ -463,34 +463,13 @@ def _described(name, factory, declared: dict, probe=None, **fields) -> Workload:
             out = model(data.example(2)[0])
     except Exception as exc:  # noqa: BLE001 - the model's own code
         if data.kind == "tokens":  # declared in full: a model that cannot run on meta is checked when it runs
-            out = None
-        else:
-            raise WorkloadError(f"model {name!r}: a forward pass on a {'x'.join(map(str, data.shape))} input failed "
-                                f"({type(exc).__name__}: "
-                                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}): "
-                                "declare input_shape and num_classes") from exc
-    wrong = data.check_output(out) if out is not None or data.kind == "images" else None
+            return Workload(name, data, factory, **{k: v for k, v in fields.items() if v is not None})
+        raise WorkloadError(f"model {name!r}: a forward pass on a {'x'.join(map(str, data.shape))} input failed "
+                            f"({type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}): "
+                            "declare input_shape and num_classes") from exc
+    wrong = data.check_output(out)  # a shape the loss cannot take (a Hugging Face model's output object...)
     if wrong:
         raise WorkloadError(f"model {name!r} {wrong}")
     if data.kind == "images":
-        data = Images(data.shape, int(out.shape[-1]))
-    return Workload(name, data, factory, **{k: v for k, v in fields.items() if v is not None})
-    try:
-        with torch.device("meta"):
-            model = probe.to("meta") if probe is not None else factory()
-            out = model(data.example(2)[0])
-    except Exception as exc:  # noqa: BLE001 - the model's own code
-        what = f"token ids of shape (2, {data.seq_len})" if data.kind == "tokens" else \
-            f"a {'x'.join(map(str, data.shape))} input"
-        fix = "declare vocab_size and seq_len" if data.kind == "tokens" else "declare input_shape and num_classes"
-        raise WorkloadError(f"model {name!r}: a forward pass on {what} failed ({type(exc).__name__}: "
-                            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}): {fix}") from exc
-    if not isinstance(out, torch.Tensor):
-        wrong = data.check_output(out)
-    else:
-        wrong = data.check_output(out)
-    if wrong:
-        raise WorkloadError(f"model {name!r} {wrong}")
-    if data.kind == "images" and not data.classes:
         data = Images(data.shape, int(out.shape[-1]))
     return Workload(name, data, factory, **{k: v for k, v in fields.items() if v is not None})
