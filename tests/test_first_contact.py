@@ -49,6 +49,10 @@ def test_make_says_how_long_the_tests_take_in_the_first_block():
     said = re.search(r"make test .*(about \d+ minutes)", block)
     assert said, block
     assert said.group(1) in make_n("test"), "make test says the same duration as the README"
+    # The duration is a measurement: the committed timing of a whole `make test` on 2 CPUs.
+    timing = (REPO / "tests" / "timings" / "make-test.log").read_text()
+    seconds = int(re.search(r"^EXIT 0 after (\d+) s$", timing, re.M).group(1))
+    assert " 2 CPUs " in timing and abs(seconds / 60 - int(re.search(r"\d+", said.group(1)).group())) <= 0.5, timing
 
 
 def test_make_passes_a_folder_with_a_space_as_one_word():
