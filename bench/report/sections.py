@@ -24,7 +24,7 @@ from bench.report.figures import (PRECISION_ORDER, figure_amp, figure_efficiency
                                   figure_scaling, figure_throughput, rate_words, slug)
 from bench.report.frame import _flag, label, run_name
 from bench.report.labels import Legend
-from bench.workloads.data import rate_unit
+from bench.workloads.data import rate_unit, unit_of
 
 _k = answer.rate
 
@@ -355,11 +355,12 @@ def achieved_vs_peak(frame: pd.DataFrame, peaks: dict[str, dict]) -> list[str]:
                          "TFLOP/s (all GPUs)": round(best["tflops"], 1), "TFLOP/s per GPU": round(best["per_gpu"], 1),
                          "% of bf16 peak": round(100 * best["per_gpu"] / peak["bf16_matmul_tflops"], 1)})
         table = pd.DataFrame(rows).sort_values("TFLOP/s per GPU", ascending=False)
+        per_item = " or ".join(sorted({unit_of(r).one for r in ok.to_dict("records")}))  # image, token
         lines += [f"## Achieved TFLOP/s on {gpu} against its dense bf16 matrix rate", "",
                   f"Dense matrix rates measured by `python -m bench peak` ({peak['file']}): "
                   + ", ".join(f"{k} {peak[f'{k}_matmul_tflops']:.0f}" for k in ("bf16", "fp16", "tf32", "fp32")
                               if peak.get(f"{k}_matmul_tflops"))
-                  + " TFLOP/s. Training FLOPs per image (or token) come from "
+                  + f" TFLOP/s. Training FLOPs per {per_item} come from "
                   "torch.utils.flop_counter (forward and backward); each strategy's best case per GPU:", "",
                   mdtable.markdown(table), ""]
     return lines
