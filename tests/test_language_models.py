@@ -348,3 +348,15 @@ def test_a_language_model_that_returns_no_logits_tensor_is_refused_naming_the_fi
     assert proc.returncode == 2 and not (tmp_path / "r.json").exists()
     line, = proc.stderr.strip().splitlines()
     assert "must return logits of shape (batch, 8, vocabulary)" in line and "return its .logits" in line, line
+
+
+def test_the_achieved_flops_section_counts_per_token_for_a_language_model():
+    import pandas as pd
+
+    from bench.report.sections import achieved_vs_peak
+
+    frame = pd.DataFrame([{"status": "ok", "gpu_name": "NVIDIA H200", "tflops": 440.0, "n_gpus": 1,
+                           "strategy": "single", "model": "gpt2-124m", "precision": "amp-bf16", "batch_per_gpu": 32,
+                           "variant": "", "unit": "tokens"}])
+    text = "\n".join(achieved_vs_peak(frame, {"NVIDIA H200": {"file": "h200.probe.json", "bf16_matmul_tflops": 790.0}}))
+    assert "Training FLOPs per token come from" in text and "image" not in text, text
