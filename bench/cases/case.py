@@ -261,10 +261,11 @@ def execution_unavailable_reason(case: Case) -> str | None:
     if case.execution == "cuda-graph" and not case.gpus:
         return "CUDA graphs need a GPU"
     from bench.core.precision import get_precision
+    from bench.workloads import data_of
 
-    precision = get_precision(case.precision)
+    precision, data = get_precision(case.precision), data_of(case.model)
     for knob in DECLARED:
-        reason = knob.unavailable(case, precision) if knob.unavailable else None
+        reason = knob.unavailable(case, precision, data) if knob.unavailable else None
         if reason:
             return reason
     return None

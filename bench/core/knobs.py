@@ -54,8 +54,9 @@ class Knob:
     # (requested, strategy, on_gpu, execution, data) -> what the case runs; None: the request as given.
     # `data` is the workload's (bench/workloads/data.py), None where it is not known here (images then).
     resolve: Callable[[Any, Any, bool, str, Any], Any] | None = None
-    # (case, precision) -> why this value cannot run the case, or None.
-    unavailable: Callable[[Any, Any], str | None] | None = None
+    # (case, precision, data) -> why this value cannot run the case, or None; `data` is the workload's
+    # (bench/workloads/data.py), None where it is not known (the case's caller looks it up).
+    unavailable: Callable[[Any, Any, Any], str | None] | None = None
     # What a request of `choices` resolves to, where that is not one of them: cudnn_benchmark's
     # auto/on/off becomes a flag (None on the CPU, which has no cuDNN).
     resolves_to: type | None = None
@@ -153,23 +154,21 @@ def _channels_last(requested, strategy, on_gpu, execution, data):
     return requested in ("on", True)
 
 
-def _graph_needs_fused_kernels(case, precision) -> str | None:
+def _graph_needs_fused_kernels(case, precision, data) -> str | None:
     if case.execution == "cuda-graph" and precision.grad_scaler and case.optimizer_impl != "fused":
         return ("amp-fp16 in a CUDA graph needs --optimizer-impl fused: GradScaler synchronises with the host "
                 "(found_inf.item()) unless the optimiser takes the scale itself")
     return None
 
 
-def _layout_needs_images(case, precision) -> str | None:
-    from bench import workloads
-
-    if case.channels_last and not _spatial(workloads.data_of(case.model)):
-        return (f"channels_last lays out 4-D image batches; {case.model} takes "
-                f"{workloads.data_of(case.model).describe()}: leave --channels-last out")
+def _layout_needs_images(case, precision, data) -> str | None:
+    if case.channels_last and not _spatial(data):
+        return (f"channels_last lays out 4-D image batches; {case.model} takes {data.describe()}: "
+                "leave --channels-last out")
     return None
 
 
-def _graph_needs_resident_data(case, precision) -> str | None:
+def _graph_needs_resident_data(case, precision, data) -> str | None:
     if case.execution == "cuda-graph" and case.data == "host":
         return "a captured step replays on resident memory: use --data device"
     return None

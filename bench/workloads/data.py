@@ -1,8 +1,8 @@
 """What a workload feeds its model and what its throughput counts: images (or other fixed-size
 samples) with one class each, or sequences of token ids with next-token targets.
 
-A workload's data says how to make rows [start, stop) of its fixed synthetic global batch, what
-one row is (an image, a sequence of T tokens), what throughput counts (images, tokens: `unit`, and
+A workload's data says how to make rows [start, stop) of its fixed synthetic global batch (a row is
+an image, or a sequence of T tokens: `describe`), what throughput counts (images, tokens: `unit`, and
 `items_per_sample`, how many of those one row holds), whether its batches are 4-D images that a
 memory format can lay out (`spatial`), the loss a step takes, the optimiser it trains with by
 default and the per-GPU batches a sweep measures where none are given. Torch-free: the sweep's
@@ -64,8 +64,17 @@ def rate_unit(row) -> str:
     return unit_of(row).rate
 
 
+class Synthetic:
+    """What every kind of data shares: rows [start, stop) of its fixed synthetic global batch, made
+    block by block (`block`), so that each rank makes only its own and any slice equals that slice of
+    a larger batch."""
+
+    def rows(self, start: int, stop: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        return _rows(self, start, stop, seed)
+
+
 @dataclass(frozen=True)
-class Images:
+class Images(Synthetic):
     """Float samples of `shape` (C, H, W for images), one of `classes` classes each: ResNet's and
     ViT's data, and any user model that declares an input shape."""
 
@@ -87,29 +96,17 @@ class Images:
         """Batches are 4-D (N, C, H, W): the channels_last memory format applies."""
         return len(self.shape) == 3
 
-    @property
-    def sample(self) -> str:
-        return f"{'an image' if self.spatial else 'a sample'} of {'x'.join(map(str, self.shape))}"
-
     def describe(self) -> str:
         return f"{'x'.join(map(str, self.shape))} {self.unit.name}, {self.classes} classes"
 
     def bytes_per_sample(self) -> int:
         return math.prod(self.shape) * 4 + 8  # float32 inputs, an int64 class
 
-    def rows(self, start: int, stop: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-        return _rows(self, start, stop, seed)
-
     def block(self, seed: int, index: int):
         import torch
 
         return (torch.randn((BLOCK, *self.shape), generator=_stream(seed, 1, index)),
                 torch.randint(0, self.classes, (BLOCK,), generator=_stream(seed, 2, index)))
-
-    def empty(self):
-        import torch
-
-        return torch.empty((0, *self.shape)), torch.empty((0,), dtype=torch.long)
 
     def example(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Inputs and targets of `batch` rows on torch's current default device (meta: no memory)."""
@@ -137,7 +134,7 @@ class Images:
 
 
 @dataclass(frozen=True)
-class Tokens:
+class Tokens(Synthetic):
     """Sequences of `seq_len` token ids in [0, vocab_size), each position's target the next token
     (a language model's data, as nanoGPT trains it): a row is a sequence, throughput counts tokens."""
 
@@ -164,18 +161,11 @@ class Tokens:
     def classes(self) -> int:
         return self.vocab_size
 
-    @property
-    def sample(self) -> str:
-        return f"a sequence of {self.seq_len} tokens"
-
     def describe(self) -> str:
         return f"sequences of {self.seq_len} tokens, vocabulary {self.vocab_size}"
 
     def bytes_per_sample(self) -> int:
         return 2 * self.seq_len * 8  # int64 ids and targets
-
-    def rows(self, start: int, stop: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-        return _rows(self, start, stop, seed)
 
     def block(self, seed: int, index: int):
         import torch
@@ -183,11 +173,6 @@ class Tokens:
         # One stream per block: seq_len + 1 tokens a row, inputs its first seq_len, targets its last.
         sequences = torch.randint(0, self.vocab_size, (BLOCK, self.seq_len + 1), generator=_stream(seed, 1, index))
         return sequences[:, :-1].contiguous(), sequences[:, 1:].contiguous()
-
-    def empty(self):
-        import torch
-
-        return torch.empty((0, self.seq_len), dtype=torch.long), torch.empty((0, self.seq_len), dtype=torch.long)
 
     def example(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
         import torch
@@ -234,7 +219,7 @@ def _rows(data: Data, start: int, stop: int, seed: int):
         inputs.append(block_inputs)
         targets.append(block_targets)
     if not inputs:
-        return data.empty()
+        return data.example(0)  # no rows, of the data's shape and dtype
     offset = first * BLOCK
     return (torch.cat(inputs)[start - offset: stop - offset].contiguous(),
             torch.cat(targets)[start - offset: stop - offset].contiguous())
