@@ -759,7 +759,7 @@ def test_two_fits_started_together_to_one_out_the_second_is_refused(tmp_path):
 
     out = tmp_path / "same.fit.json"
     first = subprocess.Popen([sys.executable, "-m", "bench", "fit", "--gpus", "", "--memory-budget", "250",
-                              "--models", "resnet18-small", "--strategies", "ddp", "--devices", "1,2",
+                              "--models", "resnet18-small", "--strategies", "ddp", "--devices", "1,2,4",
                               "--out", str(out)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120

@@ -10,11 +10,9 @@ from bench.core.placement import Placement
 def default_batches(model: str, on_gpu: bool) -> tuple[int, ...]:
     """The per-GPU batches a sweep measures for `model` where none are given: its data's
     (bench/workloads/data.py: images from host-bound to GPU-bound, sequences that fit)."""
-    from bench.workloads import data_of
-    from bench.workloads.data import Images
+    from bench.workloads import data_or_images
 
-    data = data_of(model) or Images((3, 224, 224), 1000)  # a model not known here: images, as before units
-    return data.batches["cuda" if on_gpu else "cpu"]
+    return data_or_images(model).batches["cuda" if on_gpu else "cpu"]
 
 
 def build_cases(strategy_names, precisions, models, executions, gpus, gpu_counts, cpu_replicas, batch_sizes, settings,

@@ -47,9 +47,8 @@ def reference_parameters(model: str, global_batch: int, shards: int, seed: int =
     inputs = inputs.to(device=device, dtype=getattr(torch, dtype) if inputs.is_floating_point() else inputs.dtype)
     targets = targets.to(device)
     name = workload.data.optimizer  # the workload's own, as a case's `auto` resolves it
-    impl = training.IMPLS["foreach" if device != "cpu" else "for-loop"]
-    settings = training.SGD_SETTINGS if name == "sgd" else training.ADAMW_SETTINGS
-    optimizer = training.build_optimizer(name, net.parameters(), {**impl, **settings})
+    optimizer = training.build_optimizer(name, net.parameters(), training.optimizer_settings(
+        name, "foreach" if device != "cpu" else "for-loop"))
     loss_fn = workload.criterion()
     if device != "cpu":
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False

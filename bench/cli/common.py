@@ -117,3 +117,16 @@ def write_json(path: str, payload) -> None:
         compare.write_json(path, payload)
     except OSError as exc:
         raise UsageError(f"cannot write {path} ({exc.strerror or exc}): choose a writable path") from None
+
+
+def refuse_knobs_models_cannot_take(settings, models: list[str]) -> None:
+    """A knob asked for explicitly that a model cannot take, refused before anything runs (one line
+    that names the fix): channels_last lays out 4-D image batches, and a language model has none."""
+    from bench import workloads
+
+    if settings.channels_last in ("on", True):
+        flat = [m for m in models if (data := workloads.data_of(m)) is not None and not data.spatial]
+        if flat:
+            data = workloads.data_of(flat[0])
+            raise UsageError(f"--channels-last lays out 4-D image batches; {flat[0]} takes {data.describe()}: "
+                             "leave --channels-last out (or give its models a run of their own)")

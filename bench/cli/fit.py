@@ -9,7 +9,8 @@ import socket
 from pathlib import Path
 
 from bench.cli import flags
-from bench.cli.common import UsageError, check_names, ints, listed, resolve_gpus, resume_command
+from bench.cli.common import (UsageError, check_names, ints, listed, refuse_knobs_models_cannot_take, resolve_gpus,
+                               resume_command)
 
 
 def _reserve(args, gpus: list[int]):
@@ -103,7 +104,6 @@ def cmd_fit(args) -> int:
     from bench.cases import results
     from bench.cases.case import settings as make_settings
     from bench.core.precision import PRECISIONS
-    from bench.cli.run import _check_knobs_fit_models
     from bench.fit import fit
 
     chosen = listed(args.strategies, "--strategies") or fit.strategies_to_fit()
@@ -150,8 +150,10 @@ def cmd_fit(args) -> int:
         raise UsageError(f"--out {out} is a folder: name a fit file in it, e.g. --out {out / ('fit' + fit.SUFFIX)}")
     # One writer at a time, as `bench run` holds its results file: a second fit to the same --out is refused
     # (before it looks whether the file exists: two started together would both find none).
+    refuse_knobs_models_cannot_take(make_settings(channels_last=args.channels_last), models)
     lock = results.Lock(out)
     try:
+        results.check_writable(out)  # first: a folder that cannot be written cannot hold the lock either
         lock.acquire()
     except results.ResultsError as exc:
         raise UsageError(str(exc)) from None
@@ -159,11 +161,6 @@ def cmd_fit(args) -> int:
         if out.exists() and not args.resume:  # its probes were measured: never written over
             raise UsageError(f"--out {out} holds a fit already: --resume goes on with it (the same settings), or "
                              "choose another --out")
-        try:
-            results.check_writable(out)
-        except results.ResultsError as exc:
-            raise UsageError(str(exc)) from None
-        _check_knobs_fit_models(make_settings(channels_last=args.channels_last), models)
         knobs = make_settings(warmup=args.warmup, steps=args.steps, trials=1, channels_last=args.channels_last)
         settings = {"models": models, "strategies": chosen, "precisions": precisions, "devices": devices, "gpus": gpus,
                     "memory_budget_mib": budget, "reserve_mib": held.mib, "reserve_source": held.source,
@@ -252,10 +249,9 @@ def _measure_all(args, out, models, chosen, precisions, devices, gpus, knobs, bu
 
 def _first_batches(model: str) -> tuple[int, ...]:
     """The batches a model's search starts from where --first-batches is not given: its data's."""
-    from bench.workloads import data_of
-    from bench.workloads.data import Images
+    from bench.workloads import data_or_images
 
-    return tuple((data_of(model) or Images((3, 224, 224), 1000)).fit_first)
+    return tuple(data_or_images(model).fit_first)
 
 
 def _resumed(out: Path, settings: dict, models: list[str]) -> tuple[list[dict], list[dict], list[int]]:

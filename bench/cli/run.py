@@ -7,7 +7,8 @@ import sys
 import time
 
 from bench.cli import flags
-from bench.cli.common import UsageError, check_names, ints, listed, resolve_gpus, resume_command
+from bench.cli.common import (UsageError, check_names, ints, listed, refuse_knobs_models_cannot_take, resolve_gpus,
+                               resume_command)
 from bench.cli.run_files import existing_rows as _existing_rows, output_path as _output_path
 
 
@@ -196,19 +197,6 @@ def _devices(args) -> tuple[list[int], list[int], list[int]]:
     return gpus, counts, [g // replicas[0] for g in global_sizes]
 
 
-def _check_knobs_fit_models(settings, models: list[str]) -> None:
-    """A knob asked for explicitly that a model cannot take, refused before anything runs (one line
-    that names the fix): channels_last lays out 4-D image batches, and a language model has none."""
-    from bench import workloads
-
-    if settings.channels_last in ("on", True):
-        flat = [m for m in models if (data := workloads.data_of(m)) is not None and not data.spatial]
-        if flat:
-            data = workloads.data_of(flat[0])
-            raise UsageError(f"--channels-last lays out 4-D image batches; {flat[0]} takes {data.describe()}: "
-                             "leave --channels-last out (or give its models a run of their own)")
-
-
 def _cases(args, nnodes: int = 1):
     """The sweep's cases and settings, checked against the machine's limits before anything starts."""
     from bench.cases.grid import build_cases
@@ -222,7 +210,7 @@ def _cases(args, nnodes: int = 1):
         # An eager first step is timed too, and its rows say so (bench/cases/caveats.py).
         raise UsageError(f"--warmup 0 with --execution {first[0]} would time {one_time[first[0]]} as a training "
                          "step: give --warmup 1 or more")
-    _check_knobs_fit_models(settings, models)
+    refuse_knobs_models_cannot_take(settings, models)
     cases = build_cases(names, precisions, models, executions, gpus, counts, args.cpu_replicas, batch_sizes, settings,
                         nnodes)
     if not cases:

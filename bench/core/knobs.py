@@ -106,14 +106,13 @@ class Knob:
             return f"{label}={'on' if value else 'off'}"
         return f"{label}={value}"
 
-    def add_flag(self, parser, default=None) -> None:
-        """The knob's flag (and its earlier names) on `parser`; `default` overrides the knob's own."""
+    def add_flag(self, parser) -> None:
+        """The knob's flag (and its earlier names) on `parser`, its default said in its help."""
         names = (self.flag, *(a for a in self.aliases if a.startswith("-")))
-        default = self.default if default is None else default
         if self.choices:
             extra = {"nargs": "?", "const": self.bare} if self.bare is not None else {}
-            parser.add_argument(*names, dest=self.name, choices=self.choices, default=default,
-                                help=f"{self.help} (default {default})", **extra)
+            parser.add_argument(*names, dest=self.name, choices=self.choices, default=self.default,
+                                help=f"{self.help} (default {self.default})", **extra)
         else:
             parser.add_argument(*names, dest=self.name, action="store_true", help=f"{self.help} (default off)")
 

@@ -105,27 +105,26 @@ def summarize(step_ms: list[float], trial_wall_s: list[float], steps_per_trial: 
     """Figures of one case from its per-step times (ms, trial after trial) and per-trial wall times (s);
     `items_per_step` is what one step trains, in the unit throughput counts (the global batch's
     images, or its sequences' tokens)."""
-    global_batch = items_per_step
     p10, p50, p90 = (percentile(step_ms, q) for q in (10, 50, 90))
-    trial_items_per_s = [global_batch * steps_per_trial / w for w in trial_wall_s]
+    trial_items_per_s = [items_per_step * steps_per_trial / w for w in trial_wall_s]
     trials = trials_of(step_ms, steps_per_trial)
-    ci_lo, ci_hi = interval_items_per_s(trials, global_batch)
+    ci_lo, ci_hi = interval_items_per_s(trials, items_per_step)
     return {
         "step_ms_p10": p10,
         "step_ms_p50": p50,
         "step_ms_p90": p90,
         "step_ms_mean": statistics.fmean(step_ms),
-        "items_per_s": global_batch / (p50 / 1000),
+        "items_per_s": items_per_step / (p50 / 1000),
         # Throughput at the fast and slow ends of the step-time spread.
-        "items_per_s_p10": global_batch / (p90 / 1000),
-        "items_per_s_p90": global_batch / (p10 / 1000),
+        "items_per_s_p10": items_per_step / (p90 / 1000),
+        "items_per_s_p90": items_per_step / (p10 / 1000),
         # Where the median lies, at CONFIDENCE: what rankings compare (bench/cases/ranking.py).
-        "items_per_s_ci_lo": min(ci_lo, global_batch / (p50 / 1000)),
-        "items_per_s_ci_hi": max(ci_hi, global_batch / (p50 / 1000)),
+        "items_per_s_ci_lo": min(ci_lo, items_per_step / (p50 / 1000)),
+        "items_per_s_ci_hi": max(ci_hi, items_per_step / (p50 / 1000)),
         "outliers": outlier_text(step_ms),
         "step_ms_trials": series_text(trials),
         # Cross-check: whole trials timed on the host clock, synchronised at both ends.
-        "wall_items_per_s": global_batch * steps_per_trial * len(trial_wall_s) / sum(trial_wall_s),
+        "wall_items_per_s": items_per_step * steps_per_trial * len(trial_wall_s) / sum(trial_wall_s),
         "trial_items_per_s_min": min(trial_items_per_s),
         "trial_items_per_s_max": max(trial_items_per_s),
         "n_timed_steps": len(step_ms),

@@ -22,27 +22,26 @@ ADAMW_DECAY = 0.1
 # grouped multi-tensor kernels ("foreach", its default on CUDA), or one fused kernel ("fused").
 # Same arithmetic; the launch count differs, which matters on GPUs.
 IMPLS = {"for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
-SGD_IMPLS = IMPLS  # the name it had when SGD was the only optimiser
-
-
-def sgd_arguments(impl: str) -> dict:
-    """torch.optim.SGD's keyword arguments for one implementation of the suite's update."""
-    return {**IMPLS[impl], **SGD_SETTINGS}
 
 
 def optimizer_class(name: str) -> type:
     return {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}[name]
 
 
-def optimizer_arguments(ctx: WorkerContext, captured: bool | None = None) -> dict:
-    """The case's optimiser arguments but its parameters, `--optimizer-impl` resolved (for
-    strategies that build the optimiser themselves, e.g. ZeroRedundancyOptimizer). AdamW in a
-    CUDA graph keeps its step count on the GPU (capturable): a captured step cannot read it on the host."""
-    impl = IMPLS[ctx.optimizer_impl or "for-loop"]
-    if (ctx.optimizer or "sgd") == "sgd":
-        return {**impl, **SGD_SETTINGS}
-    captured = ctx.execution == "cuda-graph" if captured is None else captured
-    return {**impl, **ADAMW_SETTINGS, **({"capturable": True} if captured else {})}
+def optimizer_settings(name: str, impl: str, captured: bool = False) -> dict:
+    """The suite's `name` optimiser's keyword arguments but its parameters, with `impl`'s kernels.
+    AdamW in a CUDA graph keeps its step count on the GPU (capturable): a captured step cannot
+    read it on the host."""
+    if name == "sgd":
+        return {**IMPLS[impl], **SGD_SETTINGS}
+    return {**IMPLS[impl], **ADAMW_SETTINGS, **({"capturable": True} if captured else {})}
+
+
+def optimizer_arguments(ctx: WorkerContext) -> dict:
+    """The case's optimiser arguments, its `--optimizer` and `--optimizer-impl` resolved (for
+    strategies that build the optimiser themselves, e.g. ZeroRedundancyOptimizer)."""
+    return optimizer_settings(ctx.optimizer or "sgd", ctx.optimizer_impl or "for-loop",
+                              captured=ctx.execution == "cuda-graph")
 
 
 def parameter_groups(name: str, params) -> list[dict] | list:
@@ -118,8 +117,8 @@ def maybe_compile(module: nn.Module, ctx: WorkerContext) -> nn.Module:
 class LossOf(nn.Module):
     """The model and its loss as one module, (inputs, targets) -> loss: what a strategy compiles, so
     that the loss is compiled with the model, as nanoGPT's model computes its loss in its forward.
-    A language model's cross-entropy over (batch, T, 50304) logits then fuses with the output
-    layer's backward instead of running eagerly through fp32 copies of the logits."""
+    A language model's cross-entropy over (batch, T, 50304) logits is then compiled too instead of
+    running eagerly on fp32 copies of the logits."""
 
     def __init__(self, model: nn.Module, criterion):
         super().__init__()
