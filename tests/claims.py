@@ -25,6 +25,8 @@ The expression vocabulary (Python expressions over these names, nothing else):
 - `answered(devices, batch, execution, path=None)`: the answer's own record for one cell of a
   results file (bench/report/answer.py), checked to name that execution ("eager",
   "cuda-graph", "compile:reduce-overhead").
+- `fit_check(fit, real)`: `bench fit-check`'s verdicts of a fit file over a file of real runs
+  (dicts with `fit_says`, `real`, `agrees`: True, False, or None where the fit did not decide).
 - `const(name, path=None)`: a top-level constant of a Python module, read without importing it.
 - `table(path=None)`: a CSV's complete rows as dicts, headers and cells stripped (nvidia-smi logs).
 - `[claim.let]`, `name = 'expression'`: names of the claim's own, evaluated in order (rows,
@@ -278,6 +280,7 @@ def _names(default: str | None) -> dict:
         "grep": lambda pattern, path=None: _grep(pattern, _path(path, default)),
         "answered": lambda devices, batch, execution, path=None: _answered(_path(path, default), devices, batch,
                                                                            execution),
+        "fit_check": lambda fit, real: _fit_check(_path(fit, None), _path(real, None)),
         "const": lambda name, path=None: _const(name, path or default),
         # A CSV's rows as dicts, headers and cells stripped (nvidia-smi's logs pad both with spaces).
         "table": lambda path=None: _table(_path(path, default)),
@@ -323,6 +326,14 @@ def _answered(path: Path, devices: int, batch: int, execution: str) -> dict:
     return recs[0]
 
 
+def _fit_check(fit_path: Path, real_path: Path) -> list[dict]:
+    """`bench fit-check`'s verdicts of a fit file over a file of real runs (bench/fit/fit.py `against`):
+    one dict per real row the fit covers, `agrees` True, False or None (not decided)."""
+    from bench.fit import fit
+
+    return fit.against(fit.load(fit_path), results.load(real_path))
+
+
 def _grep(pattern: str, path: Path) -> float:
     m = re.search(pattern, path.read_text(), re.M)
     if not m:
@@ -344,7 +355,7 @@ def _namespace(file: str | None, let: dict[str, str]) -> dict:
 
 
 # The names that read committed files; a figure's expression must reach one of them.
-READERS = {"row", "rows", "row_in", "rows_in", "doc", "grep", "const", "best_of", "answered", "table"}
+READERS = {"row", "rows", "row_in", "rows_in", "doc", "grep", "const", "best_of", "answered", "table", "fit_check"}
 
 
 def reads_data(expression: str, let: dict[str, str], seen: frozenset = frozenset()) -> bool:

@@ -969,3 +969,19 @@ def test_a_resumed_fit_at_another_device_count_keeps_the_counts_it_measured(tmp_
     at_one = [r for r in doc["rows"] if r.get("devices") == 1]
     assert at_one == [r for r in first["rows"] if r.get("devices") == 1]  # replayed, not measured again
     assert next(o for o in doc["outcomes"] if o["devices"] == 1)["largest_fit"] == first["outcomes"][0]["largest_fit"]
+
+
+def test_a_probe_whose_reserved_memory_leaves_less_than_the_headroom_is_tight():
+    """gpt2-1.5b amp-bf16 on 2 H200s (results/reference/h200x2/fit-gpt2-1.5b): ddp's probe at 34 per GPU
+    peaked at 136,118 MiB allocated and 141,558 reserved of the 141,629 it could use; judged on what was
+    allocated it fit with 5.5 GiB to spare, and the real run ran out of memory reserving the same. What
+    the device holds is what the allocator reserved: the probe is tight."""
+    from bench.fit.worker import judged
+
+    usable = 141_629
+    probe = {"status": "ok", "peak_alloc_mib": 136_118, "peak_reserved_mib": 141_558}
+    tight = judged(probe, usable, 0.02 * usable)
+    assert tight["status"] == "tight" and "71 MiB to spare" in tight["reason"], tight
+    roomy = {"status": "ok", "peak_alloc_mib": 124_411, "peak_reserved_mib": 133_200}  # fsdp2 at 35: ran
+    assert judged(roomy, usable, 0.02 * usable)["status"] == "ok"
+    assert judged({"status": "ok", "peak_alloc_mib": 139_000}, usable, 0.02 * usable)["status"] == "tight"
