@@ -807,3 +807,45 @@ def test_a_run_of_too_few_steps_shows_no_confidence_interval(tmp_path):
     assert proc.returncode == 0, proc.stderr
     said = run_cli("answer", str(out)).stdout
     assert "(95% CI" not in said and "1 timed step: too few for a p10-p90 spread" in said, said
+
+
+def _detached_helpers() -> list:
+    import psutil
+
+    return [p for p in psutil.process_iter(["cmdline"]) if "parabench-test-detached" in (p.info["cmdline"] or [])]
+
+
+def test_a_helper_a_worker_starts_in_a_session_of_its_own_ends_with_a_sigkilled_sweep(factories):
+    """The worker builds the model, so its factory starts a helper in a session of its own, which
+    neither the worker's parent-death signal nor its process group reaches: it carries the worker's
+    TMPDIR, and the sweep's guard ends it when the sweep is SIGKILLed."""
+    import signal
+
+    assert not _detached_helpers()
+    temp = factories / "tmp"
+    temp.mkdir()
+    sweep = subprocess.Popen([sys.executable, "-m", "bench", "run", "--gpus", "", "--strategies", "single",
+                              "--models", "userfactories:detached", "--steps", "100000", "--warmup", "1",
+                              "--trials", "1", "--out", str(factories / "r.json")], cwd=REPO,
+                             env={**os.environ, "TMPDIR": str(temp)}, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        # The worker's helper: one started with the worker's TMPDIR, inside the sweep's folder.
+        while time.monotonic() < deadline and not any(
+                str(temp / "parabench-sweep-") in p.environ().get("TMPDIR", "") and "probe" not in
+                p.environ().get("TMPDIR", "") for p in _detached_helpers()):
+            assert sweep.poll() is None, "the sweep ended before its worker started the helper"
+            time.sleep(0.2)
+        assert _detached_helpers(), "no worker started the helper"
+    finally:
+        sweep.send_signal(signal.SIGKILL)
+        sweep.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while (_detached_helpers() or list(temp.glob("parabench-sweep-*"))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _detached_helpers()
+    for p in left:
+        p.kill()
+    assert not left, [p.pid for p in left]
+    assert not list(temp.glob("parabench-sweep-*")), list(temp.iterdir())  # the guard's clean-up goes on

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import psutil
 
+from bench.core.imports import pythonpath
 from bench.core.lifetime import LIVE, SCRATCH_PREFIX, kill_with_parent, lock_folder, prctl as _prctl
 
 _PR_SET_PDEATHSIG = 1
@@ -176,12 +177,39 @@ def kill_tree(pid: int) -> None:
     psutil.wait_procs(descendants, timeout=5)
 
 
+def end_processes_in(folder: str) -> int:
+    """SIGKILL every process (this one aside) whose TMPDIR lies in `folder`; returns how many.
+
+    A worker's TMPDIR is its folder in the sweep's scratch folder, and whatever it starts
+    inherits it: a helper that a model's factory starts in a session of its own is neither the
+    worker's descendant once the worker is gone nor in its process group, but it carries the
+    worker's environment."""
+    inside = os.path.join(os.path.realpath(folder), "")
+    ended = []
+    for proc in psutil.process_iter():
+        try:
+            tmpdir = proc.environ().get("TMPDIR")
+            if tmpdir and proc.pid != os.getpid() and os.path.join(os.path.realpath(tmpdir), "").startswith(inside):
+                proc.kill()
+                ended.append(proc)
+        except psutil.Error:  # gone, a zombie, or another user's
+            continue
+    psutil.wait_procs(ended, timeout=5)
+    return len(ended)
+
+
 # The guard: blocks on its stdin, a pipe whose other end only the sweep holds. The read
-# returns when the sweep has ended, however it ended, and the guard removes the folder
-# (again a few times: a worker killed at that moment may still be writing into it).
+# returns when the sweep has ended, however it ended; the guard ends what the workers left
+# running (end_processes_in) and removes the folder (again a few times: a worker killed at
+# that moment may still be writing into it).
 _GUARD = """
 import os, shutil, sys, time
 sys.stdin.buffer.read()
+try:
+    from bench.run.procs import end_processes_in
+    end_processes_in(sys.argv[1])
+except Exception:
+    pass  # the folder goes all the same
 for _ in range(10):
     shutil.rmtree(sys.argv[1], ignore_errors=True)
     if not os.path.exists(sys.argv[1]):
@@ -210,7 +238,8 @@ class Scratch:
         read_end, self._write_end = os.pipe()  # not inherited: workers never hold the sweep's end
         try:
             self.guard = subprocess.Popen([sys.executable, "-c", _GUARD, self.path], stdin=read_end,
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                                          env={**os.environ, "PYTHONPATH": pythonpath()}, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL, start_new_session=True)
         finally:
             os.close(read_end)
 
@@ -254,6 +283,7 @@ def remove_stale(folder: str | None = None) -> list[str]:
             continue  # held: its sweep runs
         finally:
             os.close(fd)
+        end_processes_in(str(path))  # a worker's helper whose guard was killed with the sweep
         shutil.rmtree(path, ignore_errors=True)
         removed.append(str(path))
     return removed

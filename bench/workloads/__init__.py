@@ -224,9 +224,10 @@ def probe(names: list[str], timeout_s: float = 300) -> dict[str, dict]:
     others = [n for n in dict.fromkeys(names) if n not in _REGISTRY]
     if not others:
         return {}
-    env = {**os.environ, "PYTHONPATH": pythonpath()}
-    # A folder the next sweep removes should this process be killed while the factory resolves.
+    # A folder the next sweep removes should this process be killed while the factory resolves,
+    # with whatever the factory left running there (its TMPDIR: bench/run/procs.py end_processes_in).
     with tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}probe-") as folder:
+        env = {**os.environ, "PYTHONPATH": pythonpath(), "TMPDIR": folder}
         live = lock_folder(folder)
         try:
             answer = os.path.join(folder, "answer.jsonl")
