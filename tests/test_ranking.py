@@ -164,3 +164,19 @@ def test_rows_keep_their_steps_and_a_file_that_disagrees_is_refused(tmp_path):
         results.write(path, [{**row, **bad}])
         with pytest.raises(results.ResultsError, match=said):
             results.load(path)
+
+
+def test_no_row_is_named_whose_median_another_rows_p10_lies_above():
+    """A CUDA graph whose final re-measure disagreed with its first: its steps ran at 97-102k, but its
+    interval reaches down to 85k, so it cannot be told from the eager row (90k) by intervals. The
+    simpler eager row used to be named, "unjudged", though nine in ten of the graph's steps outran its
+    median; the graph is named, and the order stays open."""
+    eager = row_from_steps("single", 1, 256, [steady(256 / 90_000 * 1000, seed=s) for s in (1, 2, 3)])
+    graph = row_from_steps("single", 1, 256, [steady(256 / 100_000 * 1000, seed=s, width=0.05) for s in (4, 5, 6)],
+                           execution="cuda-graph")
+    graph = {**graph, "items_per_s_ci_lo": 85_000.0}  # the re-measure's disagreement, in its interval
+    assert graph["items_per_s_p10"] > eager["items_per_s"] and not ranking.beats(graph, eager)
+    chosen, tied, left_out = ranking.pick([eager, graph])
+    assert chosen is graph and tied == [eager], (chosen["execution"], [r["execution"] for r in tied])
+    assert ranking.unjudged(chosen, tied, left_out) == [eager]
+    assert ranking.outrun(eager, [eager, graph]) and not ranking.outrun(graph, [eager, graph])

@@ -173,13 +173,23 @@ def pick(rows: list, asked: dict | None = None, noise: float = 0.0) -> tuple[dic
     if usable:
         fastest = max(usable, key=lambda r: (r["items_per_s"], -simplicity(r, asked)[2]))
         tied = [r for r in usable if not beats(fastest, r, noise)]
-        chosen = min(tied, key=lambda r: simplicity(r, asked))
+        # Never a row whose median most of another's steps outrun, however wide that one's
+        # interval (the fastest is never such a row: no p10 lies above its median).
+        chosen = min((r for r in tied if not outrun(r, usable)), key=lambda r: simplicity(r, asked))
         tied = sorted((r for r in tied if r is not chosen), key=lambda r: -r["items_per_s"])
     ahead = [r for r in shaky if chosen is not None and clear_of(r, chosen, noise)]
     if ahead:
         chosen, tied = max(ahead, key=lambda r: r["items_per_s"]), []
     left_out = [(r, stopped(r)) for r in shaky if r is not chosen]
     return chosen, tied, left_out
+
+
+def outrun(row, rows: list) -> bool:
+    """Whether another of `rows` has its p10 above `row`'s median, its median ahead by more than
+    THRESHOLD: nine in ten of its steps ran faster than `row`'s typical step, by a difference that
+    counts (closer than that, two rows tie and the simpler is named)."""
+    return any(other is not row and float(other["items_per_s_p10"]) > float(row["items_per_s"])
+               and float(other["items_per_s"]) > float(row["items_per_s"]) * (1 + THRESHOLD) for other in rows)
 
 
 def clear_of(row, other, noise: float = 0.0) -> bool:
