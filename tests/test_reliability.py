@@ -527,6 +527,11 @@ def test_replica_limits():
     with pytest.raises(LimitError, match="one resnet18 rank"):
         check_cpu_replicas(4, ["another"], True, cores=64, available=room)
     check_cpu_replicas(1, ["resnet18"], False, cores=1, available=0)  # one process: nothing to share
+    # The count a memory error suggests passes the cores' check too: 100000 on 2 cores said "at most 35",
+    # and 35 then said "at most 2".
+    with pytest.raises(LimitError, match=r"use at most 2 \(the CPU cores this process may use\), or up to 3 with "
+                                         r"--oversubscribe$"):
+        check_cpu_replicas(100_000, ["resnet18"], False, cores=2, available=room)
 
 
 # --resume never destroys data: a results CSV without its JSON is resumed from, another

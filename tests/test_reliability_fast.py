@@ -849,3 +849,14 @@ def test_a_helper_a_worker_starts_in_a_session_of_its_own_ends_with_a_sigkilled_
         p.kill()
     assert not left, [p.pid for p in left]
     assert not list(temp.glob("parabench-sweep-*")), list(temp.iterdir())  # the guard's clean-up goes on
+
+
+def test_a_folder_given_as_a_results_file_names_a_fix_the_command_takes(tmp_path):
+    """`compare` used to suggest `--results-dir`, which it does not take (`answer` and `report` read
+    a folder's files themselves)."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    proc = run_cli("compare", str(folder), str(folder), timeout=60)
+    assert proc.returncode != 0 and f"{folder} is a folder: pass the results files in it ({folder}/*.json)" \
+        in proc.stderr, proc.stderr
+    assert "--results-dir" not in proc.stderr

@@ -401,7 +401,7 @@ def read_text(path: Path, fix: str = "", kind: str = "results file") -> str:
     except OSError as exc:
         raise ResultsError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     if stat.S_ISDIR(info.st_mode):
-        raise ResultsError(f"{path} is a folder: pass the results files in it (*.json), or use --results-dir {path}")
+        raise ResultsError(f"{path} is a folder: pass the results files in it ({os.path.join(path, '*.json')})")
     if not stat.S_ISREG(info.st_mode):
         raise ResultsError(f"{path} is not a regular file (a pipe, a device or a socket): pass {a_kind}")
     if info.st_size == 0:

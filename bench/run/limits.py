@@ -70,9 +70,12 @@ def check_ranks(flag: str, count: int, per_rank_mib: float, measured: str, overs
     available = available_memory() if available is None else available
     fits = int(available // (per_rank_mib * 2**20))
     if count > fits:
+        # The count that also passes the check below: a fix that fails next is no fix.
+        fix = (f"use at most {fits}" if oversubscribe or fits <= cores else
+               f"use at most {cores} (the CPU cores this process may use), or up to {fits} with --oversubscribe")
         raise LimitError(f"{flag} {count} needs about {count * per_rank_mib / 1024:,.1f} GiB of memory "
                          f"({per_rank_mib:,.0f} MiB per rank, the measured peak of {measured}) "
-                         f"and {available / 2**30:.1f} GiB is available: use at most {fits}")
+                         f"and {available / 2**30:.1f} GiB is available: {fix}")
     if count > cores and not oversubscribe:
         raise LimitError(f"{flag} {count} is more than the {cores} CPU cores this process may use: the "
                          f"ranks would share cores and slow each other down; use at most {cores}, or pass "
