@@ -134,6 +134,19 @@ def test_every_link_to_a_file_of_the_repository_exists(doc):
     assert not broken, f"{doc} links to files that are not in the tree: {broken}"
 
 
+def test_every_link_of_a_committed_report_points_at_a_committed_file():
+    """A report drawn into plots/reference/ links its figures: each must be committed with it (the
+    knobs and memory figures of two reports were not)."""
+    import posixpath
+
+    files = set(committed("results") + committed("plots"))
+    reports = [f for f in files if f.startswith("plots/") and f.endswith(".md")]
+    assert reports
+    broken = {f: [t for t in LINK.findall((claims.REPO / f).read_text()) if not t.startswith(("http://", "https://"))
+                  and posixpath.normpath(posixpath.join(posixpath.dirname(f), t)) not in files] for f in reports}
+    assert not any(broken.values()), broken
+
+
 # --- results and logs as they were written ---------------------------------------------------
 def committed(folder="results"):
     listed = subprocess.run(["git", "ls-files", folder], cwd=claims.REPO, capture_output=True, text=True)

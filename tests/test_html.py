@@ -68,7 +68,7 @@ SEARCH = "results/reference/h200x2/answer/search-1.json"  # a default search on 
 def test_the_answer_and_its_figure_are_on_the_first_screen(tmp_path):
     """At 1280 x 800, the report of a real search shows the answer's table and the throughput
     figure that stars the picks without scrolling. The screenshot is kept where
-    PARABENCH_SCREENSHOT_DIR says (plots/reference/h200x2/ holds the one committed)."""
+    PARABENCH_SCREENSHOT_DIR says."""
     out = tmp_path / "plots"
     proc = run_cli("report", SEARCH, "--out", str(out))
     assert proc.returncode == 0, proc.stderr
