@@ -180,3 +180,31 @@ def test_no_row_is_named_whose_median_another_rows_p10_lies_above():
     assert chosen is graph and tied == [eager], (chosen["execution"], [r["execution"] for r in tied])
     assert ranking.unjudged(chosen, tied, left_out) == [eager]
     assert ranking.outrun(eager, [eager, graph]) and not ranking.outrun(graph, [eager, graph])
+
+
+def _ladder_regimes(rows):
+    import pandas as pd
+
+    from bench.report import regime
+
+    frame = pd.DataFrame([{**r, "source": "run.json", "hardware": "NVIDIA H200", "nnodes": 1, "variant": ""}
+                          for r in rows])
+    return dict(zip(frame["batch_per_gpu"], regime.add_regimes(frame)["regime"]))
+
+
+def test_a_ladder_with_a_two_mode_row_says_unknown_not_host_bound():
+    """single compile at 2048/GPU was "GPU-bound" in one default run and "host-bound" in the next: the
+    ladder read a two-mode row at 1024 (most of its steps in a slow mode), whose median step made
+    2048's look like no growth. A ladder says host-bound or GPU-bound only from steady rows."""
+    rng = random.Random(7)
+    fast, slow = 1024 / 100_000 * 1000, 1024 / 60_000 * 1000
+    two_mode = [[(slow if i < 12 else fast) * (1 + 0.004 * (rng.random() - 0.5)) for i in range(20)]
+                for _ in range(3)]
+    at_1024 = row_from_steps("single", 1, 1024, two_mode, execution="compile")
+    at_2048 = row_from_steps("single", 1, 2048, [steady(2048 / 110_000 * 1000, seed=s) for s in (1, 2, 3)],
+                             execution="compile")
+    assert ranking.disturbed(at_1024) and not ranking.disturbed(at_2048)
+    assert ranking.ladder([1024, 2048], [at_1024["step_ms_p50"], at_2048["step_ms_p50"]]) == [ranking.HOST] * 2
+    assert _ladder_regimes([at_1024, at_2048]) == {1024: ranking.UNKNOWN, 2048: ranking.UNKNOWN}
+    steady_1024 = row_from_steps("single", 1, 1024, [steady(fast, seed=s) for s in (4, 5, 6)], execution="compile")
+    assert _ladder_regimes([steady_1024, at_2048]) == {1024: ranking.GPU, 2048: ranking.GPU}

@@ -10,7 +10,9 @@ The rule, in order:
 1. The step anatomy (`run --anatomy`) measures it: idle share = anatomy_idle_ms /
    anatomy_step_ms on the busiest device; above 50%: host-bound.
 2. Otherwise the batch ladder of the same series (strategy, devices, precision, knobs,
-   same results file) bounds it. Model a step as max(host time, g x batch): the GPU's
+   same results file) bounds it, where every row of it ran steadily (none disturbed: a
+   two-mode row's median step says nothing of the batch; such a series is "unknown").
+   Model a step as max(host time, g x batch): the GPU's
    share of the step at batch b is at most
    per-image time at the series' largest batch / per-image time at b
    (the largest batch's per-image time is an upper bound on g). Below 50%: host-bound.
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.cases.ranking import GPU, GROWTH, HOST, IDLE_SHARE, UNKNOWN, ladder  # noqa: F401 - GROWTH: the rule's
+from bench.cases.ranking import GPU, GROWTH, HOST, IDLE_SHARE, UNKNOWN, disturbed, ladder  # noqa: F401 - GROWTH: the rule's
 
 CPU = "CPU"
 
@@ -39,8 +41,11 @@ def _from_anatomy(row) -> str | None:
 
 
 def _ladder(series: pd.DataFrame) -> dict:
-    """index -> regime for the ok rows of one series, from their step times."""
+    """index -> regime for the ok rows of one series, from their step times: "unknown" where a row
+    of the ladder was disturbed (ranking.disturbed), whose median step says nothing steady."""
     s = series.sort_values("batch_per_gpu")
+    if any(disturbed(row) for _, row in s.iterrows()):
+        return dict.fromkeys(s.index, UNKNOWN)
     return dict(zip(s.index, ladder(s["batch_per_gpu"].tolist(), s["step_ms_p50"].tolist())))
 
 
