@@ -42,9 +42,10 @@ def _from_anatomy(row) -> str | None:
 
 def _ladder(series: pd.DataFrame) -> dict:
     """index -> regime for the ok rows of one series, from their step times: "unknown" where a row
-    of the ladder was disturbed (ranking.disturbed), whose median step says nothing steady."""
+    of the ladder was disturbed (its `disturbed` column: ranking.disturbed), whose median step says
+    nothing steady."""
     s = series.sort_values("batch_per_gpu")
-    if any(disturbed(row) for _, row in s.iterrows()):
+    if s["disturbed"].any():
         return dict.fromkeys(s.index, UNKNOWN)
     return dict(zip(s.index, ladder(s["batch_per_gpu"].tolist(), s["step_ms_p50"].tolist())))
 
@@ -58,7 +59,8 @@ def add_regimes(frame: pd.DataFrame) -> pd.DataFrame:
     gpu = ok[ok["n_gpus"].fillna(0) > 0]
     regime[ok.index.difference(gpu.index)] = CPU
     keys = [c for c in SERIES if c in gpu]
-    filled = gpu.assign(**{c: gpu[c].fillna("") for c in keys if gpu[c].dtype == object})
+    filled = gpu.assign(**{c: gpu[c].fillna("") for c in keys if gpu[c].dtype == object},
+                        disturbed=[bool(disturbed(r)) for r in gpu.to_dict("records")])
     for _, series in filled.groupby(keys, sort=False, dropna=False):
         # Several rows of one batch (repeats in one file): the ladder takes the latest.
         for i, value in _ladder(series.drop_duplicates("batch_per_gpu", keep="last")).items():
