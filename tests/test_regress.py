@@ -30,22 +30,26 @@ def baselines(tmp_path_factory):
     return [sweep(folder / "baseline1.json"), sweep(folder / "baseline2.json")]
 
 
-@pytest.fixture(scope="module")
-def baseline(baselines):
-    return baselines[0]
+def _faulty_over_single(path) -> float:
+    rows = {r["strategy"]: r for r in json.loads(path.read_text())["rows"]}
+    return rows["faulty"]["step_ms_p50"] / rows["single"]["step_ms_p50"]
 
 
 @pytest.mark.slow
-def test_an_injected_slowdown_is_flagged(baseline, tmp_path):
-    # 400 ms more per step (~35-50 ms steps on this CPU) is the same work done slower: the
+def test_an_injected_slowdown_is_flagged(baselines, tmp_path):
+    # 1500 ms more per step (~35-50 ms steps on this CPU) is the same work done slower: the
     # work counters cannot see it, only timing can. Judged on any machine, busy or not: the
     # known delay is inside every timed step (a sleep never ends early), and `compare` flags
-    # the speed-up over single falling, told by --noise-factor 0 to hold a step some ten times
+    # the speed-up over single falling, told by --noise-factor 0 to hold a step some thirty times
     # longer against the threshold alone (how the measured spread widens what is allowed has
-    # its own tests below, on rows whose spreads are set).
-    current = sweep(tmp_path / "slow.json", slow_ms=400)
+    # its own tests below, on rows whose spreads are set). On a host at load 4-6 a burst once
+    # slowed one baseline's `faulty` sevenfold beside its `single`, and a 400 ms delay then read
+    # as -17%: the baseline is the repeat whose `faulty` the host disturbed least, and the delay
+    # is one that no burst seen here comes near.
+    baseline = min(baselines, key=_faulty_over_single)
+    current = sweep(tmp_path / "slow.json", slow_ms=1500)
     slow = {r["strategy"]: r for r in json.loads(current.read_text())["rows"]}  # `faulty` is the tests' own strategy
-    assert slow["faulty"]["step_ms_p10"] >= 400, slow["faulty"]
+    assert slow["faulty"]["step_ms_p10"] >= 1500, slow["faulty"]
     proc = run_cli("compare", str(baseline), str(current), "--max-slowdown", "0.25", "--noise-factor", "0",
                    "--ratios-only", "--json", str(tmp_path / "v.json"), env=TEST_STRATEGIES)
     assert proc.returncode == 1, proc.stdout

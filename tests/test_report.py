@@ -9,7 +9,7 @@ import strategies
 from bench.report import frame as report
 from bench.report import pages, sections
 from bench.cases import results
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 
 ENV = {"gpu_name": "NVIDIA H200", "device": "cuda", "cpu": "x", "torch": "2.11", "cuda": "13.0", "cudnn": "91900",
        "nccl": "2.28.9", "data": "device", "tf32": "default", "channels_last": False, "compile": False,
@@ -721,3 +721,33 @@ def test_what_could_not_run_stays_whole_on_the_first_screen_with_its_fix(tmp_pat
     assert "Not measured: dp: NVIDIA H200 (compute capability 9.0) is newer than MXNet runs" in head, head
     assert all(len(line) <= 100 or line.startswith("![") for line in lines), lines
     assert all(line.count("`") % 2 == 0 for line in lines), lines
+
+
+def test_a_report_stopped_while_it_draws_leaves_its_folder_as_it_was(tmp_path, monkeypatch):
+    """A report of a large file was stopped (a time limit) while drawing figures and left half a
+    report in its folder. It draws beside the folder and moves in once whole."""
+    from bench.report import figures, pages
+
+    source = REPO / "results/reference/h200x2/answer/search-1.json"
+    out = tmp_path / "plots"
+    out.mkdir()
+    (out / "REPORT.md").write_text("the earlier report\n")
+    calls = []
+
+    def stopped(*args, **kwargs):
+        calls.append(args)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    real = figures._save
+    monkeypatch.setattr(figures, "_save", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        pages.write_report([source], out)
+    assert calls and sorted(p.name for p in tmp_path.iterdir()) == ["plots"]  # no drawing folder left
+    assert [p.name for p in out.iterdir()] == ["REPORT.md"]
+    assert (out / "REPORT.md").read_text() == "the earlier report\n"
+    monkeypatch.setattr(figures, "_save", real)
+    report = pages.write_report([source], out)
+    assert report == out / "REPORT.md" and "the earlier report" not in report.read_text()
+    assert (out / "index.html").exists() and list(out.glob("*-throughput.png"))

@@ -8,7 +8,10 @@ and every table, CSV tables and the HTML pages. By default the report shows the 
 """
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -135,11 +138,29 @@ def _intro(paths: list[Path], shown: list[Path], runs: pd.DataFrame) -> list[str
 
 def write_report(paths: list[Path], out: Path, every_run: bool = False) -> Path:
     """plots/REPORT.md, the answer on its first screen, and one details page per hardware and
-    model (plots/<hardware>/<model>.md); the newest run of `paths`, or with `every_run` all."""
+    model (plots/<hardware>/<model>.md); the newest run of `paths`, or with `every_run` all.
+
+    Drawn in a folder of its own beside `out` and moved into `out` once whole: a report stopped
+    while it draws (Ctrl-C, a time limit) leaves `out` as it was, not half of a new one beside
+    half of the old."""
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.drawing-", dir=out.parent))
+    try:
+        report = _draw(paths, staging, every_run)
+        for drawn in sorted(staging.rglob("*")):
+            if drawn.is_file():
+                target = out / drawn.relative_to(staging)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(drawn, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out / report.relative_to(staging)
+
+
+def _draw(paths: list[Path], out: Path, every_run: bool) -> Path:
     shown = list(paths) if every_run else newest(paths)
     frame = load_frame(shown)
     rep = sections.Report(frame=frame, runs=load_runs(shown), anatomy=load_anatomy(shown), paths=shown, out=out)
-    out.mkdir(parents=True, exist_ok=True)
     for (hw, model), group in frame.groupby(["hardware", "model"], sort=False):
         page = out / slug(hw) / f"{slug(model)}.md"
         page.parent.mkdir(parents=True, exist_ok=True)
