@@ -231,8 +231,15 @@ def test_ties_at_one_device_go_to_single():
     (rec,) = one_group(answer_frame([row("single", 1, 2048, ips=75500), row("dp-fn", 1, 2048, ips=75800),
                                      row("allreduce-scratch", 1, 2048, ips=75700)]), "1 GPU")
     assert rec["strategy"] == "single" and rec["recommended"]
-    assert rec["fastest"]["label"] == "dp-fn" and rec["fastest"]["gap_pct"] == 0.4
+    assert rec["fastest"]["label"] == "dp-fn" and rec["fastest"]["gap_pct"] == -0.4
     assert set(rec["ties"]) == {"dp-fn", "allreduce-scratch"} and rec["tie"]
+    # One pair, one figure: the sentence said "+0.4%" (dp-fn over the pick), the table "-0.4%" (the pick over it).
+    from bench.report import answer
+
+    assert answer.table([rec]).to_dict("records")[0]["gap"] == "-0.4%, tie"
+    assert "`single` measured -0.4% against `dp-fn` (within the intervals" in answer.actions(
+        answer_frame([row("single", 1, 2048, ips=75500), row("dp-fn", 1, 2048, ips=75800)]),
+        [rec])
 
 
 def test_a_lever_that_beats_the_spread_is_recommended_and_its_gain_carried():
@@ -531,6 +538,11 @@ def test_no_speed_up_over_a_baseline_that_was_left_out():
     (rec,) = [r for r in answer.records(frame) if r["devices"] == 2]
     assert rec["strategy"] == "zero1" and rec["speedup"] is None and rec["efficiency"] is None
     assert "over single" not in answer.actions(frame, [rec])
+    # The empty cell says why (it was left blank with no reason), and the sentence too.
+    assert answer.table([rec]).to_dict("records")[0]["vs single"] == "single disturbed"
+    assert "no speed-up: single disturbed at this batch" in answer.actions(frame, [rec])
+    (alone,) = [r for r in answer.records(answer_frame([zero1])) if r["devices"] == 2]
+    assert answer.table([alone]).to_dict("records")[0]["vs single"] == "no single"
 
 
 def test_only_one_strategy_is_said_only_where_one_ran():
@@ -751,3 +763,23 @@ def test_a_report_stopped_while_it_draws_leaves_its_folder_as_it_was(tmp_path, m
     report = pages.write_report([source], out)
     assert report == out / "REPORT.md" and "the earlier report" not in report.read_text()
     assert (out / "index.html").exists() and list(out.glob("*-throughput.png"))
+
+
+def test_the_largest_batch_line_names_the_fastest_there_and_a_cpu_caption_promises_no_gpu_columns(tmp_path):
+    """A CPU run: "Largest batch that ran, 4/replica: `single` 1.8 img/s" while ddp ran 4/replica at 24
+    (unjudged); the caption under the answer's tables promised MFU and memory columns they lack."""
+    from bench.report import answer
+
+    cpu = {"n_gpus": 0, "gpus": "", "device": "cpu"}
+    ddp, other = row("ddp", 2, 4, ips=24.0, **cpu), row("zero1", 2, 4, ips=20.0, **cpu)
+    for wide in (ddp, other):  # their intervals overlap, their medians 20% apart: unjudged
+        wide.update(items_per_s_p10=5.0, items_per_s_p90=40.0)
+    rows = [row("zero1", 2, 2, ips=30.0, **cpu), row("single", 1, 2, ips=8.0, **cpu),
+            row("single", 1, 4, ips=1.8, **cpu), ddp, other]
+    frame = answer_frame(rows)
+    said = answer.actions(frame, answer.records(frame))
+    assert "Largest batch that ran, 4/replica: `ddp" in said and "(fp32, CPU x1, 4/replica): 1.8" not in said
+    path = tmp_path / "cpu.json"
+    results.write(path, rows)
+    text = pages.write_report([path], tmp_path / "plots").read_text()
+    assert "Per batch: the recommended configuration" in text and "MFU" not in text.split("Per batch:")[1][:600]

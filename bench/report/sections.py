@@ -155,12 +155,16 @@ def answer_section(rep: Report) -> list[str]:
     for path, name in sorted(set(zip(rep.runs["path"], rep.runs["source"]))) if "path" in rep.runs else []:
         said = answers.search_lines(path, name)
         lines += [f"- {line}" for line in said] + ([""] if said else [])
+    # MFU and memory per GPU are columns of GPU tables only (answers.table).
+    on_gpus = any(answers.per(r) != "replica" for r in recs)
+    gpu_columns = ("MFU (model FLOPs per second over the GPU's dense datasheet peak for the precision), peak memory "
+                   "per GPU, " if on_gpus else "")
     return lines + [f"Per batch: the recommended configuration (the simplest that the fastest does not beat beyond "
                     f"the spreads), its throughput ({rate_words(rep.runs)}: median, p10-p90), "
                     f"speed-up over {strategies.baseline()} of the same run "
-                    "(* over its fastest setting where none had the same knobs), MFU (model FLOPs per second over the "
-                    "GPU's dense datasheet peak for the precision), peak memory per GPU, regime, and the fastest other "
-                    "strategy. A tie: the spreads overlap; unstable: a faster case's steps or trials were disturbed "
+                    f"(* over its fastest setting where none had the same knobs), {gpu_columns}regime, and the "
+                    "fastest other strategy. A tie: the spreads overlap; unstable: a faster case's steps or trials "
+                    "were disturbed "
                     f"(a spread wider than {100 * answers.UNSTABLE:.0f}% of its median, trials or wall clock outside "
                     "it), re-run it.", ""] + tables
 
