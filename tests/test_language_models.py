@@ -310,6 +310,7 @@ def test_a_results_file_written_before_units_replays_to_the_same_answer(tmp_path
     assert len(now) == len(before) == 6
     for old, new in zip(renamed(before), now):
         assert (new.pop("unit"), new.pop("optimizer")) == ("images", "sgd")
+        assert new.pop("no_speedup") == ""  # added since: why a speed-up is missing (none is here)
         assert new == old
     # A row of today's schema (written here) and the same row as the legacy file holds it: one case.
     rows = results.load(legacy)

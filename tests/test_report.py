@@ -309,7 +309,7 @@ def test_missing_and_out_of_memory_cells_say_so():
     lines = {line["batch/GPU"]: line for line in answer.table(one_group(frame)).to_dict("records")}
     assert lines[64]["runner-up"] == "only one strategy" and lines[64]["gap"] == ""
     assert lines[128]["recommended"] == "none ran (OOM)"
-    assert lines[256][f"vs {strategies.baseline()}"] == ""  # no single at 256 in this run: no speed-up invented
+    assert lines[256][f"vs {strategies.baseline()}"] == "no single"  # none at 256 in this run: no speed-up invented
     sentence = answer.actions(frame, one_group(frame))
     assert sentence.startswith("Recommended: `ddp` (fp32, 2 GPUs, 256/GPU): 40.0k img/s")
     assert "At 64/GPU every fastest case is host-bound" in sentence
@@ -783,3 +783,13 @@ def test_the_largest_batch_line_names_the_fastest_there_and_a_cpu_caption_promis
     results.write(path, rows)
     text = pages.write_report([path], tmp_path / "plots").read_text()
     assert "Per batch: the recommended configuration" in text and "MFU" not in text.split("Per batch:")[1][:600]
+
+
+def test_a_cpu_report_speaks_of_replicas_not_gpus(tmp_path):
+    """A CPU run's report said "per-GPU batch", "the GPU count" and "of the GPUs"."""
+    cpu = {"n_gpus": 0, "gpus": "", "device": "cpu"}
+    path = tmp_path / "cpu.json"
+    results.write(path, [row("single", 1, 4, ips=8.0, **cpu), row("ddp", 2, 4, ips=14.0, **cpu)])
+    text = pages.write_report([path], tmp_path / "plots").read_text()
+    assert "at the same per-replica batch" in text and "over the replica count" in text
+    assert "GPU" not in text, [line for line in text.splitlines() if "GPU" in line]

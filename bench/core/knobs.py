@@ -176,7 +176,8 @@ def _graph_needs_resident_data(case, precision, data) -> str | None:
 KNOBS: tuple[Knob, ...] = (
     Knob("compile_mode", "--compile-mode", "default", "torch.compile mode for --execution compile: "
          + ", ".join(COMPILE_MODES), choices=COMPILE_MODES, legacy="default", resolve=_compile_mode),
-    Knob("data", "--data", "device", "device: batch resident on the GPUs; host: copied from pinned memory every step",
+    Knob("data", "--data", "device", "device: the batch stays where the step runs (on each GPU); host: copied "
+         "from pinned host memory every step",
          choices=("device", "host"), legacy="device", label="data", unavailable=_graph_needs_resident_data),
     Knob("channels_last", "--channels-last", "auto", "channels_last memory format for model and inputs: auto (on "
          "for image workloads on GPUs, off on the CPU), on (the flag alone), off; a model without 4-D image inputs "

@@ -86,11 +86,13 @@ def reading_guide(rows: pd.DataFrame) -> str:
     what = {"images/s": "the images of the global batch", "tokens/s": "the tokens of the global batch (its "
             "sequences times their length)"}.get(rate, "what the global batch holds (images, or a language model's "
                                                        "tokens: sequences times their length)")
+    on_gpus = bool((rows["n_gpus"].fillna(0) > 0).any()) if "n_gpus" in rows else True
+    unit, count = ("GPU", "the GPU count, all hosts together") if on_gpus else ("replica", "the replica count")
+    memory = ("Memory is the largest `torch.cuda.max_memory_allocated` of the GPUs. " if on_gpus else "")
     return (f"Throughput ({rate}) is {what} over the median step time, with the p10-p90 spread over every timed step "
-            "of every trial. Speed-up and efficiency compare with the baseline (`single`) at the same per-GPU batch "
-            "(weak scaling), measured in the same results file; efficiency is speed-up over the GPU count, all hosts "
-            "together. Memory is the largest `torch.cuda.max_memory_allocated` of the GPUs. A tie: the two spreads "
-            "overlap. Rows measured on different hardware are never compared.")
+            f"of every trial. Speed-up and efficiency compare with the baseline (`single`) at the same per-{unit} "
+            f"batch (weak scaling), measured in the same results file; efficiency is speed-up over {count}. "
+            f"{memory}A tie: the two spreads overlap. Rows measured on different hardware are never compared.")
 
 
 def _run_labels(frame: pd.DataFrame) -> pd.DataFrame:

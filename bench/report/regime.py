@@ -10,8 +10,8 @@ The rule, in order:
 1. The step anatomy (`run --anatomy`) measures it: idle share = anatomy_idle_ms /
    anatomy_step_ms on the busiest device; above 50%: host-bound.
 2. Otherwise the batch ladder of the same series (strategy, devices, precision, knobs,
-   same results file) bounds it, where every row of it ran steadily (none disturbed: a
-   two-mode row's median step says nothing of the batch; such a series is "unknown").
+   same results file) bounds it; it says host-bound only where every row of it ran steadily
+   (none disturbed: a two-mode row's median step fakes a step that did not grow), else "unknown".
    Model a step as max(host time, g x batch): the GPU's
    share of the step at batch b is at most
    per-image time at the series' largest batch / per-image time at b
@@ -41,13 +41,14 @@ def _from_anatomy(row) -> str | None:
 
 
 def _ladder(series: pd.DataFrame) -> dict:
-    """index -> regime for the ok rows of one series, from their step times: "unknown" where a row
-    of the ladder was disturbed (its `disturbed` column: ranking.disturbed), whose median step says
-    nothing steady."""
+    """index -> regime for the ok rows of one series, from their step times: "unknown" for what
+    would be host-bound where a row of the ladder was disturbed (its `disturbed` column:
+    ranking.disturbed), whose median step says nothing steady."""
     s = series.sort_values("batch_per_gpu")
-    if s["disturbed"].any():
-        return dict.fromkeys(s.index, UNKNOWN)
-    return dict(zip(s.index, ladder(s["batch_per_gpu"].tolist(), s["step_ms_p50"].tolist())))
+    said = ladder(s["batch_per_gpu"].tolist(), s["step_ms_p50"].tolist())
+    if s["disturbed"].any():  # host-bound only from steady rows: a slow two-mode median fakes "no growth"
+        said = [UNKNOWN if regime == HOST else regime for regime in said]
+    return dict(zip(s.index, said))
 
 
 def add_regimes(frame: pd.DataFrame) -> pd.DataFrame:
