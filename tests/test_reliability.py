@@ -301,6 +301,17 @@ def test_resume_ignores_and_refuses_files_of_other_hosts(tmp_path):
     assert proc.returncode == 2 and "was measured on host elsewhere" in proc.stderr
 
 
+def test_resume_refuses_a_file_of_another_torch(tmp_path):
+    """A file whose rows claim torch 9.9.9 was resumed, its rows beside new ones of this torch."""
+    from bench.measure import envinfo
+
+    path = tmp_path / "r.json"
+    results.write(path, good_rows(host=envinfo.collect_light()["host"], torch="9.9.9"))
+    proc = run_cli("run", *FAULTY, "--batch-sizes", "2", "--out", str(path), "--resume", env=tagged())
+    assert proc.returncode == 2 and f"{path} was measured with torch 9.9.9, this is torch " in proc.stderr, proc.stderr
+    assert len(results.load(path)) == 1
+
+
 # 6. Host out of memory is this case's `oom`; larger batches are skipped, smaller ones measured.
 def test_host_out_of_memory_is_oom_and_skips_larger_batches(tmp_path):
     out = tmp_path / "r.json"

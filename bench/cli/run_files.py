@@ -84,10 +84,15 @@ def existing_rows(args, out: Path, cases) -> list[dict]:
         out = csv_path  # where the rows below come from
     host = envinfo.collect_light()["host"]
     here = _this_host_hardware(cases)
+    torch = envinfo.torch_build()["torch"]  # read, not imported: the sweep's parent never imports torch
     for row in rows:
         if row.get("host") and row["host"] != host:
             raise UsageError(f"{out} was measured on host {row['host']}, this is {host}: resume it there, "
                              "or start a new file")
+        # One file, one software: a speed-up must not divide rows of two torch versions.
+        if row.get("torch") and torch and str(row["torch"]) != torch:
+            raise UsageError(f"{out} was measured with torch {row['torch']}, this is torch {torch}: "
+                             "resume it with that torch, or start a new file")
         if hardware(row) not in here:
             raise UsageError(f"{out} was measured on {hardware(row)}, this run uses {', '.join(sorted(here))}: "
                              "resume it on that hardware, or start a new file")
