@@ -95,17 +95,37 @@ def test_a_sweep_killed_while_a_factory_resolves_leaves_a_folder_the_next_sweep_
     assert procs.remove_stale(str(temp)) == [str(left[0])] and not left[0].exists()
 
 
-def test_a_helper_a_factory_starts_in_a_session_of_its_own_ends_with_the_resolving(factories):
+def detached_helpers(under: str, but: str = "") -> list:
+    """The `detached` factory's helpers whose TMPDIR lies under `under` (a path prefix; not followed
+    by `but` where given): this test's own, not those of a test running beside it (make test runs
+    several at once)."""
     import psutil
+
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            tmpdir = os.path.realpath(p.environ().get("TMPDIR", "/"))
+            prefix = os.path.realpath(under)
+            if "parabench-test-detached" in (p.info["cmdline"] or []) and tmpdir.startswith(prefix) \
+                    and not (but and tmpdir[len(prefix):].startswith(but)):
+                found.append(p)
+        except psutil.Error:  # it ended while being looked at
+            continue
+    return found
+
+
+def test_a_helper_a_factory_starts_in_a_session_of_its_own_ends_with_the_resolving(factories, monkeypatch):
+    import tempfile
 
     from bench import workloads
 
+    temp = factories / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # the probe's folder under this test's TMPDIR
+
     def helpers():
-        found = []
-        for p in psutil.process_iter(["cmdline"]):
-            if "parabench-test-detached" in (p.info["cmdline"] or []):
-                found.append(p)
-        return found
+        return detached_helpers(str(temp))
 
     assert workloads.probe(["userfactories:detached"])["userfactories:detached"]["num_classes"] == 10
     deadline = time.monotonic() + 10
@@ -809,21 +829,18 @@ def test_a_run_of_too_few_steps_shows_no_confidence_interval(tmp_path):
     assert "(95% CI" not in said and "1 timed step: too few for a p10-p90 spread" in said, said
 
 
-def _detached_helpers() -> list:
-    import psutil
-
-    return [p for p in psutil.process_iter(["cmdline"]) if "parabench-test-detached" in (p.info["cmdline"] or [])]
-
-
 def test_a_helper_a_worker_starts_in_a_session_of_its_own_ends_with_a_sigkilled_sweep(factories):
     """The worker builds the model, so its factory starts a helper in a session of its own, which
     neither the worker's parent-death signal nor its process group reaches: it carries the worker's
     TMPDIR, and the sweep's guard ends it when the sweep is SIGKILLed."""
     import signal
 
-    assert not _detached_helpers()
     temp = factories / "tmp"
     temp.mkdir()
+
+    def _detached_helpers():
+        return detached_helpers(str(temp))
+
     sweep = subprocess.Popen([sys.executable, "-m", "bench", "run", "--gpus", "", "--strategies", "single",
                               "--models", "userfactories:detached", "--steps", "100000", "--warmup", "1",
                               "--trials", "1", "--out", str(factories / "r.json")], cwd=REPO,
@@ -832,9 +849,8 @@ def test_a_helper_a_worker_starts_in_a_session_of_its_own_ends_with_a_sigkilled_
     try:
         deadline = time.monotonic() + 120
         # The worker's helper: one started with the worker's TMPDIR, inside the sweep's folder.
-        while time.monotonic() < deadline and not any(
-                str(temp / "parabench-sweep-") in p.environ().get("TMPDIR", "") and "probe" not in
-                p.environ().get("TMPDIR", "") for p in _detached_helpers()):
+        # A worker's helper, not the probe's (its folder is parabench-sweep-probe-*, the workers' the sweep's).
+        while time.monotonic() < deadline and not detached_helpers(str(temp / "parabench-sweep-"), but="probe-"):
             assert sweep.poll() is None, "the sweep ended before its worker started the helper"
             time.sleep(0.2)
         assert _detached_helpers(), "no worker started the helper"

@@ -160,7 +160,8 @@ def simplicity(row, asked: dict | None = None) -> tuple:
 
 def pick(rows: list, asked: dict | None = None, noise: float = 0.0) -> tuple[dict | None, list, list]:
     """The configuration to recommend among `rows` (ok rows of one hardware, model, precision,
-    device count and batch): the simplest of those the fastest does not beat. Returns it, the
+    device count and batch): the simplest of those the fastest does not beat, never one that
+    another row `outrun`s. Returns it, the
     rows it ties with (fastest first), and the stopped rows left out, each with why.
 
     A stopped row (its wall clock disagrees with its steps) that beats the pick from its honest
@@ -175,7 +176,7 @@ def pick(rows: list, asked: dict | None = None, noise: float = 0.0) -> tuple[dic
         tied = [r for r in usable if not beats(fastest, r, noise)]
         # Never a row whose median most of another's steps outrun, however wide that one's
         # interval (the fastest is never such a row: no p10 lies above its median).
-        chosen = min((r for r in tied if not outrun(r, usable)), key=lambda r: simplicity(r, asked))
+        chosen = min((r for r in tied if not outrun(r, usable, noise)), key=lambda r: simplicity(r, asked))
         tied = sorted((r for r in tied if r is not chosen), key=lambda r: -r["items_per_s"])
     ahead = [r for r in shaky if chosen is not None and clear_of(r, chosen, noise)]
     if ahead:
@@ -184,12 +185,13 @@ def pick(rows: list, asked: dict | None = None, noise: float = 0.0) -> tuple[dic
     return chosen, tied, left_out
 
 
-def outrun(row, rows: list) -> bool:
+def outrun(row, rows: list, noise: float = 0.0) -> bool:
     """Whether another of `rows` has its p10 above `row`'s median, its median ahead by more than
-    THRESHOLD: nine in ten of its steps ran faster than `row`'s typical step, by a difference that
-    counts (closer than that, two rows tie and the simpler is named)."""
+    THRESHOLD and the run's noise (as `beats` asks): nine in ten of its steps ran faster than
+    `row`'s typical step, by a difference that counts (closer, two rows tie and the simpler is named)."""
     return any(other is not row and float(other["items_per_s_p10"]) > float(row["items_per_s"])
-               and float(other["items_per_s"]) > float(row["items_per_s"]) * (1 + THRESHOLD) for other in rows)
+               and float(other["items_per_s"]) > float(row["items_per_s"]) * (1 + max(noise, THRESHOLD))
+               for other in rows)
 
 
 def clear_of(row, other, noise: float = 0.0) -> bool:

@@ -46,3 +46,28 @@ def lock_folder(path: str) -> int:
     fcntl.flock(fd, fcntl.LOCK_EX)
     os.rename(pending, os.path.join(path, LIVE))
     return fd
+
+
+def end_processes_in(folder: str) -> int:
+    """SIGKILL every process (this one aside) whose TMPDIR lies in `folder`; returns how many.
+
+    A worker's TMPDIR is its folder in the sweep's scratch folder, and whatever it starts
+    inherits it: a helper that a model's factory starts in a session of its own is neither the
+    worker's descendant once the worker is gone nor in its process group, but it carries the
+    worker's environment."""
+    import psutil  # here, not at the top: the module stays importable without it
+
+    inside = os.path.join(os.path.realpath(folder), "")
+    ended = []
+    for proc in psutil.process_iter():
+        try:
+            tmpdir = proc.environ().get("TMPDIR")
+            if not tmpdir or not os.path.isabs(tmpdir) or proc.pid == os.getpid():
+                continue  # a relative TMPDIR names a folder of that process's own working directory
+            if os.path.join(os.path.realpath(tmpdir), "").startswith(inside):
+                proc.kill()
+                ended.append(proc)
+        except psutil.Error:  # gone, a zombie, or another user's
+            continue
+    psutil.wait_procs(ended, timeout=5)
+    return len(ended)

@@ -251,11 +251,12 @@ def held_back(memory: Memory, spec: dict, n: int, limit: float) -> float:
 
 
 def headroom_mib(spec: dict, usable: float) -> float:
-    """What a probe that fit must leave free to count as fitting: a real run's caching allocator
-    fragments differently from the probe's (other steps, NCCL's streams), and near the limit that
-    decides. On 2 H200s vit-large's real runs held 1.9-2.6 GiB reserved beyond their peak, the
-    probes 0.2-2.7 GiB: a real ddp run failed at the batch whose probe fit with 2.1 GiB to spare
-    (results/reference/h200x2/fit-check at commit de3f349). `bench fit` asks none on the CPU by
+    """What a probe that fit must leave free, beyond the larger of its peak allocated and reserved
+    (`judged`), to count as fitting: a real run's caching allocator fragments differently from the
+    probe's (other steps, NCCL's streams), and near the limit that decides. On 2 H200s vit-large's
+    real runs held 1.9-2.6 GiB reserved beyond their peak, the probes 0.2-2.7 GiB: a real ddp run
+    failed at the batch whose probe fit with 2.1 GiB to spare (results/reference/h200x2/fit-check
+    at commit de3f349). `bench fit` asks none on the CPU by
     default, where the budget counts tensors; one given there applies as on a GPU."""
     return (spec.get("headroom") or 0.0) * usable
 

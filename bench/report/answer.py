@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -114,38 +115,50 @@ def not_measured(run: pd.DataFrame) -> dict[str, list[str]]:
     return absent
 
 
-def baselines(run: pd.DataFrame) -> dict[tuple, dict]:
+class Baselines(NamedTuple):
+    """A run's baseline rows per (precision, batch, model, hardware)."""
+    steady: dict[tuple, dict]  # the fastest steady one: what a speed-up divides by
+    not_steady: dict[tuple, str]  # where none is steady: why ("disturbed", "OOM", "failed")
+
+
+def _cell(r) -> tuple:
+    return r["precision"], r["batch_per_gpu"], r["model"], r["hardware"]
+
+
+def baselines(run: pd.DataFrame) -> Baselines:
     """The fastest steady baseline row of a run per (precision, batch, model, hardware): what a
-    speed-up divides by where the top row has no baseline with its own knobs. Built once per run
-    (filtering the run for every record made a file of 20,000 rows take minutes)."""
-    base = run[(run["strategy"] == strategies.baseline()) & (run["status"] == "ok")]
-    best: dict[tuple, dict] = {}
-    for r in base.to_dict("records"):
-        key = (r["precision"], r["batch_per_gpu"], r["model"], r["hardware"])
-        if ranking.disturbed(r):
-            best.setdefault(("disturbed", *key), r)  # never over noise; said where a speed-up is missing
-            continue
-        if key not in best or r["items_per_s"] > best[key]["items_per_s"]:
-            best[key] = r
-    return best
+    speed-up divides by where the top row has no baseline with its own knobs; and why there is
+    none where one ran but is not steady. Built once per run (filtering the run for every record
+    made a file of 20,000 rows take minutes)."""
+    steady: dict[tuple, dict] = {}
+    not_steady: dict[tuple, str] = {}
+    for r in run[run["strategy"] == strategies.baseline()].to_dict("records"):
+        key = _cell(r)
+        if r["status"] != "ok":
+            if r["status"] in ("oom", "error", "timeout"):
+                not_steady.setdefault(key, "OOM" if r["status"] == "oom" else "failed")
+        elif ranking.disturbed(r):
+            not_steady[key] = "disturbed"  # never over noise; said where a speed-up is missing
+        elif key not in steady or r["items_per_s"] > steady[key]["items_per_s"]:
+            steady[key] = r
+    return Baselines(steady, not_steady)
 
 
-def no_speedup(top, base_of: dict[tuple, dict]) -> str:
+def no_speedup(top, base_of: Baselines) -> str:
     """Why the top row has no speed-up over the baseline (short, for a table cell), or ""."""
-    if top["strategy"] == strategies.baseline():
+    key = _cell(top)
+    if top["strategy"] == strategies.baseline() or key in base_of.steady:
         return ""
-    key = (top["precision"], top["batch_per_gpu"], top["model"], top["hardware"])
-    if key in base_of:
-        return ""
-    return f"{strategies.baseline()} disturbed" if ("disturbed", *key) in base_of else f"no {strategies.baseline()}"
+    why = base_of.not_steady.get(key)
+    return f"{strategies.baseline()} {why}" if why else f"no {strategies.baseline()}"
 
 
-def _speedup(top, base_of: dict[tuple, dict]) -> tuple[float | None, float | None, str]:
+def _speedup(top, base_of: Baselines) -> tuple[float | None, float | None, str]:
     """Speed-up and efficiency over the baseline of the same run: with the same knobs where
     measured, else over the fastest baseline case at that batch (named)."""
     if pd.notna(top.get("speedup")):
         return float(top["speedup"]), float(top["efficiency"]), ""
-    best = base_of.get((top["precision"], top["batch_per_gpu"], top["model"], top["hardware"]))
+    best = base_of.steady.get(_cell(top))
     if best is None:
         return None, None, ""
     x = top["items_per_s"] / best["items_per_s"]
@@ -203,7 +216,7 @@ def _settings(case: Case) -> list[str]:
             + [f"{k}={v}" for k, v in case.options])
 
 
-def _record(key, batch, at: list[dict], base_of: dict[tuple, dict], legend: Legend) -> dict:
+def _record(key, batch, at: list[dict], base_of: Baselines, legend: Legend) -> dict:
     """The answer at one batch of one group: `at` holds the group's rows at that batch."""
     source, hardware, model, precision, n, on_gpu, nnodes = key
     rows = [r for r in at if r["status"] == "ok"]
@@ -264,8 +277,8 @@ def _record(key, batch, at: list[dict], base_of: dict[tuple, dict], legend: Lege
         "unstable": chosen is None or bool(open_)})
     if fastest is not top and not ranking.stopped(fastest):
         record["fastest"] = {"label": legend.short(fastest), "items_per_s": float(fastest["items_per_s"]),
-                             # The pick against it, as the table's gap column reads a pair.
-                             "gap_pct": round(100 * (top["items_per_s"] / fastest["items_per_s"] - 1), 1)}
+                             # The pick against it, as the table's gap column reads a pair (negative).
+                             "pick_vs_fastest_pct": round(100 * (top["items_per_s"] / fastest["items_per_s"] - 1), 1)}
     others = sorted((r for r in rows if r["strategy"] != top["strategy"] and not ranking.stopped(r)),
                     key=lambda r: -r["items_per_s"])
     record["others_left_out"] = sorted({str(r["strategy"]) for r, _ in left_out if r["strategy"] != top["strategy"]})
@@ -332,7 +345,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
             line.update({"recommended": "none ran" + (" (OOM)" if oom else "")})
             lines.append(line)
             continue
-        speed = r.get("no_speedup") or "" if r["speedup"] is None else f"x{r['speedup']:.2f}" + (
+        speed = (r.get("no_speedup") or "") if r["speedup"] is None else f"x{r['speedup']:.2f}" + (
             f" ({efficiency_cell({'efficiency': r['efficiency'], 'efficiency_lo': r['efficiency_lo']})})"
             if r["devices"] > 1 else "") + ("*" if r["speedup_over"] else "")
         line.update({
@@ -470,7 +483,8 @@ def _ties(r: dict) -> str:
     parts = []
     if r.get("fastest"):
         f = r["fastest"]
-        parts.append(f"`{r['label']}` measured {f['gap_pct']:+.1f}% against `{f['label']}` (within the intervals"
+        parts.append(f"`{r['label']}` measured {f['pick_vs_fastest_pct']:+.1f}% against `{f['label']}` (within the "
+                     "intervals"
                      + (f" and the run's {r['noise_pct']:.1f}% noise" if r.get("noise_pct") else "")
                      + "): the simpler configuration is named")
     if r.get("disturbed") and r["recommended"]:

@@ -142,14 +142,15 @@ def write_report(paths: list[Path], out: Path, every_run: bool = False) -> Path:
     """plots/REPORT.md, the answer on its first screen, and one details page per hardware and
     model (plots/<hardware>/<model>.md); the newest run of `paths`, or with `every_run` all.
 
-    Drawn in a folder of its own beside `out` and moved into `out` once whole: a report stopped
-    while it draws (Ctrl-C, a time limit) leaves `out` as it was, not half of a new one beside
-    half of the old."""
+    Drawn in a hidden folder inside `out` (the same file system: every move is a rename) and moved
+    into place once whole: a report stopped while it draws (Ctrl-C, a time limit) leaves `out`'s
+    files as they were, not half of a new report beside half of the old. Pages of an earlier
+    report that this one does not draw (another model's) stay."""
     out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.drawing-", dir=out.parent))
+    staging = Path(tempfile.mkdtemp(prefix=".drawing-", dir=out))
     try:
         report = _draw(paths, staging, every_run)
-        for drawn in sorted(staging.rglob("*")):
+        for drawn in sorted(staging.rglob("*")):  # files only: the folders come with them
             if drawn.is_file():
                 target = out / drawn.relative_to(staging)
                 target.parent.mkdir(parents=True, exist_ok=True)

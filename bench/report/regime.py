@@ -12,6 +12,9 @@ The rule, in order:
 2. Otherwise the batch ladder of the same series (strategy, devices, precision, knobs,
    same results file) bounds it; it says host-bound only where every row of it ran steadily
    (none disturbed: a two-mode row's median step fakes a step that did not grow), else "unknown".
+   A GPU-bound verdict of such a ladder stands: "host-bound" tells a user to look at the host
+   rather than the strategy, the claim a disturbed row must not make; a two-mode row at the
+   largest batch can still overstate its growth.
    Model a step as max(host time, g x batch): the GPU's
    share of the step at batch b is at most
    per-image time at the series' largest batch / per-image time at b

@@ -35,7 +35,8 @@ from pathlib import Path
 import psutil
 
 from bench.core.imports import pythonpath
-from bench.core.lifetime import LIVE, SCRATCH_PREFIX, kill_with_parent, lock_folder, prctl as _prctl
+from bench.core.lifetime import (LIVE, SCRATCH_PREFIX, end_processes_in, kill_with_parent, lock_folder,
+                                 prctl as _prctl)
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -177,36 +178,15 @@ def kill_tree(pid: int) -> None:
     psutil.wait_procs(descendants, timeout=5)
 
 
-def end_processes_in(folder: str) -> int:
-    """SIGKILL every process (this one aside) whose TMPDIR lies in `folder`; returns how many.
-
-    A worker's TMPDIR is its folder in the sweep's scratch folder, and whatever it starts
-    inherits it: a helper that a model's factory starts in a session of its own is neither the
-    worker's descendant once the worker is gone nor in its process group, but it carries the
-    worker's environment."""
-    inside = os.path.join(os.path.realpath(folder), "")
-    ended = []
-    for proc in psutil.process_iter():
-        try:
-            tmpdir = proc.environ().get("TMPDIR")
-            if tmpdir and proc.pid != os.getpid() and os.path.join(os.path.realpath(tmpdir), "").startswith(inside):
-                proc.kill()
-                ended.append(proc)
-        except psutil.Error:  # gone, a zombie, or another user's
-            continue
-    psutil.wait_procs(ended, timeout=5)
-    return len(ended)
-
-
 # The guard: blocks on its stdin, a pipe whose other end only the sweep holds. The read
 # returns when the sweep has ended, however it ended; the guard ends what the workers left
-# running (end_processes_in) and removes the folder (again a few times: a worker killed at
+# running (lifetime.end_processes_in) and removes the folder (again a few times: a worker killed at
 # that moment may still be writing into it).
 _GUARD = """
 import os, shutil, sys, time
 sys.stdin.buffer.read()
 try:
-    from bench.run.procs import end_processes_in
+    from bench.core.lifetime import end_processes_in
     end_processes_in(sys.argv[1])
 except Exception:
     pass  # the folder goes all the same

@@ -218,14 +218,14 @@ def probe(names: list[str], timeout_s: float = 300) -> dict[str, dict]:
     import tempfile
 
     from bench.core.imports import ROOT, pythonpath
-    from bench.core.lifetime import SCRATCH_PREFIX, kill_with_parent, lock_folder
+    from bench.core.lifetime import SCRATCH_PREFIX, end_processes_in, kill_with_parent, lock_folder
 
     _load()
     others = [n for n in dict.fromkeys(names) if n not in _REGISTRY]
     if not others:
         return {}
     # A folder the next sweep removes should this process be killed while the factory resolves,
-    # with whatever the factory left running there (its TMPDIR: bench/run/procs.py end_processes_in).
+    # with whatever the factory left running there (its TMPDIR: bench/core/lifetime.py end_processes_in).
     with tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}probe-") as folder:
         env = {**os.environ, "PYTHONPATH": pythonpath(), "TMPDIR": folder}
         live = lock_folder(folder)
@@ -246,6 +246,7 @@ def probe(names: list[str], timeout_s: float = 300) -> dict[str, dict]:
                                         f"more time with a larger --startup-timeout") from None
                 finally:
                     _end_group(proc)
+                    end_processes_in(folder)  # a helper that left the probe's tree still carries its TMPDIR
                 output.seek(0)
                 printed = output.read()
             try:
