@@ -13,16 +13,18 @@ from pathlib import Path
 
 from bench.measure import counters
 from bench.cases import results
+from bench.cases.case import identity
 
 _NAME = re.compile(r"(?P<strategy>.+)-(?P<side>alone|after)-(?P<attempt>\d+)(\.probe)?\.json$")
-_SAME_CASE = ("strategy", "precision", "model", "batch_per_gpu", "n_replicas")
+_NAMED = ("strategy", "precision", "model", "execution", "batch_per_gpu", "n_replicas")
 
 
 def same_case(rows: list[dict], like: dict) -> dict:
-    """The one row of `rows` that measured `like`'s case; ValueError names what is missing."""
-    found = [r for r in rows if all(r[k] == like[k] for k in _SAME_CASE)]
+    """The one row of `rows` that measured `like`'s case (the same case key and hardware: its
+    execution and knobs too); ValueError names what is missing."""
+    found = [r for r in rows if identity(r) == identity(like)]
     if len(found) != 1:
-        case = " ".join(str(like[k]) for k in _SAME_CASE)
+        case = " ".join(str(like[k]) for k in _NAMED)
         raise ValueError(f"{len(found)} rows of the case {case} where one was expected")
     return found[0]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from bench.measure.anatomy import timeline_path, trace_path
+from bench.measure.counters import detach_profiler_afterwards
 
 
 def capture(run, devices, steps: int, folder: str, rank: int) -> None:
@@ -21,6 +22,7 @@ def capture(run, devices, steps: int, folder: str, rank: int) -> None:
     from torch.profiler import ProfilerActivity, profile, schedule
 
     warnings.filterwarnings("ignore", message="Profiler clears events")  # one window per profiler: expected
+    detach_profiler_afterwards()
     cuda = sorted({d for d in devices if d.type == "cuda"}, key=lambda d: d.index)
     os.makedirs(folder, exist_ok=True)
 

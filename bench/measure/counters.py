@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import math
+import os
 
 COUNTERS = ("ops_per_step", "kernel_launches_per_step", "host_syncs_per_step", "collectives_per_step",
             "collective_elements_per_step", "alloc_mib_per_step")
@@ -54,11 +55,21 @@ _STEP_END = "parabench.step_end"
 SCOPE = "step"
 
 
+def detach_profiler_afterwards() -> None:
+    """Have the profiler let go of the GPU when it stops. Kineto (torch 2.11) leaves CUPTI
+    attached after a profile unless TEARDOWN_CUPTI=1, and every later step pays for it: a
+    compiled step counted after another case's counting ran 17-25% slower on an H200
+    (docs/findings.md, "What a worker carried from one case to the next"). Set before the
+    first profile of the process; a value the user set stands."""
+    os.environ.setdefault("TEARDOWN_CUPTI", "1")
+
+
 def count_step(run, devices) -> dict:
     """The counters of one call of `run` on `devices` (all of this process's)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    detach_profiler_afterwards()
     # Launches and synchronisations are host-side calls, recorded when made: the window
     # needs no synchronisation of its own (which would be counted as the step's).
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if any(d.type == "cuda" for d in devices) else [])
