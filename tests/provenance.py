@@ -49,7 +49,6 @@ UNIONS = {
     "results/reference/h100/x2/real-vit-large-x2.json": {"real-vit-large-ddp-x2.json", "real-vit-large-zero1-x2.json",
                                                          "real-vit-large-fsdp2-x2.json",
                                                          "real-vit-large-ddp-x2-below.json"},
-    "results/reference/h100/x2/dp-layout-x2.json": {"dp-cl-x2.json", "dp-nchw-x2.json"},
     # `make fit-check`'s real runs, one per strategy, in one file (scripts/fit_check.sh's per-strategy files).
     **{f"results/reference/{where}/real-{model}-x{n}.json": {f"real-{model}-{s}-x{n}.json"
                                                               for s in ("ddp", "zero1", "fsdp2")}

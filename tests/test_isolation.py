@@ -59,3 +59,17 @@ def test_the_comparison_refuses_unusable_files_in_one_line(tmp_path):
     proc = run(tmp_path)
     assert proc.returncode == 2 and "single-alone-1.json" in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_same_case_is_the_same_execution_and_knobs():
+    """An 'after' file may hold the eager and the compiled step of one batch (scripts/carryover.sh):
+    the case is matched on its whole identity, not on strategy, precision and batch alone."""
+    from bench.cases import results
+
+    [base] = [r for r in rows_of(REPO / "results/reference/baselines/cpu-ci.json") if r["strategy"] == "single"][:1]
+    eager = results.today(dict(base, execution="eager"))
+    compiled = results.today(dict(base, execution="compile"))
+    assert isolation.same_case([eager, compiled], compiled) is compiled
+    assert isolation.same_case([eager, compiled], eager) is eager
+    with pytest.raises(ValueError, match="0 rows of the case single"):
+        isolation.same_case([eager], compiled)

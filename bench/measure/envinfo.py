@@ -184,13 +184,16 @@ def _host_memory() -> int:
     return psutil.virtual_memory().total
 
 
-# The variables that change what a multi-GPU run measures, recorded as they were in force.
-VARIABLE_PREFIXES = ("NCCL_", "CUDA_VISIBLE_DEVICES", "TORCH_NCCL_", "OMP_NUM_THREADS")
+# The variables that change what a run measures, recorded as they were in force: NCCL's, and
+# whether the profiler lets go of the GPU after a case's counting (bench/measure/counters.py).
+VARIABLE_PREFIXES = ("NCCL_", "CUDA_VISIBLE_DEVICES", "TORCH_NCCL_", "OMP_NUM_THREADS", "TEARDOWN_CUPTI")
 
 
 def variables() -> dict:
     found = {k: v for k, v in os.environ.items() if k.startswith(VARIABLE_PREFIXES)}
-    found.setdefault("NCCL_NVLS_ENABLE", "0")  # what parabench sets for its workers unless told otherwise
+    # What parabench sets for its workers unless told otherwise.
+    found.setdefault("NCCL_NVLS_ENABLE", "0")
+    found.setdefault("TEARDOWN_CUPTI", "1")
     return found
 
 

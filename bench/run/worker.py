@@ -2,7 +2,8 @@
 launcher and a device set, and reports one result event per case on the events channel.
 
 Between cases it resets what a case may leave behind: peak-memory statistics, the
-allocator cache, seeds, cuDNN/TF32 settings, torch.compile's caches. After any failure it
+allocator cache, seeds, cuDNN/TF32 settings, torch.compile's caches; the profiler that
+counted a case detaches from the GPU as it stops (bench/measure/counters.py). After any failure it
 leaves, and the sweep starts a fresh worker for the cases left, so faults stay isolated.
 
 Usage (by the sweep, never by hand): python -m bench.run.worker SPEC.json
