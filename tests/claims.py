@@ -41,7 +41,7 @@ The expression vocabulary (Python expressions over these names, nothing else):
 What counts as a figure (outside code, links and the exemptions below): a number with a decimal
 point or an exponent (3.2, 0.985, 1e-4); an integer followed by a unit (% x k M MiB GiB MB GB
 KiB ms us s GB/s Gb/s TFLOP/s GFLOP MHz W, or a count: cases, runs, pairs, parameters, ok, skipped,
-passed, images, probes, samples),
+passed, failed, images, probes, samples),
 with the integers of a range or list it closes (95-99%, 10.44 / 10.49 ms); both numbers of
 "N of M"; and every number in a Markdown table's cells after the first column. Exempt: versions
 (torch 2.11.0, Python 3.12, cuDNN 9.19), names that hold digits (H200, resnet18, fp32, NV18,
@@ -66,7 +66,7 @@ TABLE = REPO / "docs" / "claims.toml"
 
 # --- figures in a text --------------------------------------------------------------------
 UNITS = (r"%|x\b|k\b|M\b|MiB\b|GiB\b|KiB\b|MB\b|GB/s\b|Gb/s\b|GB\b|TFLOP/s\b|GFLOP\b|ms\b|us\b|s\b"
-         r"|cases\b|runs\b|pairs\b|parameters\b|ok\b|skipped\b|images\b|probes\b|MHz\b|W\b|samples\b|passed\b")
+         r"|cases\b|runs\b|pairs\b|parameters\b|ok\b|skipped\b|images\b|probes\b|MHz\b|W\b|samples\b|passed\b|failed\b")
 # A number is a figure's only where no letter, digit, dot or underscore is glued to its left
 # (H200, resnet18, fp32, sm_86, x2 are names) and a sign counts only after a space or bracket.
 _START = r"(?<![\w.])"

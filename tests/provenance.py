@@ -45,6 +45,8 @@ MOVED = [
 # Files that are the union of other runs' rows (a GPU baseline): file -> the runs its rows name.
 UNIONS = {
     "results/reference/baselines/nvidia-h200.json": {"h200x2-sweep-r18.json", "h200x2-sweep-small.json"},
+    # DataParallel with cuDNN autotuning on and off (docs/findings.md, finding 3), two runs in one file.
+    "results/reference/h200/h200x4-dp-cudnn.json": {"h200x4-dp-cudnn-on.json", "h200x4-dp-cudnn-off.json"},
     # The real 2-GPU runs a fit was held against, one run per strategy (scripts/fit_check.sh) and one below.
     "results/reference/h100/x2/real-vit-large-x2.json": {"real-vit-large-ddp-x2.json", "real-vit-large-zero1-x2.json",
                                                          "real-vit-large-fsdp2-x2.json",

@@ -115,7 +115,9 @@ def test_a_host_sleep_shows_as_idle_on_a_gpu(tmp_path):
 
 # --- waiting for a slow rank against transfer ----------------------------------------
 def per_device(row, value) -> dict:
-    return {k: float(v) for k, v in (item.split("=") for item in row[f"anatomy_{value}_ms_per_device"].split(";"))}
+    figures = row[f"anatomy_{value}_ms_per_device"]
+    assert figures, f"no anatomy_{value}_ms_per_device: {row.get('anatomy_note')!r} ({row.get('reason')!r})"
+    return {k: float(v) for k, v in (item.split("=") for item in figures.split(";"))}
 
 
 def test_the_wait_for_the_last_rank_is_split_from_the_transfer():

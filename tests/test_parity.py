@@ -290,3 +290,14 @@ def test_cases_that_fail_only_together_fail_every_test_of_their_worker(monkeypat
     assert [found[i] for i in spawn] == [{"strategy": "ddp"}]  # a worker of its own, which passed
     shared = [f for i, f in enumerate(found) if i not in spawn]
     assert all(isinstance(f, RuntimeError) and "each alone passed" in str(f) for f in shared), shared
+
+
+def test_a_gpu_parity_case_runs_the_references_layout():
+    """The reference steps in the plain layout; a GPU case left to `auto` ran channels_last (on for
+    images on GPUs), and every 2-GPU strategy then read 3.39e-4 from the reference on 2 H200s
+    (tests/gpu-logs/h200x2.log at 73d2120), beyond GPU_TOLERANCE."""
+    from bench.checks.parity import parity_case
+
+    for gpus in ((0,), (0, 1)):
+        assert parity_case("ddp", MODEL, GLOBAL_BATCH // len(gpus), gpus, len(gpus)).channels_last is False
+    assert parity_case("single", MODEL, GLOBAL_BATCH, (0,), 1, channels_last="on").channels_last is True

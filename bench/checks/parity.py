@@ -65,9 +65,10 @@ def reference_parameters(model: str, global_batch: int, shards: int, seed: int =
 def parity_case(strategy: str, model: str, batch_per_replica: int, gpus: tuple[int, ...] = (), n_replicas: int = 1,
                 options: dict | None = None, seed: int = 0, steps: int = 1, execution: str = "eager",
                 precision: str = "fp32", **knobs) -> Case:
-    """The case whose training step the parity tests compare (TF32 off, no autotuning; fp32
-    unless `precision` says otherwise)."""
-    knobs = {"cudnn_benchmark": "off", "tf32": "off", **knobs}
+    """The case whose training step the parity tests compare: TF32 off, no autotuning, and the
+    reference's plain layout (`auto` turns channels_last on for images on GPUs, whose
+    convolutions round otherwise); fp32 unless `precision` says otherwise."""
+    knobs = {"cudnn_benchmark": "off", "tf32": "off", "channels_last": "off", **knobs}
     settings = make_settings(warmup=0, steps=steps, trials=1, seed=seed, options=tuple(sorted((options or {}).items())),
                              **knobs)
     return Case.make(strategy, precision, model, Placement(tuple(gpus), n_replicas), batch_per_replica, execution,
