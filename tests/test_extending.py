@@ -319,6 +319,45 @@ def test_a_knob_added_in_one_file_reaches_list_the_sweep_the_answer_and_the_repo
     assert "warm=yes" in (tmp_path / "plots" / "REPORT.md").read_text()
 
 
+def test_a_knob_added_in_one_file_reaches_fits_flags_the_levers_the_labels_and_the_fit_check(tmp_path):
+    """A knob's words come from its entry: in a copy of the code with one entry added to
+    bench/core/knobs.py (a short token and a lever), `fit` takes its flag and compares it, a
+    search tries its lever in its place, a difference names it, and a short label shows its token."""
+    import shutil
+
+    copy = tmp_path / "code"
+    for package in ("bench", "strategies"):
+        shutil.copytree(REPO / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
+    knobs = copy / "bench" / "core" / "knobs.py"
+    entry = ('    Knob("warm_start", "--warm-start", "no", "a knob of the test", choices=("no", "yes"), legacy="no", '
+             'label="warm", short="ws-{value}", lever=lambda case, data: "yes" if case.warm_start == "no" else None, '
+             'lever_rank=3),\n)\nBY_NAME =')
+    knobs.write_text(knobs.read_text().replace(")\nBY_NAME =", entry, 1))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    fit_help = subprocess.run([sys.executable, "-m", "bench", "fit", "--help"], cwd=copy, env=env,
+                              capture_output=True, text=True, timeout=300)
+    assert fit_help.returncode == 0 and "--warm-start" in fit_help.stdout, fit_help.stderr[-2000:]
+    probe = """
+from bench.cases.case import Case, settings
+from bench.cases.levers import DIMENSIONS, difference, levers
+from bench.core.placement import Placement
+from bench.fit.fit import _same_case
+from bench.report.labels import tokens
+
+case = Case.make("single", "fp32", "resnet18-small", Placement((), 1), 2, "eager", settings())
+assert DIMENSIONS == ("execution", "optimizer_impl", "channels_last", "warm_start", "options"), DIMENSIONS
+(lever,) = levers(case, "warm_start")
+assert lever.setting == "warm=yes" and lever.case.warm_start == "yes", lever
+assert difference(case, lever.case) == ["warm=yes"]
+assert tokens(lever.case.row()) == "ws-yes", tokens(lever.case.row())
+assert not _same_case(case.row(), lever.case.row()) and _same_case(case.row(), case.row())
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=copy, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
 def test_the_case_crosses_into_the_worker_as_one_typed_versioned_object():
     """Case.spec() is a CaseSpec: written as JSON and read back as the same object, its knobs
     typed fields; a spec of another version or with fields this code does not know is refused in

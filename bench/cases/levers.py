@@ -10,7 +10,9 @@ setting alone, so every gain the answer states is a measurement, not a guess.
 
 The dimensions are tried in the order of `DIMENSIONS`, largest expected gain first (on one
 H100, compile reduce-overhead ran 1.4-3x the eager step, fused SGD about 1.0x), so that a
-search that runs out of budget has tried what matters most. No torch.
+search that runs out of budget has tried what matters most: the execution, then each knob that
+declares a lever in its entry (bench/core/knobs.py, by `lever_rank`), then the strategy's
+options. No torch.
 """
 from __future__ import annotations
 
@@ -19,10 +21,11 @@ from dataclasses import dataclass
 
 import strategies
 from bench.cases.case import Case
+from bench.core.knobs import BY_NAME as KNOB, KNOBS, lever_knobs
 
 # (execution, compile mode) pairs a search tries, in order of priority.
 EXECUTION_LEVERS = (("compile", "reduce-overhead"), ("cuda-graph", "default"), ("compile", "default"))
-DIMENSIONS = ("execution", "optimizer_impl", "channels_last", "options")
+DIMENSIONS = ("execution", *(knob.name for knob in lever_knobs()), "options")
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ def _with_knobs(case: Case, **values) -> Case:
 
 def fused_label(case: Case) -> str:
     """The fused-kernel lever as the answer names it: "sgd=fused", "adamw=fused"."""
-    return f"{case.optimizer}=fused"
+    return KNOB["optimizer_impl"].setting("fused", dict(case.knobs) | {"optimizer": case.optimizer})
 
 
 # Executions that replay the step: their optimiser update runs fused where the strategy can. Under
@@ -79,21 +82,14 @@ def _execution_levers(case: Case) -> list[Lever]:
     return out
 
 
-def _kernel_levers(case: Case) -> list[Lever]:
-    if case.optimizer_impl == "fused":
-        return []
-    return [Lever("optimizer_impl", fused_label(case), _with_knobs(case, optimizer_impl="fused"))]
-
-
-def _layout_levers(case: Case) -> list[Lever]:
+def _knob_levers(case: Case, name: str) -> list[Lever]:
+    """The lever a knob's entry declares: the value a search tries in place of the case's."""
     from bench.workloads import data_of
 
-    data = data_of(case.model)
-    if data is not None and not data.spatial:
-        return []  # token ids: no layout to choose
-    flipped = not case.channels_last
-    return [Lever("channels_last", f"channels_last={'on' if flipped else 'off'}",
-                  _with_knobs(case, channels_last=flipped))]
+    value = KNOB[name].lever(case, data_of(case.model))
+    if value is None:
+        return []
+    return [Lever(name, KNOB[name].setting(value, _named(case)), _with_knobs(case, **{name: value}))]
 
 
 def _option_levers(case: Case) -> list[Lever]:
@@ -108,30 +104,33 @@ def _option_levers(case: Case) -> list[Lever]:
     return out
 
 
-_BY_DIMENSION = {"execution": _execution_levers, "optimizer_impl": _kernel_levers, "channels_last": _layout_levers,
-                 "options": _option_levers}
-
-
 def levers(case: Case, dimension: str) -> list[Lever]:
     """The levers of one dimension that move `case` somewhere new, in order of priority."""
-    return _BY_DIMENSION[dimension](case)
+    if dimension == "execution":
+        return _execution_levers(case)
+    if dimension == "options":
+        return _option_levers(case)
+    return _knob_levers(case, dimension)
+
+
+def _named(case: Case) -> dict:
+    """The case's knobs as they resolved, for the names a setting is said by ("{optimizer}")."""
+    return {knob.name: getattr(case, knob.name) for knob in KNOBS}
+
+
+def settings(case: Case) -> list[str]:
+    """Every setting of `case` as levers and differences name them: its execution, each knob (the
+    compile mode within the execution) and each option of its strategy's."""
+    return (["execution=" + execution_of(case)]
+            + [k.setting(getattr(case, k.name), _named(case)) for k in KNOBS
+               if not k.in_execution and getattr(case, k.name) is not None]
+            + [f"{k}={v}" for k, v in case.options])
 
 
 def difference(a: Case, b: Case) -> list[str]:
     """The settings in which `b` differs from `a`, as levers name them ("sgd=fused")."""
-    out = []
-    if execution_of(a) != execution_of(b):
-        out.append("execution=" + execution_of(b))
-    if a.optimizer != b.optimizer:
-        out.append(f"optimizer={b.optimizer}")
-    if a.optimizer_impl != b.optimizer_impl:
-        out.append(f"{b.optimizer}={b.optimizer_impl}")
-    if a.channels_last != b.channels_last:
-        out.append(f"channels_last={'on' if b.channels_last else 'off'}")
-    for name in sorted(set(a.options_dict) | set(b.options_dict)):
-        if a.options_dict.get(name) != b.options_dict.get(name):
-            out.append(f"{name}={b.options_dict.get(name)}")
-    for knob in ("data", "tf32", "cudnn_benchmark", "cpu_bind"):
-        if getattr(a, knob) != getattr(b, knob):
-            out.append(f"{knob}={getattr(b, knob)}")
-    return out
+    out = ["execution=" + execution_of(b)] if execution_of(a) != execution_of(b) else []
+    out += [k.setting(getattr(b, k.name), _named(b)) for k in KNOBS
+            if not k.in_execution and getattr(a, k.name) != getattr(b, k.name)]
+    return out + [f"{name}={b.options_dict.get(name)}" for name in sorted(set(a.options_dict) | set(b.options_dict))
+                  if a.options_dict.get(name) != b.options_dict.get(name)]

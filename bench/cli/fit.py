@@ -150,7 +150,8 @@ def cmd_fit(args) -> int:
         raise UsageError(f"--out {out} is a folder: name a fit file in it, e.g. --out {out / ('fit' + fit.SUFFIX)}")
     # One writer at a time, as `bench run` holds its results file: a second fit to the same --out is refused
     # (before it looks whether the file exists: two started together would both find none).
-    refuse_knobs_models_cannot_take(make_settings(channels_last=args.channels_last), models)
+    requested = _knobs(args)
+    refuse_knobs_models_cannot_take(make_settings(**requested), models)
     lock = results.Lock(out)
     try:
         results.check_writable(out)  # first: a folder that cannot be written cannot hold the lock either
@@ -161,11 +162,11 @@ def cmd_fit(args) -> int:
         if out.exists() and not args.resume:  # its probes were measured: never written over
             raise UsageError(f"--out {out} holds a fit already: --resume goes on with it (the same settings), or "
                              "choose another --out")
-        knobs = make_settings(warmup=args.warmup, steps=args.steps, trials=1, channels_last=args.channels_last)
+        knobs = make_settings(warmup=args.warmup, steps=args.steps, trials=1, **requested)
         settings = {"models": models, "strategies": chosen, "precisions": precisions, "devices": devices, "gpus": gpus,
                     "memory_budget_mib": budget, "reserve_mib": held.mib, "reserve_source": held.source,
                     "headroom": headroom,
-                    "channels_last": args.channels_last, "warmup": args.warmup,
+                    **requested, "warmup": args.warmup,
                     "steps": args.steps, **search, "first": list(search["first"]) if search["first"] else None,
                     "probe_timeout_s": args.probe_timeout,
                     "startup_timeout_s": args.startup_timeout}
@@ -263,14 +264,24 @@ def _resumed(out: Path, settings: dict, models: list[str]) -> tuple[list[dict], 
         doc = fit.load(out)
     except fit.FitError as exc:
         raise UsageError(f"--resume: {exc}") from None
-    for key in ("gpus", "memory_budget_mib", "reserve_mib", "headroom", "channels_last", "warmup", "steps", "first",
+    from bench.core.knobs import BY_NAME as KNOB
+
+    for key in ("gpus", "memory_budget_mib", "reserve_mib", "headroom", *KNOB, "warmup", "steps", "first",
                 "resolution", "max_batch"):
-        # older files: none held back, no headroom
-        if doc["settings"].get(key, 0.0 if key in ("reserve_mib", "headroom") else None) != settings[key]:
+        # older files: none held back, no headroom, a knob they predate as its default
+        was = 0.0 if key in ("reserve_mib", "headroom") else KNOB[key].default if key in KNOB else None
+        if doc["settings"].get(key, was) != settings[key]:
             raise UsageError(f"--resume: {out} was made with {key} {doc['settings'].get(key)!r}, "
                              f"not {settings[key]!r}: give the same settings, or another --out")
     return doc["rows"], [o for o in doc["outcomes"] if o["model"] not in models], list(doc["settings"].get("devices")
                                                                                       or [])
+
+
+def _knobs(args) -> dict:
+    """Every knob's request, as `bench run` takes it (bench/core/knobs.py): each changes what fits."""
+    from bench.core.knobs import KNOBS
+
+    return {knob.name: getattr(args, knob.name) for knob in KNOBS}
 
 
 def _worker_env(gpus: list[int]) -> dict:
@@ -328,7 +339,7 @@ def cmd_fit_check(args) -> int:
 
 
 def add_parser(sub) -> None:
-    from bench.core.knobs import BY_NAME as KNOB
+    from bench.core.knobs import KNOBS
     from bench.fit.fit import DEFAULT_DEVICES, PEAK_TOLERANCE
     from bench.fit.search import Search
 
@@ -358,7 +369,8 @@ def add_parser(sub) -> None:
                      help="percent of a probe's memory a batch must leave free beyond its peak to count as fitting: "
                      "a real run's allocator fragments differently from a probe's (default on a GPU "
                      f"{100 * HEADROOM:g}; on the CPU 0, where the budget counts tensors; bench/fit/worker.py)")
-    KNOB["channels_last"].add_flag(cmd)  # the knob's own flag, as `bench run` has it (bench/core/knobs.py)
+    for knob in KNOBS:  # every knob's own flag, as `bench run` has it (bench/core/knobs.py)
+        knob.add_flag(cmd)
     how = Search(limit_mib=0)  # the search's defaults, declared once there
     cmd.add_argument("--first-batches", help="the batches the search starts from, the line through them predicting "
                      "the limit (default: the model's, 8,64 images or 1,8 sequences of a language model)")

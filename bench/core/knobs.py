@@ -65,6 +65,13 @@ class Knob:
     # named where it is channels_last, whatever `auto` chose (labels stay as they were before `auto`).
     unlabelled: Any = None
     aliases: tuple[str, ...] = ()  # the knob's earlier flags and row columns (`--sgd-impl`, `sgd_impl`), still read
+    # Its token in the report's short labels, "{value}" the value (`CL`, `tf32-{value}`); "": label-value.
+    short: str = ""
+    in_execution: bool = False  # said as part of the execution (`compile:reduce-overhead`), not on its own
+    # (case, data) -> the value a search tries in place of the case's, or None; levers are tried in
+    # the order of `lever_rank`, after the execution's and before the strategy's options (bench/cases/levers.py).
+    lever: Callable[[Any, Any], Any] | None = None
+    lever_rank: int = 0
 
     def read(self, value):
         """The knob's value from a results row or a worker's spec (JSON or CSV text): typed as
@@ -105,6 +112,24 @@ class Knob:
         if isinstance(value, bool):  # a request (auto/on/off) resolved to a flag
             return f"{label}={'on' if value else 'off'}"
         return f"{label}={value}"
+
+    def named(self, knobs: dict | None = None) -> str:
+        """The name a setting of this knob is said by: its label ("{optimizer}": the optimiser the
+        case's `knobs` name), else its name."""
+        label = self.label or self.name
+        if label.startswith("{"):
+            label = str((knobs or {}).get(label.strip("{}")) or BY_NAME[label.strip("{}")].legacy)
+        return label
+
+    def setting(self, value, knobs: dict | None = None) -> str:
+        """The value as levers, differences and the answer say it: `channels_last=on`, `sgd=fused`."""
+        return f"{self.named(knobs)}={('on' if value else 'off') if isinstance(value, bool) else value}"
+
+    def token(self, value) -> str:
+        """The value's token in a short label: `CL`, `tf32-on`, `fused`."""
+        if self.short:
+            return self.short.format(value=value)
+        return self.named() if value is True else f"{self.named()}-{value}"
 
     def add_flag(self, parser) -> None:
         """The knob's flag (and its earlier names) on `parser`, its default said in its help."""
@@ -173,36 +198,60 @@ def _graph_needs_resident_data(case, precision, data) -> str | None:
     return None
 
 
+def _fused_kernels(case, data):
+    return "fused" if case.optimizer_impl != "fused" else None  # fused SGD or AdamW
+
+
+def _flip_layout(case, data):
+    return (not case.channels_last) if _spatial(data) else None  # token ids: no layout to choose
+
+
 KNOBS: tuple[Knob, ...] = (
     Knob("compile_mode", "--compile-mode", "default", "torch.compile mode for --execution compile: "
-         + ", ".join(COMPILE_MODES), choices=COMPILE_MODES, legacy="default", resolve=_compile_mode),
+         + ", ".join(COMPILE_MODES), choices=COMPILE_MODES, legacy="default", resolve=_compile_mode,
+         in_execution=True),
     Knob("data", "--data", "device", "device: the batch stays where the step runs (on each GPU); host: copied "
          "from pinned host memory every step",
-         choices=("device", "host"), legacy="device", label="data", unavailable=_graph_needs_resident_data),
+         choices=("device", "host"), legacy="device", label="data", unavailable=_graph_needs_resident_data,
+         short="{value}-data"),
     Knob("channels_last", "--channels-last", "auto", "channels_last memory format for model and inputs: auto (on "
          "for image workloads on GPUs, off on the CPU), on (the flag alone), off; a model without 4-D image inputs "
          "(a language model) has no layout to choose", choices=("auto", "on", "off"), legacy=False,
          label="channels_last", resolve=_channels_last, resolves_to=bool, bare="on", unavailable=_layout_needs_images,
-         unlabelled=False),
+         unlabelled=False, short="CL", lever=_flip_layout, lever_rank=2),
     Knob("cudnn_benchmark", "--cudnn-benchmark", "auto",
          "auto: on, but off for strategies that run replicas in threads "
          "(docs/findings.md: DataParallel and cuDNN autotuning)",
          choices=("auto", "on", "off"), label="cudnn.benchmark", same_step=False, resolve=_cudnn_benchmark,
-         resolves_to=bool),
+         resolves_to=bool, short="cudnn-{value}"),
     Knob("tf32", "--tf32", "default", "TF32 for matmuls and convolutions (default: PyTorch's, convolutions only)",
-         choices=("default", "on", "off"), legacy="default", label="tf32"),
+         choices=("default", "on", "off"), legacy="default", label="tf32", short="tf32-{value}"),
     Knob("optimizer", "--optimizer", "auto", "the optimiser: auto (the workload's: sgd for images, adamw for "
          "language models), " + "; ".join(f"{k}: {v[0]}" for k, v in OPTIMIZERS.items()),
-         choices=("auto", *OPTIMIZERS), legacy="sgd", label="optimizer", resolve=_optimizer),
+         choices=("auto", *OPTIMIZERS), legacy="sgd", label="optimizer", resolve=_optimizer, short="{value}"),
     Knob("optimizer_impl", "--optimizer-impl", "auto", "the optimiser's update kernels (--sgd-impl before); auto: "
          "PyTorch's choice (foreach on GPUs, for-loop on the CPU)", choices=("auto", "for-loop", "foreach", "fused"),
          legacy="for-loop", label="{optimizer}", resolve=_optimizer_impl, unavailable=_graph_needs_fused_kernels,
-         aliases=("--sgd-impl", "sgd_impl")),
+         aliases=("--sgd-impl", "sgd_impl"), short="{value}", lever=_fused_kernels, lever_rank=1),
     Knob("cpu_bind", "--cpu-bind", "none", "CPUs of each process on a host: none (the kernel places them, as "
          "torchrun does), exclusive (a block of its own within its GPU's NUMA node; bench/run/affinity.py)",
-         choices=("none", "exclusive"), legacy="none", label="cpu-bind", same_step=False),
+         choices=("none", "exclusive"), legacy="none", label="cpu-bind", same_step=False, short="cpu-{value}"),
 )
 BY_NAME = {knob.name: knob for knob in KNOBS}
+
+
+def by_label(key: str) -> Knob | None:
+    """The knob a variant label's key names (`channels_last`, `cudnn.benchmark`, or an optimiser's
+    name for its kernels), None for a strategy's option."""
+    for knob in KNOBS:
+        if knob.label and (knob.label == key or knob.label == "{optimizer}" and key in OPTIMIZERS):
+            return knob
+    return None
+
+
+def lever_knobs() -> tuple[Knob, ...]:
+    """The knobs a search moves, in the order it tries them."""
+    return tuple(sorted((k for k in KNOBS if k.lever), key=lambda k: k.lever_rank))
 NAMES = tuple(BY_NAME)
 # The knobs that change the training step: a speed-up divides cases that agree on them.
 STEP_KNOBS = tuple(k.name for k in KNOBS if k.same_step)

@@ -257,9 +257,11 @@ def _same_case(fit_row: dict, run_row: dict) -> bool:
     from bench.core.knobs import BY_NAME
 
     keys = ("model", "precision", "strategy", "execution", "options", "gpu_name")
-    knobs = ("channels_last", "optimizer", "optimizer_impl")  # as each row says them (a knob it predates: its legacy)
+    # Every knob, as each row says it: a row that predates one measured its legacy value; a knob
+    # with none (cudnn.benchmark) is compared where both rows state it.
+    values = [(k.value_in(fit_row), k.value_in(run_row)) for k in BY_NAME.values()]
     return (all(str(fit_row.get(k)) == str(run_row.get(k)) for k in keys)
-            and all(BY_NAME[k].value_in(fit_row) == BY_NAME[k].value_in(run_row) for k in knobs))
+            and all(a == b for a, b in values if a is not None and b is not None))
 
 
 def _fails_from(found: dict) -> int | None:

@@ -27,7 +27,7 @@ import strategies
 from bench.cases import ranking, results
 from bench.cases.case import Case
 from bench.cases.caveats import CAPPED_PCT, MIN_STEPS_FOR_SPREAD
-from bench.cases.levers import difference
+from bench.cases.levers import difference, settings
 from bench.cases.ranking import UNSTABLE  # noqa: F401 - the report's legend states it
 from bench.core.knobs import optimizer_state_words, state_copies
 from bench.core.peaks import dense_peak
@@ -186,7 +186,7 @@ def _measured_levers(log: dict, rows: list[dict], top: dict, group: tuple) -> li
     same = [r for r in rows if r["strategy"] == top["strategy"]]
     cases = [Case.from_row(dict(r)) for r in same]
     # What the run asked for, where it did not say: each setting's most common value among the rows.
-    usual = pd.Series([s for c in cases for s in difference(cases[0], c) + _settings(cases[0])]).value_counts()
+    usual = pd.Series([s for c in cases for s in difference(cases[0], c) + settings(cases[0])]).value_counts()
     out = []
     for i, (a, ra) in enumerate(zip(cases, same)):
         for b, rb in zip(cases[i + 1:], same[i + 1:]):
@@ -205,15 +205,6 @@ def _measured_levers(log: dict, rows: list[dict], top: dict, group: tuple) -> li
                         "kept": verdict == "beats the intervals", "items_per_s": float(lever["items_per_s"]),
                         "base_items_per_s": float(base["items_per_s"])})
     return out
-
-
-def _settings(case: Case) -> list[str]:
-    """The case's own value of every setting a lever moves, as `difference` names them."""
-    from bench.cases.levers import execution_of
-
-    return ([f"execution={execution_of(case)}", f"optimizer={case.optimizer}",
-             f"{case.optimizer}={case.optimizer_impl}", f"channels_last={'on' if case.channels_last else 'off'}"]
-            + [f"{k}={v}" for k, v in case.options])
 
 
 def _record(key, batch, at: list[dict], base_of: Baselines, legend: Legend) -> dict:

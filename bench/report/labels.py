@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from bench.cases.case import Case
-from bench.core.knobs import OPTIMIZERS
+from bench.core.knobs import by_label
 
 MAX_CELL = 40  # characters: no table cell on the first screen is longer
 
@@ -21,18 +21,9 @@ EXECUTION = {"cuda-graph": "graph", "compile": "compile", "compile:reduce-overhe
 def _token(key: str, value) -> str:
     if key == "execution":
         return EXECUTION.get(str(value), str(value))
-    if key == "channels_last":
-        return "CL"
-    if key in OPTIMIZERS:  # the optimiser's kernels, named by the optimiser: sgd=fused, adamw=fused
-        return str(value)  # fused, foreach, for-loop
-    if key == "optimizer":
-        return str(value)  # sgd, adamw (where not the workload's own)
-    if key == "data":
-        return f"{value}-data"
-    if key == "tf32":
-        return f"tf32-{value}"
-    if key == "cudnn.benchmark":
-        return f"cudnn-{value}"
+    knob = by_label(key)
+    if knob is not None:  # its token is declared in its entry (bench/core/knobs.py)
+        return knob.token(value)
     # A strategy option: its name's initials and the value (bucket_cap_mb=100 -> bcm100).
     initials = "".join(w[0] for w in re.split(r"[_\W]+", key) if w)
     if value is True:
