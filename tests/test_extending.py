@@ -385,3 +385,28 @@ def test_the_case_crosses_into_the_worker_as_one_typed_versioned_object():
         keyed = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Subscript)
                  and isinstance(n.value, ast.Name) and n.value.id == "case"]
         assert not keyed, (module, keyed)
+
+
+def test_the_seed_and_the_timeouts_are_written_once():
+    """The seed and the timeouts stood in two to five places (`bench fit`'s probes: 300 s by its
+    flag, 600 s where a Fit was made in code); each is read from bench/cases/defaults.py."""
+    import argparse
+    import dataclasses
+
+    from bench.cases.case import Settings
+    from bench.cases.defaults import SEED, TIMEOUT_S
+    from bench.cli import fit as fit_cli, run as run_cli_module
+    from bench.fit.fit import Fit
+
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    run_cli_module.add_parser(sub)
+    fit_cli.add_parser(sub)
+    run = parser.parse_args(["run"])
+    fit = parser.parse_args(["fit"])
+    made = {f.name: f.default for f in dataclasses.fields(Fit)}
+    assert (run.seed, Settings().seed, made["seed"]) == (SEED,) * 3
+    assert (run.case_timeout, Settings().case_timeout_s) == (TIMEOUT_S["case"],) * 2
+    assert (run.startup_timeout, Settings().startup_timeout_s, fit.startup_timeout,
+            made["startup_timeout_s"]) == (TIMEOUT_S["startup"],) * 4
+    assert (fit.probe_timeout, made["probe_timeout_s"]) == (TIMEOUT_S["probe"],) * 2

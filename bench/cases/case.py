@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import strategies
-from bench.cases.defaults import default
+from bench.cases.defaults import SEED, TIMEOUT_S, default
 from bench.core.knobs import BY_NAME as KNOB, COMPILE_MODES, KNOBS as DECLARED, NAMES as KNOB_NAMES  # noqa: F401
 from bench.core.placement import Placement
 from bench.core.step import CaseSpec, KnobFields
@@ -47,11 +47,11 @@ class Settings(_Knobs):
     warmup: int = default("run", "warmup", on_gpu=False)
     steps: int = default("run", "steps", on_gpu=False)
     trials: int = default("run", "trials", on_gpu=False)
-    seed: int = 0
+    seed: int = SEED
     knobs: tuple = ()  # (name, requested value) pairs of bench/core/knobs.py; absent: the knob's default
     options: tuple = ()  # (name, value) pairs, applied to the strategies that declare them
-    case_timeout_s: float = 600.0
-    startup_timeout_s: float = 300.0
+    case_timeout_s: float = TIMEOUT_S["case"]
+    startup_timeout_s: float = TIMEOUT_S["startup"]
     anatomy_steps: int = 0  # > 0: profile that many steps after the timing (bench/measure/anatomy.py)
     worker_scope: str = "group"  # which cases share a worker: group | series | case (WORKER_SCOPES)
 
@@ -105,7 +105,7 @@ class Case(_Knobs):
     warmup: int = default("run", "warmup", on_gpu=False)
     steps: int = default("run", "steps", on_gpu=False)
     trials: int = default("run", "trials", on_gpu=False)
-    seed: int = 0
+    seed: int = SEED
 
     # --- construction ---------------------------------------------------------------
     @classmethod

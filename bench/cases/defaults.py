@@ -20,6 +20,12 @@ MEASUREMENT = {
 }
 
 
+# The seed of the weights and the synthetic data, and how long a process may take before it is
+# killed, seconds: a case in a sweep's worker, a worker's start, one probe of a fit.
+SEED = 0
+TIMEOUT_S = {"case": 600.0, "startup": 300.0, "probe": 300.0}
+
+
 def default(command: str, name: str, on_gpu: bool) -> int:
     """The table's default for `command`'s `name` on GPUs or on the CPU."""
     (gpu, cpu), _, _ = MEASUREMENT[command][name]

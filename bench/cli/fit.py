@@ -8,6 +8,7 @@ import math
 import socket
 from pathlib import Path
 
+from bench.cases.defaults import TIMEOUT_S
 from bench.cli import flags
 from bench.cli.common import (UsageError, check_names, ints, listed, refuse_knobs_models_cannot_take, resolve_gpus,
                                resume_command)
@@ -379,10 +380,11 @@ def add_parser(sub) -> None:
     cmd.add_argument("--max-batch", type=int, default=how.max_batch,
                      help=f"the search's ceiling (default {how.max_batch})")
     flags.measurement(cmd, "fit")
-    cmd.add_argument("--probe-timeout", type=float, default=300.0,
-                     help="seconds a probe may take before its worker is killed and a fresh one goes on (default 300)")
-    cmd.add_argument("--startup-timeout", type=float, default=300.0,
-                     help="seconds a worker may take to start and build the model (default 300)")
+    cmd.add_argument("--probe-timeout", type=float, default=TIMEOUT_S["probe"],
+                     help="seconds a probe may take before its worker is killed and a fresh one goes on "
+                     "(default %(default)g)")
+    cmd.add_argument("--startup-timeout", type=float, default=TIMEOUT_S["startup"],
+                     help="seconds a worker may take to start and build the model (default %(default)g)")
     flags.output(cmd, "the fit file (default <results-dir>/<time>-<host>.fit.json)",
                  resume="go on from the probes --out holds (made with the same search settings): a search already "
                  "over is not measured again")

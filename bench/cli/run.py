@@ -6,6 +6,7 @@ import os
 import sys
 import time
 
+from bench.cases.defaults import SEED, TIMEOUT_S
 from bench.cli import flags
 from bench.cli.common import (UsageError, check_names, ints, listed, refuse_knobs_models_cannot_take, resolve_gpus,
                                resume_command)
@@ -324,7 +325,7 @@ def add_parser(sub) -> None:
                      help="replicas/processes for multi-device strategies on the CPU (default %(default)s)")
     flags.oversubscribe(run, "allow more --cpu-replicas than CPU cores (never more than the memory holds)")
     flags.measurement(run, "run")
-    run.add_argument("--seed", type=int, default=0,
+    run.add_argument("--seed", type=int, default=SEED,
                      help="seed of the weights and the synthetic data, >= 0 (default %(default)s)")
     run.add_argument("--execution", default=None,
                      help="eager,compile,cuda-graph: how the step runs, swept like precisions (default eager)")
@@ -353,9 +354,9 @@ def add_parser(sub) -> None:
     run.add_argument("--rdzv-endpoint",
                      help="HOST:PORT of node 0, where it hosts the rendezvous store (default port 29400)")
     run.add_argument("--rdzv-id", help="a name for this multi-node run, the same on every node (default parabench)")
-    run.add_argument("--case-timeout", type=float, default=600.0,
+    run.add_argument("--case-timeout", type=float, default=TIMEOUT_S["case"],
                      help="seconds a case may take before it is killed (default %(default)g)")
-    run.add_argument("--startup-timeout", type=float, default=300.0,
+    run.add_argument("--startup-timeout", type=float, default=TIMEOUT_S["startup"],
                      help="seconds a worker may take to start (default %(default)g)")
     run.add_argument("--worker-scope", choices=WORKER_SCOPES, default="group",
                      help="cases that share a worker: group (default: every case of a launcher and device set, "

@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.cases.defaults import SEED, TIMEOUT_S
+
 PROBED = ("ok", "tight", "oom", "error", "timeout")  # a probe's outcomes (a skipped case has no probe)
 PROBE_FIELDS = ("status", "reason", "peak_alloc_mib", "peak_reserved_mib")  # what the search reads of a probe
 SCHEMA = "parabench-fit/1"
@@ -108,11 +110,11 @@ class Fit:
     gpus: list[int]
     budget_mib: float | None
     search: dict  # bench.fit.search.Search's fields other than the limit
-    seed: int = 0
+    seed: int = SEED
     reserve_mib: float = 0.0  # held back at n >= 2 for what a real world holds outside the allocator
     headroom: float = 0.0  # the fraction of a probe's memory a fit must leave free (bench/fit/worker.py)
-    probe_timeout_s: float = 600.0
-    startup_timeout_s: float = 600.0
+    probe_timeout_s: float = TIMEOUT_S["probe"]
+    startup_timeout_s: float = TIMEOUT_S["startup"]
     limit_mib: float | None = None
     done: dict = dataclasses.field(default_factory=dict)  # (precision, strategy) -> {n: [probe]}
 
