@@ -7,7 +7,7 @@
 # (TEARDOWN_CUPTI=0), and after the same step compiled at 256/GPU (torch._dynamo.reset()
 # between them). Then `bench check isolation` on each pair.
 # Usage: bash scripts/carryover.sh OUT [ATTEMPTS]   (one GPU: CUDA ordinal 0)
-set -u
+set -euo pipefail
 OUT=${1:?usage: carryover.sh OUT [ATTEMPTS]}
 ATTEMPTS=${2:-2}
 PY=${PY:-python3}

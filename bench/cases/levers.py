@@ -50,7 +50,7 @@ def _with_knobs(case: Case, **values) -> Case:
 
 def fused_label(case: Case) -> str:
     """The fused-kernel lever as the answer names it: "sgd=fused", "adamw=fused"."""
-    return KNOB["optimizer_impl"].setting("fused", dict(case.knobs) | {"optimizer": case.optimizer})
+    return KNOB["optimizer_impl"].setting("fused", _named(case))
 
 
 # Executions that replay the step: their optimiser update runs fused where the strategy can. Under
@@ -110,6 +110,8 @@ def levers(case: Case, dimension: str) -> list[Lever]:
         return _execution_levers(case)
     if dimension == "options":
         return _option_levers(case)
+    if dimension not in DIMENSIONS:
+        raise ValueError(f"{dimension!r} is no lever's dimension ({', '.join(DIMENSIONS)}): its knob declares no lever")
     return _knob_levers(case, dimension)
 
 

@@ -449,9 +449,9 @@ def load_document(path: str | os.PathLike, schema: str, kind: str, fix: str, lis
 
 # Validated rows of the files read last, by (path, inode, size, modification time): a report reads
 # one file for each of its parts, and validating 20,000 rows takes seconds. A file written since
-# is read again.
+# is read again; the least recently read go first beyond _LOADED_ROWS rows in all.
 _LOADED: dict[tuple, list[dict]] = {}
-_LOADED_FILES = 16
+_LOADED_ROWS = 5 * MAX_ROWS
 
 
 def load(path: str | os.PathLike) -> list[dict]:
@@ -463,13 +463,13 @@ def load(path: str | os.PathLike) -> list[dict]:
         key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
     except OSError:
         key = None
-    rows = _LOADED.get(key) if key else None
+    rows = _LOADED.pop(key, None) if key else None
     if rows is None:
         rows = _load(path)
-        if key:
-            while len(_LOADED) >= _LOADED_FILES:
-                _LOADED.pop(next(iter(_LOADED)))
-            _LOADED[key] = rows
+    if key:
+        _LOADED[key] = rows  # the most recently read last
+        while sum(map(len, _LOADED.values())) > _LOADED_ROWS and len(_LOADED) > 1:
+            _LOADED.pop(next(iter(_LOADED)))
     return [dict(r) for r in rows]
 
 

@@ -267,10 +267,10 @@ def _resumed(out: Path, settings: dict, models: list[str]) -> tuple[list[dict], 
         raise UsageError(f"--resume: {exc}") from None
     from bench.core.knobs import BY_NAME as KNOB
 
-    for key in ("gpus", "memory_budget_mib", "reserve_mib", "headroom", *KNOB, "warmup", "steps", "first",
-                "resolution", "max_batch"):
-        # older files: none held back, no headroom, a knob they predate as its default
-        was = 0.0 if key in ("reserve_mib", "headroom") else KNOB[key].default if key in KNOB else None
+    for key in ("gpus", "memory_budget_mib", "reserve_mib", "headroom", *(k for k in KNOB if KNOB[k].fit), "warmup",
+                "steps", "first", "resolution", "max_batch"):
+        # older files: none held back, no headroom, a knob they predate as what they measured (its legacy)
+        was = 0.0 if key in ("reserve_mib", "headroom") else KNOB[key].legacy if key in KNOB else None
         if doc["settings"].get(key, was) != settings[key]:
             raise UsageError(f"--resume: {out} was made with {key} {doc['settings'].get(key)!r}, "
                              f"not {settings[key]!r}: give the same settings, or another --out")
@@ -279,10 +279,11 @@ def _resumed(out: Path, settings: dict, models: list[str]) -> tuple[list[dict], 
 
 
 def _knobs(args) -> dict:
-    """Every knob's request, as `bench run` takes it (bench/core/knobs.py): each changes what fits."""
+    """The request of every knob that changes what a probe holds, as `bench run` takes it
+    (bench/core/knobs.py; a probe runs eager on CPUs the kernel places)."""
     from bench.core.knobs import KNOBS
 
-    return {knob.name: getattr(args, knob.name) for knob in KNOBS}
+    return {knob.name: getattr(args, knob.name) for knob in KNOBS if knob.fit}
 
 
 def _worker_env(gpus: list[int]) -> dict:
@@ -370,8 +371,9 @@ def add_parser(sub) -> None:
                      help="percent of a probe's memory a batch must leave free beyond its peak to count as fitting: "
                      "a real run's allocator fragments differently from a probe's (default on a GPU "
                      f"{100 * HEADROOM:g}; on the CPU 0, where the budget counts tensors; bench/fit/worker.py)")
-    for knob in KNOBS:  # every knob's own flag, as `bench run` has it (bench/core/knobs.py)
-        knob.add_flag(cmd)
+    for knob in KNOBS:  # each knob's own flag, as `bench run` has it (bench/core/knobs.py)
+        if knob.fit:
+            knob.add_flag(cmd)
     how = Search(limit_mib=0)  # the search's defaults, declared once there
     cmd.add_argument("--first-batches", help="the batches the search starts from, the line through them predicting "
                      "the limit (default: the model's, 8,64 images or 1,8 sequences of a language model)")

@@ -71,7 +71,8 @@ class Knob:
     # (case, data) -> the value a search tries in place of the case's, or None; levers are tried in
     # the order of `lever_rank`, after the execution's and before the strategy's options (bench/cases/levers.py).
     lever: Callable[[Any, Any], Any] | None = None
-    lever_rank: int = 0
+    lever_rank: int = 100  # a new lever goes after those ranked here unless its entry says otherwise
+    fit: bool = True  # `bench fit` takes its flag: it changes what a probe holds (not the CPUs, not compile's mode)
 
     def read(self, value):
         """The knob's value from a results row or a worker's spec (JSON or CSV text): typed as
@@ -209,7 +210,7 @@ def _flip_layout(case, data):
 KNOBS: tuple[Knob, ...] = (
     Knob("compile_mode", "--compile-mode", "default", "torch.compile mode for --execution compile: "
          + ", ".join(COMPILE_MODES), choices=COMPILE_MODES, legacy="default", resolve=_compile_mode,
-         in_execution=True),
+         in_execution=True, fit=False),
     Knob("data", "--data", "device", "device: the batch stays where the step runs (on each GPU); host: copied "
          "from pinned host memory every step",
          choices=("device", "host"), legacy="device", label="data", unavailable=_graph_needs_resident_data,
@@ -235,7 +236,8 @@ KNOBS: tuple[Knob, ...] = (
          aliases=("--sgd-impl", "sgd_impl"), short="{value}", lever=_fused_kernels, lever_rank=1),
     Knob("cpu_bind", "--cpu-bind", "none", "CPUs of each process on a host: none (the kernel places them, as "
          "torchrun does), exclusive (a block of its own within its GPU's NUMA node; bench/run/affinity.py)",
-         choices=("none", "exclusive"), legacy="none", label="cpu-bind", same_step=False, short="cpu-{value}"),
+         choices=("none", "exclusive"), legacy="none", label="cpu-bind", same_step=False, short="cpu-{value}",
+         fit=False),
 )
 BY_NAME = {knob.name: knob for knob in KNOBS}
 

@@ -55,13 +55,22 @@ _STEP_END = "parabench.step_end"
 SCOPE = "step"
 
 
+def detaching_is_safe(cuda: str | None) -> bool:
+    """Whether the profiler may let go of the GPU as it stops, for torch built with CUDA `cuda`:
+    12.6 or later (before it, CUPTI crashed when attached again after a teardown with CUDA graphs:
+    torch.profiler's own note), or no CUDA at all."""
+    return not cuda or tuple(int(x) for x in str(cuda).split(".")[:2]) >= (12, 6)
+
+
 def detach_profiler_afterwards() -> None:
     """Have the profiler let go of the GPU when it stops. Kineto (torch 2.11) leaves CUPTI
-    attached after a profile unless TEARDOWN_CUPTI=1, and every later step pays for it: a
-    compiled step counted after another case's counting ran 17-25% slower on an H200
-    (docs/findings.md, "What a worker carried from one case to the next"). Set before the
-    first profile of the process; a value the user set stands."""
-    os.environ.setdefault("TEARDOWN_CUPTI", "1")
+    attached after a profile unless TEARDOWN_CUPTI=1 (it reads the variable as each profile
+    stops), and every later step pays for it: a compiled step counted after another case's
+    counting ran slower on an H200 (docs/findings.md, finding 16). A value the user set stands."""
+    import torch
+
+    if detaching_is_safe(torch.version.cuda):
+        os.environ.setdefault("TEARDOWN_CUPTI", "1")
 
 
 def count_step(run, devices) -> dict:

@@ -193,7 +193,10 @@ def variables() -> dict:
     found = {k: v for k, v in os.environ.items() if k.startswith(VARIABLE_PREFIXES)}
     # What parabench sets for its workers unless told otherwise.
     found.setdefault("NCCL_NVLS_ENABLE", "0")
-    found.setdefault("TEARDOWN_CUPTI", "1")
+    from bench.measure.counters import detaching_is_safe
+
+    if detaching_is_safe(torch_build()["cuda"]):  # as the workers' counting does (no torch import here)
+        found.setdefault("TEARDOWN_CUPTI", "1")
     return found
 
 

@@ -185,8 +185,14 @@ def _measured_levers(log: dict, rows: list[dict], top: dict, group: tuple) -> li
                 for e in log.get("levers", []) if _in_group(e.get("group", {}), *group)]
     same = [r for r in rows if r["strategy"] == top["strategy"]]
     cases = [Case.from_row(dict(r)) for r in same]
-    # What the run asked for, where it did not say: each setting's most common value among the rows.
-    usual = pd.Series([s for c in cases for s in difference(cases[0], c) + settings(cases[0])]).value_counts()
+    # What the run asked for, where it did not say: each setting's most common value among the rows,
+    # a tie going to the first row's (the grid's order: eager before compile, the sweep's own knobs).
+    counts = pd.Series([s for c in cases for s in settings(c)]).value_counts()
+    first = set(settings(cases[0]))
+
+    def usual(setting: str) -> tuple[int, bool]:
+        return int(counts.get(setting, 0)), setting in first
+
     out = []
     for i, (a, ra) in enumerate(zip(cases, same)):
         for b, rb in zip(cases[i + 1:], same[i + 1:]):
@@ -194,9 +200,9 @@ def _measured_levers(log: dict, rows: list[dict], top: dict, group: tuple) -> li
             if len(moved) != 1:
                 continue
             back = difference(b, a)[0]
-            if usual.get(moved[0], 0) == usual.get(back, 0):
+            if usual(moved[0]) == usual(back):
                 continue  # neither is what the run asked for: no lever to speak of
-            base, lever = (ra, rb) if usual.get(back, 0) > usual.get(moved[0], 0) else (rb, ra)
+            base, lever = (ra, rb) if usual(back) > usual(moved[0]) else (rb, ra)
             (setting,) = difference(Case.from_row(dict(base)), Case.from_row(dict(lever)))
             gain = lever["items_per_s"] / base["items_per_s"]
             verdict = ("beats the intervals" if ranking.beats(lever, base)
