@@ -319,3 +319,23 @@ def test_a_gpu_parity_case_runs_the_references_layout():
     for gpus in ((0,), (0, 1)):
         assert parity_case("ddp", MODEL, GLOBAL_BATCH // len(gpus), gpus, len(gpus)).channels_last is False
     assert parity_case("single", MODEL, GLOBAL_BATCH, (0,), 1, channels_last="on").channels_last is True
+
+
+def test_the_sweeps_message_and_worker_carry_no_parity():
+    """Test machinery left the product: no parity field rides in a case's spec, no parity mode in
+    the sweep's worker spec or its worker; the parity check runs its own entry
+    (bench/checks/parity_worker.py, strategies/gluon/parity.py) and its own section of the spec."""
+    import dataclasses
+    import inspect
+
+    from bench.core.step import CaseSpec
+    from bench.engine.launchers import LOCAL, TORCHRUN
+    from bench.run import sweep, worker
+    from bench.checks.parity import parity_entry
+
+    assert not [f.name for f in dataclasses.fields(CaseSpec) if "parity" in f.name]
+    assert "mode" not in inspect.signature(sweep.worker_spec).parameters and not hasattr(worker, "parity_step")
+    assert "parity" not in inspect.signature(worker.configure_backends).parameters
+    assert parity_entry(LOCAL) == parity_entry(TORCHRUN) == "bench.checks.parity_worker"
+    assert TORCHRUN.command("s.json", parity_case("ddp", MODEL, 4, (), 2).placement, {},
+                            module=parity_entry(TORCHRUN))[-2:] == ["bench.checks.parity_worker", "s.json"]

@@ -11,7 +11,6 @@ n-shard gradient accumulation, not a one-device step on the whole batch.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import tempfile
@@ -75,27 +74,36 @@ def parity_case(strategy: str, model: str, batch_per_replica: int, gpus: tuple[i
                      settings)
 
 
+def parity_entry(launcher) -> str:
+    """The parity worker for a launcher's worker: bench/checks/parity_worker.py for the sweep's,
+    and beside a worker module of a strategy's own (MXNet's) its `parity` module."""
+    if launcher.module == "bench.run.worker":
+        return "bench.checks.parity_worker"
+    return launcher.module.rsplit(".", 1)[0] + ".parity"
+
+
 def run_parity(cases: list[Case], timeout_s: float = 300, dtype: str = "float32") -> list[dict]:
-    """Run `cases` in one worker, exactly as a sweep launches it, in parity mode; the
+    """Run `cases` in one worker, launched exactly as a sweep launches it, by its parity entry; the
     parameters each case ends with, in order. `dtype` float64 holds the same weights and
     data in float64 in the worker (fp32 precision cases only)."""
     first = cases[0]
     launcher = launcher_of(first)
     with tempfile.TemporaryDirectory(prefix="parabench-parity-") as tmp:
-        spec, failed = worker_spec(cases, tmp, mode="parity")
+        spec, failed = worker_spec(cases, tmp)
         if failed:
             raise RuntimeError(f"preparing {failed[0][0].label()} failed: {failed[0][1]}")
-        spec["cases"] = [dataclasses.replace(c, parity_out=os.path.join(tmp, f"params-{i}.pt"), parity_dtype=dtype)
-                         for i, c in enumerate(spec["cases"])]
+        # The parity worker's own section: what the sweep's worker never reads.
+        outs = {"|".join(c.key): os.path.join(tmp, f"params-{i}.pt") for i, c in enumerate(spec["cases"])}
+        spec["parity"] = {"dtype": dtype, "outs": outs}
         spec_path = os.path.join(tmp, "spec.json")
         write_spec(spec, spec_path)
-        cmd = launcher.command(spec_path, first.placement, first.options_dict)
+        cmd = launcher.command(spec_path, first.placement, first.options_dict, module=parity_entry(launcher))
         env = {**worker_environment(launcher, first.placement, worker_env()),  # as a sweep's worker gets it
                protocol.ENV: os.path.join(tmp, "events.jsonl")}
         proc = subprocess.run(cmd, cwd=imports.ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
         found = []
         for case_spec in spec["cases"]:
-            out = case_spec.parity_out
+            out = outs["|".join(case_spec.key)]
             if not os.path.exists(out) and os.path.exists(out + ".npz"):
                 out += ".npz"  # a numpy-side worker (MXNet) saved an .npz
             if proc.returncode != 0 or not os.path.exists(out):

@@ -33,7 +33,7 @@ EXECUTIONS = ("eager", "compile", "cuda-graph")
 
 # The layout of a CaseSpec across the process boundary. A worker refuses another version: the
 # parent and the worker would then be running different code.
-SPEC_VERSION = 1
+SPEC_VERSION = 2  # 2: the parity check's fields left the case (bench/checks/parity_worker.py)
 
 
 class SpecError(ValueError):
@@ -63,12 +63,10 @@ class CaseSpec(KnobFields):
     seed: int
     key: tuple[str, ...]  # the case's identity, as the parent matches results to cases
     # Set by the sweep for one worker: the screening group, whether this case may be screened, and
-    # the step-anatomy request; by the parity check: the dtype and the file of the parameters.
+    # the step-anatomy request.
     group: str | None = None
     screenable: bool = True
     anatomy: dict | None = None
-    parity_dtype: str = "float32"
-    parity_out: str | None = None
     # What the strategy's prepare_launch adds for its worker (MXNet: the exported weights' files).
     extra: dict = field(default_factory=dict)
     version: int = SPEC_VERSION

@@ -46,11 +46,14 @@ class Launcher:
         did not set them; rows record them with the user's own."""
         return {}
 
-    def command(self, spec_path: str, placement: Placement, options: dict, rendezvous: list[str] | None = None
-                ) -> list[str]:
+    module = "bench.run.worker"  # the worker's entry
+
+    def command(self, spec_path: str, placement: Placement, options: dict, rendezvous: list[str] | None = None,
+                module: str | None = None) -> list[str]:
         """The worker's command line; `rendezvous` (launchers that span nodes) joins the
-        processes of every node into one job."""
-        return [sys.executable, "-m", "bench.run.worker", spec_path]
+        processes of every node into one job; `module`, another entry than the launcher's own
+        (the parity check's: bench/checks/parity_worker.py)."""
+        return [sys.executable, "-m", module or self.module, spec_path]
 
     # --- in the worker -------------------------------------------------------------
     def run(self, spec: dict, body: Callable[[int, int, int], None]) -> None:
@@ -152,12 +155,12 @@ class Torchrun(ProcessGroupLauncher):
         # torchrun's own rule: one OpenMP thread per process when it starts several.
         return {"OMP_NUM_THREADS": "1"} if placement.per_node > 1 else {}
 
-    def command(self, spec_path, placement, options, rendezvous=None):
+    def command(self, spec_path, placement, options, rendezvous=None, module=None):
         extra = shlex.split(str(options.get("torchrun_args", "")))
         if rendezvous:
             extra = [a for a in extra if a != "--standalone"]  # one host's default; the rendezvous replaces it
         return [sys.executable, "-m", "torch.distributed.run", *extra, *(rendezvous or []),
-                f"--nproc-per-node={placement.per_node}", "-m", "bench.run.worker", spec_path]
+                f"--nproc-per-node={placement.per_node}", "-m", module or self.module, spec_path]
 
     def run(self, spec, body):
         # torchrun's error files: a rank that dies of an exception leaves its traceback for
@@ -196,8 +199,8 @@ class Interpreter(Launcher):
         self.python = python
         self.module = module
 
-    def command(self, spec_path, placement, options, rendezvous=None):
-        return [str(self.python()), "-m", self.module, spec_path]
+    def command(self, spec_path, placement, options, rendezvous=None, module=None):
+        return [str(self.python()), "-m", module or self.module, spec_path]
 
 
 def worker_environment(launcher: Launcher, placement: Placement, env: dict) -> dict:

@@ -80,7 +80,7 @@ def launcher_of(case) -> Launcher:
     return strategies.get(case.strategy).launcher(case.options_dict)
 
 
-def worker_spec(cases: list, workdir: str, mode: str | None = None) -> tuple[dict, list]:
+def worker_spec(cases: list, workdir: str) -> tuple[dict, list]:
     """The spec of one worker: its launcher and device set (the first case's), and each
     case's own spec as its strategy prepared it (files under `workdir`). Returns the spec and
     the (case, exception) pairs whose preparation failed, which the spec leaves out."""
@@ -88,8 +88,6 @@ def worker_spec(cases: list, workdir: str, mode: str | None = None) -> tuple[dic
     launcher = launcher_of(first)
     spec = {"launcher": launcher.name, "gpus": list(first.gpus), "n_replicas": first.n_replicas, "nnodes": first.nnodes,
             "launcher_options": {k: first.options_dict.get(k) for k in launcher.options}, "cases": []}
-    if mode:
-        spec["mode"] = mode
     failed = []
     for case in cases:
         case_spec = case.spec()

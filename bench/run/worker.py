@@ -41,10 +41,10 @@ from bench.measure.timing import StepClock, peak_memory_mib, reset_peak_memory
 from bench.core.step import CaseSpec, WorkerContext
 
 
-def configure_backends(case: CaseSpec, parity: bool = False) -> None:
+def configure_backends(case: CaseSpec) -> None:
     knobs = case
     torch.backends.cudnn.benchmark = bool(knobs.cudnn_benchmark)
-    torch.backends.cudnn.deterministic = parity
+    torch.backends.cudnn.deterministic = False
     if knobs.tf32 == "default":
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = False, True  # PyTorch's defaults
     else:
@@ -127,19 +127,19 @@ class Job:
         return workload.synthetic_rows(start, stop, case.seed)
 
 
-def build_step(job: Job, case: CaseSpec, parity: bool = False):
-    """The case's training step and the callable that runs one step of it. For parity, a
-    captured step is put back to the state before its warm-up, so that its replays are
-    the first training steps."""
+def build_step(job: Job, case: CaseSpec, dtype: torch.dtype | None = None, restore: bool = False):
+    """The case's training step and the callable that runs one step of it; `dtype` holds the
+    model and its floating inputs in another dtype, and `restore` puts a captured step back to
+    the state before its warm-up, so that its replays are the first training steps (both for
+    the parity check's worker, bench/checks/parity_worker.py)."""
     ctx = make_context(case, job.rank, job.world_size, job.local_rank)
     strategy = strategies.get(case.strategy)
     inputs, targets = job.data(case)
     workload = get_workload(case.model)
     torch.manual_seed(case.seed)
     model = workload.build(seed=case.seed)
-    if parity and case.parity_dtype != "float32":
+    if dtype is not None:
         # The same weights and data, held in another dtype (bench/checks/parity.py: float64).
-        dtype = getattr(torch, case.parity_dtype)
         model, inputs = model.to(dtype), inputs.to(dtype) if inputs.is_floating_point() else inputs
     step = strategy.build(model, ctx)
     if ctx.data == "host":
@@ -149,7 +149,7 @@ def build_step(job: Job, case: CaseSpec, parity: bool = False):
         return step, lambda: step.run(step.place(inputs, targets))
     placed = step.place(inputs, targets)
     if case.execution == "cuda-graph":
-        replay = training.capture_whole_step(step, placed, restore=parity)
+        replay = training.capture_whole_step(step, placed, restore=restore)
         return step, lambda: replay(placed)
     return step, lambda: step.run(placed)
 
@@ -292,21 +292,6 @@ def anatomy_row(case: CaseSpec, per_rank: list[dict], timed_step_ms: float, wall
     return row
 
 
-def parity_step(job: Job, case: CaseSpec) -> None:
-    """`steps` training steps, no timing; the reporting rank saves the parameters it ends with
-    (the fp32 masters where Apex O2 keeps them). `parity_dtype` float64 holds the same weights
-    and data in float64: a step free of fp32's rounding (bench/checks/parity.py says why)."""
-    step, run = build_step(job, case, parity=True)
-    for _ in range(case.steps):
-        run()
-    job.launcher.barrier()
-    keep = torch.float64 if case.parity_dtype == "float64" else torch.float32
-    params = {name: training.full_tensor(p).detach().to(keep).cpu()
-              for name, p in training.trained_parameters(step.model, step.optimizer).items()}
-    if job.reporting:
-        torch.save(params, case.parity_out)
-
-
 def reset_between_cases(case: CaseSpec) -> None:
     """Free what the case left behind before the next one: its compiled code, its objects
     (cycles included) and the blocks the allocator keeps cached."""
@@ -336,7 +321,10 @@ def fail(job: Job, case: CaseSpec, exc: BaseException) -> None:
     os._exit(protocol.EXIT_AFTER_OOM if status == "oom" else protocol.EXIT_AFTER_ERROR)
 
 
-def serve(spec: dict, spec_path: str, rank: int, world_size: int, local_rank: int) -> None:
+def serve(spec: dict, spec_path: str, rank: int, world_size: int, local_rank: int, run_case=None) -> None:
+    """Run the spec's cases in this process, each by `run_case(job, case)` (the figures of its
+    row, or None on a rank that does not report): `measure_case` unless another is given."""
+    run_case = run_case or measure_case
     procs.die_with_parent()  # spawned ranks: die with the worker that spawned them
     job = Job(spec, rank, world_size, local_rank)
     try:
@@ -354,13 +342,9 @@ def serve(spec: dict, spec_path: str, rank: int, world_size: int, local_rank: in
                 protocol.emit("start", key=list(case.key))
             started = time.perf_counter()
             job.bind_cpus(case)
-            configure_backends(case, parity=spec.get("mode") == "parity")
+            configure_backends(case)
             try:
-                if spec.get("mode") == "parity":
-                    parity_step(job, case)
-                    figures = {}
-                else:
-                    figures = measure_case(job, case)
+                figures = run_case(job, case)
             except Exception as exc:  # noqa: BLE001 - every failure becomes the case's status
                 fail(job, case, exc)
             if job.reporting:
@@ -372,12 +356,12 @@ def serve(spec: dict, spec_path: str, rank: int, world_size: int, local_rank: in
         job.launcher.close()
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str], run_case=None) -> None:
     procs.die_with_parent()
     with open(argv[0]) as fh:
         spec = json.load(fh)
     spec["cases"] = [CaseSpec.from_json(c) for c in spec["cases"]]  # typed from here on
-    launchers.by_name(spec["launcher"]).run(spec, functools.partial(serve, spec, argv[0]))
+    launchers.by_name(spec["launcher"]).run(spec, functools.partial(serve, spec, argv[0], run_case=run_case))
 
 
 if __name__ == "__main__":
