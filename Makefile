@@ -21,22 +21,17 @@ MODEL ?= resnet18-small
 RESULTS ?= results
 PLOTS ?= plots
 ARGS ?=
-# On GPUs the default sweep asks what the hardware can do: bf16 autocast, and for images channels_last
-# (the fast path on H100/H200; `bench run`'s own default there), at the model's own per-GPU batches
-# (`bench run`'s default: for images from host-bound 256 to GPU-bound 1024 and 2048, so the answer is
-# not a comparison of kernel-launch overheads; for a language model 8, 16 and 32 sequences of 1024
-# tokens). About 24 cases, a search of 9 minutes on GPUs (BUDGET). On the CPU (GPUS= or no GPU): fp32,
-# the small default sweep. BATCH_SIZES= and LAYOUT= (e.g. --channels-last off) pass only what is set.
-ON_GPU := $(if $(filter-out cpu none,$(GPUS)),$(if $(shell command -v nvidia-smi 2>/dev/null),yes))
-PRECISION ?= $(if $(ON_GPU),amp-bf16,fp32)
+# What `make bench` measures is what `python -m bench run` measures with no flags on this host: the
+# defaults are one table (bench/cases/defaults.py, `python -m bench run --help` says them). On GPUs:
+# amp-bf16, channels_last for images, each model's own per-GPU batches, and a search within the
+# default budget; on the CPU (GPUS= or no GPU): fp32, the small sweep. Each variable below passes
+# only what it is set to: PRECISION=, BATCH_SIZES=, LAYOUT= (e.g. --channels-last off), BUDGET=
+# (minutes), SEARCH=--no-search (or --search).
+PRECISION ?=
 BATCH_SIZES ?=
 LAYOUT ?=
-# On GPUs the sweep is the survey of a search (bench/run/search.py): every strategy at every batch,
-# the levers (executions, the optimiser's kernels, memory format, strategy options) on the leaders, then the
-# finalists measured again, all within BUDGET minutes (empty: the search's default, 9, what the
-# whole job takes on 2 H200s: docs/search.md). SEARCH= turns it off.
 BUDGET ?=
-SEARCH ?= $(if $(ON_GPU),--search)
+SEARCH ?=
 , := ,
 # A value as one shell word, whatever it holds (`make plot RESULTS="my results"`).
 sq = '$(subst ','\'',$(1))'
@@ -97,8 +92,8 @@ $(MXNET_VENV)/parabench-wheel.txt:
 	echo "$(if $(MXNET_WHEEL),$(MXNET_WHEEL),mxnet)" > $@
 
 # One line, so that make echoes the command as it runs (no dangling `\`).
-RUN_ARGS = --gpus $(call sq,$(GPUS)) --precisions $(call sq,$(PRECISION)) --models $(call sq,$(MODEL)) --results-dir $(call \
-	sq,$(RESULTS))$(if $(STRATEGIES), --strategies $(call sq,$(STRATEGIES)))$(if $(BATCH_SIZES), --batch-sizes $(call \
+RUN_ARGS = --gpus $(call sq,$(GPUS)) --models $(call sq,$(MODEL)) --results-dir $(call \
+	sq,$(RESULTS))$(if $(PRECISION), --precisions $(call sq,$(PRECISION)))$(if $(STRATEGIES), --strategies $(call sq,$(STRATEGIES)))$(if $(BATCH_SIZES), --batch-sizes $(call \
 	sq,$(BATCH_SIZES)))$(if $(LAYOUT), $(LAYOUT))$(if \
 	$(SEARCH), $(SEARCH))$(if $(BUDGET), --budget $(call sq,$(BUDGET)))$(if $(ARGS), $(call shell_words,$(ARGS)))
 
@@ -199,7 +194,7 @@ fit-check: $(NEEDS_SETUP)
 	set -e; dir=$(call sq,$(FIT_DIR)); mkdir -p "$$dir"; n=$(words $(subst $(,), ,$(GPUS))); \
 	fit=$(if $(FIT),$(call sq,$(FIT)),"$$dir/fit.fit.json"); \
 	$(if $(FIT),,$(PY) -m bench fit --gpus $(call sq,$(firstword $(subst $(,), ,$(GPUS)))) --models $(call sq,$(MODEL)) \
-		--strategies $(call sq,$(FIT_STRATEGIES)) --precisions $(call sq,$(PRECISION)) $(LAYOUT) --devices 1,$$n \
+		--strategies $(call sq,$(FIT_STRATEGIES))$(if $(PRECISION), --precisions $(call sq,$(PRECISION))) $(LAYOUT) --devices 1,$$n \
 		--out "$$fit";) \
 	PY=$(PY) bash scripts/fit_check.sh "$$fit" $(call sq,$(MODEL)) $(call sq,$(FIT_STRATEGIES)) $(call sq,$(GPUS)) "$$dir"
 

@@ -26,10 +26,10 @@ model=${MODEL:-resnet18-small}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 # The model's kind and default per-GPU batches (bench/workloads/data.py), asked of the suite.
-read -r kind batches < <("$py" -c "import sys; from bench.workloads import data_of, probe; probe([sys.argv[1]]); \
+read -r kind batches < <("$py" -c "import sys; from bench.workloads import data_of; from bench.workloads.probing import probe; probe([sys.argv[1]]); \
 d = data_of(sys.argv[1]); print(d.kind, ','.join(map(str, d.batches['cuda'])))" "$model")
 layout=(); [ "$kind" = tokens ] || layout=(--channels-last)
-common=(--models "$model" --precisions amp-bf16 "${layout[@]}" --batch-sizes "$batches")
+common=(--no-search --models "$model" --precisions amp-bf16 "${layout[@]}" --batch-sizes "$batches")
 
 search() {  # NAME GPUS
   local start smi=; start=$(date +%s)

@@ -14,7 +14,7 @@ PY=${PY:-python3}
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 SIDES=(suite kept compiled)
 for side in "${SIDES[@]}"; do mkdir -p "$OUT/$side"; done
-COMMON=(--gpus 0 --strategies single --models resnet18-small --precisions amp-bf16 --optimizer-impl foreach
+COMMON=(--no-search --gpus 0 --strategies single --models resnet18-small --precisions amp-bf16 --optimizer-impl foreach
         --compile-mode default --warmup 20 --steps 30 --trials 5)
 $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee "$OUT/versions.txt"
 for n in $(seq 1 "$ATTEMPTS"); do

@@ -46,7 +46,7 @@ mkdir -p "$results" "$plots"
 out="$results/reference.json"
 # A reference is one run: an existing file is continued only where asked (RESUME=1, after a stop).
 resume=(); [ -n "${RESUME:-}" ] && resume=(--resume)
-"$py" -m bench run "${sweep[@]}" --strategies "$strategies" --precisions "$precisions" --out "$out" "${resume[@]}" \
+"$py" -m bench run --no-search "${sweep[@]}" --strategies "$strategies" --precisions "$precisions" --out "$out" "${resume[@]}" \
   2>&1 | tee "$results/reference.log"
 status=${PIPESTATUS[0]}
 [ "$status" -ne 0 ] && { echo "parabench: reference sweep exited $status; its rows are in $out" >&2; exit "$status"; }

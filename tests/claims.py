@@ -59,7 +59,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.cases import results
+from bench.cases import results, schema
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO / "docs" / "claims.toml"
@@ -196,9 +196,9 @@ def _read_json(path: Path):
 
 
 def _today(value):
-    """A JSON document with today's names: one written before units says img_per_s (results.today)."""
+    """A JSON document with today's names: one written before units says img_per_s (schema.today)."""
     if isinstance(value, dict):
-        value = results.today_log({"_": [value]})["_"][0]
+        value = schema.today_log({"_": [value]})["_"][0]
         return {k: _today(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_today(v) for v in value]

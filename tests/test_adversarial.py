@@ -24,13 +24,13 @@ def helpers() -> list:
 
 
 def test_a_factory_that_starts_a_helper_process_resolves_at_once_and_leaves_no_helper(tmp_path, monkeypatch):
-    from bench import workloads
+    from bench.workloads.probing import probe
 
     (tmp_path / "helperfactory.py").write_text(HELPER)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
     started = time.monotonic()
     try:
-        found = workloads.probe(["helperfactory:with_helper"], timeout_s=100)
+        found = probe(["helperfactory:with_helper"], timeout_s=100)
         assert found["helperfactory:with_helper"]["num_classes"] == 10
         assert time.monotonic() - started < 60  # not the helper's 117 s, nor the time limit
         assert not helpers()
@@ -59,7 +59,7 @@ def test_a_pipe_named_like_a_fit_file_beside_the_run_is_left_out_not_read(tmp_pa
 
 
 def test_side_files_that_are_devices_or_pipes_are_one_line(tmp_path):
-    from bench.cases import results
+    from bench.cases import fileio
     from bench.measure import anatomy
     from bench.report import sections
 
@@ -67,8 +67,8 @@ def test_side_files_that_are_devices_or_pipes_are_one_line(tmp_path):
 
     with pytest.raises(fit.FitError, match="not a regular file"):
         fit.load("/dev/zero")
-    with pytest.raises(results.ResultsError, match="not a regular file"):
-        results.read_json("/dev/zero", "probe file", "run `bench probe-comm` again")
+    with pytest.raises(fileio.ResultsError, match="not a regular file"):
+        fileio.read_json("/dev/zero", "probe file", "run `bench probe-comm` again")
     with pytest.raises(ValueError, match="not a regular file"):
         anatomy.load("/dev/zero")
     os.mkfifo(tmp_path / "h200.probe.json")
@@ -76,7 +76,7 @@ def test_side_files_that_are_devices_or_pipes_are_one_line(tmp_path):
     (tmp_path / "deep.fit.json").write_text("[" * 100000 + "]" * 100000)
     with pytest.raises(fit.FitError, match="nested too deeply"):
         fit.load(tmp_path / "deep.fit.json")
-    assert results.MAX_BYTES < 2**30
+    assert fileio.MAX_BYTES < 2**30
 
 
 def test_a_results_file_of_very_many_small_rows_is_one_line_at_once(tmp_path):

@@ -99,8 +99,9 @@ def test_a_host_sleep_shows_as_idle_on_a_gpu(tmp_path):
     # Batch 32 is host-bound already (the GPU waits for launches): a host sleep adds to the wait.
     # 40 ms: well above how far the idle of a host-bound step moves between two launches on a slow
     # host (10.0 and 22.7 ms with a 5 ms sleep on one H200, a rise of 12.7 ms).
-    where = ["--gpus", "0", "--models", "resnet18-small", "--precisions", "amp-bf16", "--batch-sizes", "32",
-             "--warmup", "5", "--steps", "10", "--trials", "2", "--anatomy", "--anatomy-steps", "5"]
+    where = ["--no-search", "--gpus", "0", "--models", "resnet18-small", "--precisions", "amp-bf16",
+             "--batch-sizes", "32", "--warmup", "5", "--steps", "10", "--trials", "2", "--anatomy",
+             "--anatomy-steps", "5"]
     sleep_ms = 40
     plain, slept = sleepy(tmp_path, "plain", 0, where), sleepy(tmp_path, "slept", sleep_ms, where)
     rise = slept["anatomy_idle_ms"] - plain["anatomy_idle_ms"]
@@ -157,7 +158,8 @@ def test_a_slow_rank_shows_as_its_peers_wait_not_as_transfer(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.skipif(cuda_gpus() < 2, reason="needs 2 CUDA GPUs: two ranks cannot share one GPU through NCCL")
 def test_a_slow_rank_shows_as_its_peers_wait_on_gpus(tmp_path):
-    where = ["--gpus", "0,1", "--models", "resnet18-small", "--precisions", "amp-bf16", "--batch-sizes", "64",
+    where = ["--no-search", "--gpus", "0,1", "--models", "resnet18-small", "--precisions", "amp-bf16",
+             "--batch-sizes", "64",
              "--warmup", "5", "--steps", "5", "--trials", "1", "--anatomy", "--option", "launcher=torchrun"]
     row = sleepy(tmp_path, "slow-rank-gpu", 20, where)
     wait, transfer, exposed = (per_device(row, v) for v in ("wait", "transfer", "exposed_comm"))

@@ -375,7 +375,7 @@ def test_the_case_crosses_into_the_worker_as_one_typed_versioned_object():
     spec = case.spec()
     back = CaseSpec.from_json(json.loads(json.dumps(spec.to_json())))
     assert back == spec and back.channels_last is True and back.placement == case.placement
-    with pytest.raises(SpecError, match=f"this worker reads version {SPEC_VERSION}"):
+    with pytest.raises(SpecError, match=f"this process reads version {SPEC_VERSION}"):
         CaseSpec.from_json({**spec.to_json(), "version": SPEC_VERSION + 1})
     with pytest.raises(SpecError, match="fields batch_size are not in version"):
         CaseSpec.from_json({**spec.to_json(), "batch_size": 4})
@@ -385,6 +385,130 @@ def test_the_case_crosses_into_the_worker_as_one_typed_versioned_object():
         keyed = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Subscript)
                  and isinstance(n.value, ast.Name) and n.value.id == "case"]
         assert not keyed, (module, keyed)
+
+
+WITH_NOTE = r"""
+import json, sys
+from dataclasses import dataclass, replace
+from bench.cases.case import Case, settings
+from bench.core.launch_spec import LaunchSpec
+from bench.core.placement import Placement
+from bench.run import worker
+
+@dataclass(frozen=True)
+class WithNote(LaunchSpec):
+    note: str = ""
+
+if sys.argv[1] == "write":
+    case = Case.make("single", "fp32", "resnet18-small", Placement((), 1), 2, "eager", settings()).spec()
+    print(json.dumps(replace(WithNote.local("local", (), 1, cases=(case,)), note="reached").to_json()))
+else:
+    worker.main([sys.argv[2]], run_case=lambda job, case: print("note:", job.spec.note) or {}, spec_type=WithNote)
+"""
+
+
+def test_every_message_that_crosses_a_process_is_typed_and_versioned(tmp_path):
+    """The worker's launch spec, its screen rule and anatomy request, and `bench fit`'s worker spec
+    were dicts read by string key in three to five modules with no version check. Each is now a
+    Message (bench/core/message.py): a field declared once in its dataclass reaches the worker, and
+    another version, an unknown field or a missing one is refused in one line."""
+    import ast
+    import dataclasses
+
+    import pytest
+
+    from bench.cases.case import Case, settings
+    from bench.core.launch_spec import LaunchSpec, ScreenRule
+    from bench.core.message import SpecError
+    from bench.core.placement import Placement
+    from bench.core.step import AnatomyRequest
+    from bench.fit.spec import FitItem, FitWorkerSpec
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PARABENCH_EVENTS": str(tmp_path / "events.jsonl")}
+    written = subprocess.run([sys.executable, "-c", WITH_NOTE, "write"], cwd=REPO, env=env, capture_output=True,
+                             text=True, timeout=300)
+    assert written.returncode == 0, written.stderr[-2000:]
+    path = tmp_path / "spec.json"
+    path.write_text(written.stdout)
+    ran = subprocess.run([sys.executable, "-c", WITH_NOTE, "read", str(path)], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert "note: reached" in ran.stdout, ran.stderr[-2000:]  # one line in the dataclass, read in the worker
+    data = json.loads(written.stdout)
+    with pytest.raises(SpecError, match="^launch spec fields note are not in version 1$"):
+        LaunchSpec.from_json(data)  # the production worker refuses what it does not know
+    with pytest.raises(SpecError, match="launch spec version 2: this process reads version 1"):
+        LaunchSpec.from_json({**data, "version": 2})
+    with pytest.raises(SpecError, match="launch spec version 1 lacks fields cases"):
+        LaunchSpec.from_json({k: v for k, v in data.items() if k not in ("cases", "note")})
+
+    case = Case.make("ddp", "fp32", "resnet18-small", Placement((), 2), 4, "eager", settings()).spec()
+    spec = LaunchSpec(launcher="torchrun", gpus=(), n_replicas=2, nnodes=1, launcher_options={"backend": "auto"},
+                      cases=(dataclasses.replace(case, anatomy=AnatomyRequest(steps=3, folder="/f", record="r")),),
+                      screen=ScreenRule(share=0.5, best={"g": 10.0}))
+    back = LaunchSpec.from_json(json.loads(json.dumps(spec.to_json())))
+    assert back == spec and back.cases[0].anatomy.steps == 3 and back.screen.share == 0.5
+    fit = FitWorkerSpec(model="resnet18-small", gpus=(), budget_mib=300.0, seed=0,
+                        plan=(FitItem(precision="fp32", strategy="ddp", devices=(1, 2), cases={"2": case},
+                                      search={"first": [8]}, done={"1": [{"batch": 8, "status": "ok"}]}),))
+    fit_back = FitWorkerSpec.from_json(json.loads(json.dumps(fit.to_json())))
+    assert fit_back == fit and fit_back.plan[0].cases["2"].n_replicas == 2
+    with pytest.raises(SpecError, match="fit plan item fields cases_at are not in version 1"):
+        FitWorkerSpec.from_json({**fit.to_json(), "plan": [{**fit.plan[0].to_json(), "cases_at": {}}]})
+
+    # Nothing that reads a spec reads it by string key.
+    for module in ("bench/run/worker.py", "bench/fit/worker.py", "bench/fit/world.py", "bench/engine/launchers.py",
+                   "bench/run/nodes.py", "bench/checks/parity_worker.py", "strategies/gluon/worker.py",
+                   "strategies/gluon/parity.py"):
+        tree = ast.parse((REPO / module).read_text())
+        keyed = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Subscript)
+                 and isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str)
+                 and ((isinstance(n.value, ast.Name) and n.value.id in ("spec", "item", "rule", "parity"))
+                      or (isinstance(n.value, ast.Attribute) and n.value.attr in ("spec", "anatomy")))]
+        assert not keyed, (module, keyed)
+
+
+def test_a_gpu_host_runs_by_default_what_make_bench_runs_there(tmp_path):
+    """`bench run` with no flags measured fp32 with no search on GPUs, where `make bench` passed
+    amp-bf16 and --search of its own: two tables that disagreed. Both now read one
+    (bench/cases/defaults.py SWEEP, BUDGET_MIN; each data kind's batches in bench/workloads/data.py):
+    the Makefile passes only what the user set, and the documents say the table's budget."""
+    import re
+
+    from bench.cases.defaults import BUDGET_MIN, SWEEP
+    from bench.cli import build_parser
+    from bench.cli.run import _axes, _settings
+    from bench.workloads.data import Images, Tokens
+
+    for on_gpu, column in ((True, 0), (False, 1)):
+        args = build_parser().parse_args(["run", "--gpus", "", "--models", "resnet18-small"])
+        names, precisions, _, _ = _axes(args, on_gpu=on_gpu)
+        _settings(args, on_gpu, names)
+        assert precisions == [SWEEP["precisions"][column]] and args.search is SWEEP["search"][column]
+        assert args.budget == (BUDGET_MIN if args.search else None)
+    args = build_parser().parse_args(["run", "--no-search", "--precisions", "fp32"])
+    _settings(args, True, ["single"])
+    assert args.search is False and args.budget is None
+
+    def make_bench(*assignments):
+        made = subprocess.run(["make", "-n", "bench", "PY=python3", *assignments], cwd=REPO, capture_output=True,
+                              text=True, timeout=60)
+        assert made.returncode == 0, made.stderr
+        return next(line for line in made.stdout.splitlines() if "-m bench run" in line)
+
+    plain = make_bench("GPUS=0")
+    assert "--precisions" not in plain and "--search" not in plain and "--budget" not in plain, plain
+    asked = make_bench("GPUS=0", "PRECISION=fp32", "SEARCH=--no-search", "BUDGET=3", "BATCH_SIZES=8")
+    assert all(f in asked for f in ("--precisions 'fp32'", "--no-search", "--budget '3'", "--batch-sizes '8'")), asked
+    help_text = " ".join(build_parser().format_help().split())
+    run_help = " ".join(next(a for a in build_parser()._subparsers._group_actions[0].choices.values()
+                             if a.prog.endswith(" run")).format_help().split())
+    assert help_text and f"default {BUDGET_MIN:g}" in run_help
+    for kind in (Images, Tokens):
+        assert ",".join(map(str, kind.batches["cuda"])) in run_help, kind
+    said = {"README.md": r"a search in (\d+) minutes", "docs/search.md": r"the default budget is (\d+) minutes"}
+    for doc, pattern in said.items():
+        found = re.findall(pattern, (REPO / doc).read_text())
+        assert found and {float(f) for f in found} == {BUDGET_MIN}, (doc, found)
 
 
 def test_the_seed_and_the_timeouts_are_written_once():

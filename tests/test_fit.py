@@ -182,6 +182,7 @@ from bench.cases.case import Case, settings
 from bench.core.placement import Placement
 from bench.fit import worker as fit_worker
 from bench.fit.world import FAKE_WORLD
+from bench.core.launch_spec import LaunchSpec
 from bench.run.worker import Job, configure_backends
 from bench.workloads import get_workload
 
@@ -200,7 +201,7 @@ def state(job, strategy):
 
 def rank(r, store, out):
     dist.init_process_group("gloo", init_method="file://" + store, rank=r, world_size=2)
-    got = {s: state(Job({"launcher": "spawn", "gpus": []}, r, 2, r), s) for s in STRATEGIES}
+    got = {s: state(Job(LaunchSpec.local("spawn", (), 2), r, 2, r), s) for s in STRATEGIES}
     if r == 0:
         json.dump(got, open(out, "w"))
     dist.destroy_process_group()
@@ -212,7 +213,7 @@ if __name__ == "__main__":
         torch.multiprocessing.spawn(rank, args=(folder + "/store", folder + "/out.json"), nprocs=2)
         print(open(folder + "/out.json").read())
     else:
-        job = Job({"gpus": [], "world": 2}, 0, 2, 0, launcher=FAKE_WORLD)
+        job = Job(LaunchSpec.local(FAKE_WORLD.name, (), 2), 0, 2, 0, launcher=FAKE_WORLD)
         job.launcher.init(job.spec, 0, 2, 0)
         print(json.dumps({s: state(job, s) for s in STRATEGIES}))
 """
@@ -488,6 +489,10 @@ def test_the_reserve_is_held_back_at_2_and_more_and_given_back_at_1(monkeypatch)
     import torch
 
     from bench.fit import worker as fit_worker
+    from bench.fit.spec import FitWorkerSpec
+
+    def fit_spec(**fields) -> FitWorkerSpec:
+        return FitWorkerSpec(model="resnet18-small", gpus=(0,), seed=0, plan=(), **fields)
 
     calls = []
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
@@ -495,11 +500,11 @@ def test_the_reserve_is_held_back_at_2_and_more_and_given_back_at_1(monkeypatch)
     monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f: calls.append(round(f, 3)))
     memory = fit_worker.Memory("cuda", None)
     for n in (1, 2, 4, 1):
-        fit_worker.held_back(memory, {"budget_mib": None, "reserve_mib": 100}, n, 900)
+        fit_worker.held_back(memory, fit_spec(budget_mib=None, reserve_mib=100), n, 900)
     assert calls == [1.0, 0.8, 0.8, 1.0]
     calls.clear()
     for n in (1, 2, 1):
-        fit_worker.held_back(memory, {"budget_mib": 500, "reserve_mib": 100}, n, 500)
+        fit_worker.held_back(memory, fit_spec(budget_mib=500, reserve_mib=100), n, 500)
     assert calls == [0.5, 0.4, 0.5]
 
 
@@ -545,7 +550,7 @@ def test_a_fit_at_one_device_count_says_that_count_in_plain_words():
 
 
 def test_a_fit_file_that_cannot_be_used_is_one_line_naming_the_fix(tmp_path):
-    """The one schema-checked loader (bench.cases.results.load_document), as the fit reads it."""
+    """The one schema-checked loader (bench.cases.fileio.load_document), as the fit reads it."""
     from bench.fit import fit
 
     cases = {"empty.fit.json": ("", "the file is empty"), "text.fit.json": ("{not json", "cannot read a fit file"),
@@ -850,7 +855,8 @@ def test_the_answer_of_an_fp32_run_shows_no_amp_bf16_fit(tmp_path):
     assert fitted.said_in_answer([path], {"resnet18"}, {"amp-bf16"})[0].startswith(
         "What fits (bf16.fit.json): resnet18")
     shown = run_cli("fit", "--help").stdout
-    assert "amp-bf16 on GPUs, fp32 on the CPU" in " ".join(shown.split())
+    # argparse wraps at hyphens
+    assert "amp-bf16 on GPUs, fp32 on the CPU" in " ".join(shown.split()).replace("- ", "-")
 
 
 # --- the headroom a fit leaves for the allocator ---------------------------------------------------

@@ -122,11 +122,12 @@ import json, sys
 from bench.cases.case import Case, settings
 from bench.core.placement import Placement
 from bench.fit import worker as fit_worker
+from bench.core.launch_spec import LaunchSpec
 from bench.fit.world import FAKE_WORLD
 from bench.run.worker import Job, configure_backends
 from bench.workloads import get_workload
 
-job = Job({"gpus": [], "world": 2}, 0, 2, 0, launcher=FAKE_WORLD)
+job = Job(LaunchSpec.local(FAKE_WORLD.name, (), 2), 0, 2, 0, launcher=FAKE_WORLD)
 job.launcher.init(job.spec, 0, 2, 0)
 out = {}
 for strategy in ("ddp", "zero1", "fsdp2"):

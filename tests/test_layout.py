@@ -13,6 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import strategies
 from bench.cases.case import Case, settings
 from bench.core.placement import Placement
+from bench.core.launch_spec import LaunchSpec
 from bench.run.worker import Job, build_step, configure_backends
 
 CONVOLUTIONS = {torch.ops.aten.convolution.default, torch.ops.aten.convolution_backward.default}
@@ -53,7 +54,7 @@ def layouts(strategy: str, channels_last: bool) -> list:
     case = Case.make(strategy, "fp32", "resnet18-small", Placement((), 1), 2, "eager",
                      settings(warmup=0, steps=1, trials=1, channels_last=channels_last)).spec()
     configure_backends(case)
-    step, run = build_step(Job({"launcher": "local"}, 0, 1, 0), case)
+    step, run = build_step(Job(LaunchSpec.local("local"), 0, 1, 0), case)
     with ConvolutionLayouts() as mode:
         run()
     return mode.seen
@@ -124,7 +125,7 @@ def test_gpu_replicas_in_threads_keep_channels_last(strategy, gpus):
     case = Case.make(strategy, "amp-bf16", "resnet18-small", Placement(tuple(range(gpus)), gpus), 8, "eager",
                      settings(warmup=0, steps=1, trials=1, channels_last=True)).spec()
     configure_backends(case)
-    step, run = build_step(Job({"launcher": "local"}, 0, 1, 0), case)
+    step, run = build_step(Job(LaunchSpec.local("local"), 0, 1, 0), case)
     with ReplicaLayouts() as replicas:
         run()
     assert {device for *_, device in replicas.seen} == {f"cuda:{g}" for g in range(gpus)}

@@ -11,7 +11,7 @@ from bench.workloads import get_workload
 from tests.conftest import cuda_gpus, rows_of, run_cli
 
 MODEL = "resnet18-small"
-COMMON = ["--strategies", "single", "--gpus", "0", "--models", MODEL, "--precisions", "amp-bf16",
+COMMON = ["--no-search", "--strategies", "single", "--gpus", "0", "--models", MODEL, "--precisions", "amp-bf16",
           "--batch-sizes", "256", "--optimizer-impl", "fused", "--channels-last", "--warmup", "12", "--steps", "5",
           "--trials", "1"]
 

@@ -109,7 +109,8 @@ def test_repeated_blocks_are_found_without_knowing_the_model():
     ("no_such_package_here.models:build", "no module named 'no_such_package_here': put its folder on PYTHONPATH"),
 ])
 def test_bad_names_fail_in_one_line(name, message):
-    from bench.workloads import WorkloadError, check_name
+    from bench.workloads import WorkloadError
+    from bench.workloads.resolve import check_name
 
     with pytest.raises(WorkloadError) as exc:
         check_name(name)
@@ -120,7 +121,8 @@ def test_bad_names_fail_in_one_line(name, message):
 def test_package_sources_say_how_to_install_where_missing(package):
     import importlib.util
 
-    from bench.workloads import WorkloadError, check_name
+    from bench.workloads import WorkloadError
+    from bench.workloads.resolve import check_name
 
     if importlib.util.find_spec(package) is not None:
         pytest.skip(f"{package} is installed here")
@@ -143,7 +145,7 @@ def test_package_sources_resolve_where_installed(package, name, params):
             raise AssertionError(f"PARABENCH_REQUIRE_MODEL_SOURCES is set but {package} does not import: "
                                  f"{type(exc).__name__}: {exc} (make setup-models)") from exc
         pytest.skip(f"{package} does not import here: {type(exc).__name__}: {exc}")
-    from bench.workloads import source_of
+    from bench.workloads.resolve import source_of
     from bench.workloads.facts import facts, units_of
 
     workload = get_workload(f"{package}:{name}")
@@ -159,9 +161,9 @@ def test_sources_are_named_without_torch():
 
     from tests.conftest import REPO
 
-    code = ("import sys; from bench import workloads as w; "
-            "w.check_name('resnet18'); w.check_name('json.decoder:JSONDecoder'); "
-            "print(w.source_of('resnet18'), '|', w.source_of('json.decoder:JSONDecoder'), '|', 'torch' in sys.modules)")
+    code = ("import sys; from bench.workloads.resolve import check_name, source_of; "
+            "check_name('resnet18'); check_name('json.decoder:JSONDecoder'); "
+            "print(source_of('resnet18'), '|', source_of('json.decoder:JSONDecoder'), '|', 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "built-in | module json.decoder | False", out.stderr
 

@@ -1,5 +1,6 @@
 """Multi-node sweeps on one machine: two `bench run` processes acting as two nodes of two
 CPU ranks each, joined by torchrun's c10d rendezvous through node 0's store (gloo)."""
+import json
 import os
 import signal
 import socket
@@ -121,9 +122,16 @@ def test_bad_node_flags_get_one_line(args, message):
 
 
 def test_a_follower_runs_node_0s_worker_on_its_own_gpus():
-    spec = {"launcher": "torchrun", "gpus": [0, 1], "cases": [{"strategy": "ddp", "gpus": [0, 1]}]}
-    mine = nodes.on_these_gpus(spec, [2, 3, 4])
-    assert mine["gpus"] == [2, 3] and mine["cases"][0]["gpus"] == [2, 3]
-    assert nodes.on_these_gpus({"gpus": [], "cases": []}, []) == {"gpus": [], "cases": []}
+    from bench.cases.case import Case, settings
+    from bench.core.launch_spec import LaunchSpec
+    from bench.core.placement import Placement
+
+    case = Case.make("ddp", "fp32", "resnet18-small", Placement((0, 1), 2), 4, "eager", settings()).spec()
+    spec = LaunchSpec.local("torchrun", (0, 1), 2, cases=(case,))
+    published = LaunchSpec.from_json(json.loads(json.dumps(spec.to_json())))  # as node 0 publishes it
+    mine = nodes.on_these_gpus(published, [2, 3, 4])
+    assert mine.gpus == (2, 3) and mine.cases[0].gpus == (2, 3) and mine.cases[0].strategy == "ddp"
+    alone = LaunchSpec.local("local")
+    assert nodes.on_these_gpus(alone, []) == alone
     with pytest.raises(nodes.NodesError, match="this node has 1"):
-        nodes.on_these_gpus(spec, [5])
+        nodes.on_these_gpus(published, [5])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.cases import results
+from bench.cases import fileio, results
 from tests.conftest import REPO, run_cli
 
 
@@ -61,9 +61,9 @@ def factories(tmp_path, monkeypatch):
 
 
 def test_a_factory_that_prints_without_a_newline_resolves(factories):
-    from bench import workloads
+    from bench.workloads.probing import probe
 
-    found = workloads.probe(["userfactories:noisy"])
+    found = probe(["userfactories:noisy"])
     assert (found["userfactories:noisy"]["num_classes"] == 10
             and found["userfactories:noisy"]["input_shape"] == [3, 8, 8])
 
@@ -117,7 +117,7 @@ def detached_helpers(under: str, but: str = "") -> list:
 def test_a_helper_a_factory_starts_in_a_session_of_its_own_ends_with_the_resolving(factories, monkeypatch):
     import tempfile
 
-    from bench import workloads
+    from bench.workloads.probing import probe
 
     temp = factories / "tmp"
     temp.mkdir()
@@ -127,7 +127,7 @@ def test_a_helper_a_factory_starts_in_a_session_of_its_own_ends_with_the_resolvi
     def helpers():
         return detached_helpers(str(temp))
 
-    assert workloads.probe(["userfactories:detached"])["userfactories:detached"]["num_classes"] == 10
+    assert probe(["userfactories:detached"])["userfactories:detached"]["num_classes"] == 10
     deadline = time.monotonic() + 10
     while helpers() and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -150,10 +150,11 @@ def test_resolving_a_factory_keeps_to_the_start_up_limit(factories):
 @pytest.mark.parametrize("result, said", [(42, "int 42"), (None, "NoneType None"), ("resnet", "str 'resnet'"),
                                           ({"model": "resnet"}, "dict {'model': 'resnet'} whose 'model' is str")])
 def test_a_factory_that_returns_no_model_is_named_with_what_it_returned(result, said):
-    from bench import workloads
+    from bench.workloads import WorkloadError
+    from bench.workloads.resolve import from_factory_result
 
-    with pytest.raises(workloads.WorkloadError) as caught:
-        workloads.from_factory_result(result, "mine:build")
+    with pytest.raises(WorkloadError) as caught:
+        from_factory_result(result, "mine:build")
     assert str(caught.value) == (f"model 'mine:build': its factory returned {said}: it must return an nn.Module, "
                                  "or a dict or object whose 'model' is one")
 
@@ -301,7 +302,7 @@ def test_a_named_file_that_is_no_results_file_is_one_line(tmp_path, capsys, name
 
 
 def test_a_file_larger_than_any_results_file_is_refused_unread(tmp_path, monkeypatch):
-    monkeypatch.setattr(results, "MAX_BYTES", 1000)
+    monkeypatch.setattr(fileio, "MAX_BYTES", 1000)
     big = results_file(tmp_path / "big.json", "2026-11-01")
     with pytest.raises(results.ResultsError, match=r"big.json is 0 MiB, more than any results file \(0 MiB at most\)"):
         results.load(big)
@@ -450,6 +451,7 @@ def test_text_fields_are_read_as_text(tmp_path):
 # --- Memory: the batch's activations and the cgroup's limit counted, the OOM killer named --
 
 def test_a_cpu_batch_whose_activations_cannot_fit_is_out_of_memory_before_allocating(monkeypatch):
+    from bench.core.launch_spec import LaunchSpec
     from bench.run import limits
     from bench.run.worker import Job
 
@@ -460,7 +462,7 @@ def test_a_cpu_batch_whose_activations_cannot_fit_is_out_of_memory_before_alloca
     def case(batch):
         return Case.make("single", "fp32", "resnet18-small", Placement((), 1), batch, "eager", settings()).spec()
 
-    job = Job({"launcher": "local"}, 0, 1, 0)
+    job = Job(LaunchSpec.local("local"), 0, 1, 0)
     inputs, _ = job.data(case(64))  # 0.2 GiB of saved activations
     assert inputs.shape[0] == 64
     with pytest.raises(MemoryError, match=r"host out of memory: the batch needs at least 1\.\d GiB \(inputs and the "
@@ -550,7 +552,7 @@ class _LeaderWithAFollowerGone:
         self.store = types.SimpleNamespace(nodes=nodes.Nodes(2, 0, "127.0.0.1", 9))  # nobody listens at port 9
         self.ended = []
 
-    def begin(self, spec, placement, options): return 0
+    def begin(self, spec, options): return 0
     def end(self, launch): self.ended.append(launch)
     def silent(self): return [1]
     def gone(self, wait_s=3.0): return [1]

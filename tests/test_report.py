@@ -160,7 +160,7 @@ def one_group(frame, where="2 GPUs"):
 
 
 def test_the_answer_names_the_fastest_and_the_runner_up_with_the_gap():
-    from bench.report import answer
+    from bench.report import answer_text
 
     frame = answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000), row("dp", 2, 64, ips=6000),
                           row("zero1", 2, 64, ips=18500)])
@@ -168,7 +168,7 @@ def test_the_answer_names_the_fastest_and_the_runner_up_with_the_gap():
     assert rec["strategy"] == "ddp" and rec["speedup"] == pytest.approx(1.9) and rec["peak_alloc_mib"] == 6400
     # 19000 vs 18500: 2.7% apart, and the spreads (+-5%) overlap: a tie, said so.
     assert rec["runner_up"] == "zero1" and rec["gap_pct"] == 2.7 and rec["tie"] and not rec["unstable"]
-    (line,) = answer.table([rec]).to_dict("records")
+    (line,) = answer_text.table([rec]).to_dict("records")
     assert (line["recommended"] == "ddp" and line[f"vs {strategies.baseline()}"] == "x1.90 (95%)"
             and line["gap"] == "+2.7%, tie")
     assert line["images/s (p10-p90)"] == "19.0k (18.1k-19.9k)" and line["MiB/GPU"] == "6400"
@@ -190,7 +190,7 @@ def test_a_wide_row_is_ranked_by_its_interval_and_leaves_the_order_open_only_whe
 
 
 def test_a_stopped_case_is_not_recommended_and_the_headline_says_unstable():
-    from bench.report import answer
+    from bench.report import answer_text
 
     # The wall clock says the steps were stopped or starved (trials that took 9 and 4 times what
     # their steps add up to): neither can lead until measured again.
@@ -202,17 +202,17 @@ def test_a_stopped_case_is_not_recommended_and_the_headline_says_unstable():
     assert rec["strategy"] == "single" and rec["unstable"]
     whys = {x["label"]: x["why"] for x in rec["left_out"]}
     assert "wall-clock" in whys["allreduce-scratch"] and "stopped or starved" in whys["dp-fn"]
-    line = answer.actions(frame, one_group(frame, "1 GPU"))
+    line = answer_text.actions(frame, one_group(frame, "1 GPU"))
     # Neither may be faster beyond what disturbed it, nor be ruled out: unjudged, said so, nothing recommended.
     assert line.startswith("Unjudged: the simplest configuration nothing beats is `single`") and "re-run" in line
     assert "`dp-fn` measured 75 img/s and may be faster" in line and "Recommended" not in line
-    assert answer.table([rec]).to_dict("records")[0]["gap"] == "unjudged, re-run"
+    assert answer_text.table([rec]).to_dict("records")[0]["gap"] == "unjudged, re-run"
 
 
 def test_an_unjudged_configuration_slower_by_its_median_is_not_called_faster():
     """A CPU run: `allreduce-scratch` tied with the pick, its median 54% lower, its interval overlapping;
     the answer said it "may be faster"."""
-    from bench.report import answer
+    from bench.report import answer_text
 
     slower = row("allreduce-scratch", 1, 64, ips=27.0)
     slower.update(items_per_s_p10=10.0, items_per_s_p90=70.0, items_per_s_ci_lo=12.0, items_per_s_ci_hi=66.0)
@@ -221,7 +221,7 @@ def test_an_unjudged_configuration_slower_by_its_median_is_not_called_faster():
     frame = answer_frame([pick, slower])
     (rec,) = one_group(frame, "1 GPU")
     assert rec["strategy"] == "single" and [x["label"] for x in rec["unjudged"]] == ["allreduce-scratch"], rec
-    said = answer.actions(frame, [rec])
+    said = answer_text.actions(frame, [rec])
     assert "`allreduce-scratch` measured 27 img/s and may be as fast" in said and "may be faster" not in said, said
 
 
@@ -234,10 +234,10 @@ def test_ties_at_one_device_go_to_single():
     assert rec["fastest"]["label"] == "dp-fn" and rec["fastest"]["pick_vs_fastest_pct"] == -0.4
     assert set(rec["ties"]) == {"dp-fn", "allreduce-scratch"} and rec["tie"]
     # One pair, one figure: the sentence said "+0.4%" (dp-fn over the pick), the table "-0.4%" (the pick over it).
-    from bench.report import answer
+    from bench.report import answer_text
 
-    assert answer.table([rec]).to_dict("records")[0]["gap"] == "-0.4%, tie"
-    assert "`single` measured -0.4% against `dp-fn` (within the intervals" in answer.actions(
+    assert answer_text.table([rec]).to_dict("records")[0]["gap"] == "-0.4%, tie"
+    assert "`single` measured -0.4% against `dp-fn` (within the intervals" in answer_text.actions(
         answer_frame([row("single", 1, 2048, ips=75500), row("dp-fn", 1, 2048, ips=75800)]),
         [rec])
 
@@ -300,34 +300,34 @@ def test_at_one_device_the_baseline_competes():
 
 
 def test_missing_and_out_of_memory_cells_say_so():
-    from bench.report import answer
+    from bench.report import answer_text
 
     frame = answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000),
                           row("ddp", 2, 128, status="oom", reason="CUDA out of memory"),
                           row("dp", 2, 128, status="oom", reason="CUDA out of memory"),
                           row("ddp", 2, 256, ips=40000), row("dp", 2, 256, status="oom", reason="CUDA out of memory")])
-    lines = {line["batch/GPU"]: line for line in answer.table(one_group(frame)).to_dict("records")}
+    lines = {line["batch/GPU"]: line for line in answer_text.table(one_group(frame)).to_dict("records")}
     assert lines[64]["runner-up"] == "only one strategy" and lines[64]["gap"] == ""
     assert lines[128]["recommended"] == "none ran (OOM)"
     assert lines[256][f"vs {strategies.baseline()}"] == "no single"  # none at 256 in this run: no speed-up invented
-    sentence = answer.actions(frame, one_group(frame))
+    sentence = answer_text.actions(frame, one_group(frame))
     assert sentence.startswith("Recommended: `ddp` (fp32, 2 GPUs, 256/GPU): 40.0k img/s")
     assert "At 64/GPU every fastest case is host-bound" in sentence
 
 
 def test_efficiency_above_100_percent_is_flagged():
-    from bench.report import answer
+    from bench.report import answer_text
 
     for ips, expected in ((20400, "x2.04 (102%, noise)"), (24000, "x2.40 (120%, above linear)")):
         recs = one_group(answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=ips)]))
-        assert answer.table(recs).to_dict("records")[0][f"vs {strategies.baseline()}"] == expected
+        assert answer_text.table(recs).to_dict("records")[0][f"vs {strategies.baseline()}"] == expected
 
 
 def test_small_rates_keep_their_digits():
-    from bench.report import answer
+    from bench.report import findings
 
-    assert answer.rate(0.7) == "0.7" and answer.rate(3.14) == "3.1" and answer.rate(47.2) == "47"
-    assert answer.rate(19000) == "19.0k"
+    assert findings.rate(0.7) == "0.7" and findings.rate(3.14) == "3.1" and findings.rate(47.2) == "47"
+    assert findings.rate(19000) == "19.0k"
 
 
 def ladder(strategy, n, steps_ms: dict, **extra):
@@ -510,7 +510,7 @@ def test_noise_never_names_a_strategy_several_times_slower():
     """2 x H200, 256/GPU (a default search there): ddp read 42.6k with a 35% spread (p10 36.9k), fsdp2 14.8k
     (p90 16.7k). Even ddp's slow end is twice fsdp2's fast end: ddp is faster whatever its spread, and is
     named without a caveat (its steps spread; nothing stopped them)."""
-    from bench.report import answer
+    from bench.report import answer_text
 
     ddp = row("ddp", 2, 256, ips=42600, precision="amp-bf16")
     ddp.update(items_per_s_p10=36900.0, items_per_s_p90=51800.0)  # 35% of the median
@@ -521,15 +521,15 @@ def test_noise_never_names_a_strategy_several_times_slower():
     (rec,) = one_group(frame)
     assert rec["strategy"] == "ddp" and rec["recommended"] and not rec["disturbed"]
     assert rec["runner_up"] == "fsdp2" and not rec["unstable"]
-    line = answer.actions(frame, one_group(frame))
+    line = answer_text.actions(frame, one_group(frame))
     assert line.startswith("Recommended: `ddp`") and "disturbed" not in line
-    assert answer.table([rec]).to_dict("records")[0]["recommended"] == "ddp"
+    assert answer_text.table([rec]).to_dict("records")[0]["recommended"] == "ddp"
 
 
 def test_no_speed_up_over_a_baseline_that_was_left_out():
     """A loaded 2-core CPU: `single` came back with a 707% spread, zero1 stable at 17 img/s. The
     answer names zero1 but divides by no disturbed baseline ("x4.04 over single" was printed)."""
-    from bench.report import answer
+    from bench.report import answer, answer_text
 
     single = row("single", 1, 4, ips=4.2)
     single.update(items_per_s_p10=1.0, items_per_s_p90=30.7, n_gpus=0, gpus="", device="cpu")
@@ -537,33 +537,33 @@ def test_no_speed_up_over_a_baseline_that_was_left_out():
     frame = answer_frame([single, zero1])
     (rec,) = [r for r in answer.records(frame) if r["devices"] == 2]
     assert rec["strategy"] == "zero1" and rec["speedup"] is None and rec["efficiency"] is None
-    assert "over single" not in answer.actions(frame, [rec])
+    assert "over single" not in answer_text.actions(frame, [rec])
     # The empty cell says why (it was left blank with no reason), and the sentence too.
-    assert answer.table([rec]).to_dict("records")[0]["vs single"] == "single disturbed"
-    assert "no speed-up: single disturbed at this batch" in answer.actions(frame, [rec])
+    assert answer_text.table([rec]).to_dict("records")[0]["vs single"] == "single disturbed"
+    assert "no speed-up: single disturbed at this batch" in answer_text.actions(frame, [rec])
     (alone,) = [r for r in answer.records(answer_frame([zero1])) if r["devices"] == 2]
-    assert answer.table([alone]).to_dict("records")[0]["vs single"] == "no single"
+    assert answer_text.table([alone]).to_dict("records")[0]["vs single"] == "no single"
 
 
 def test_only_one_strategy_is_said_only_where_one_ran():
     """Four strategies ran at 2 GPUs, three came back stopped: the runner-up column names them
     (left out, stopped or starved), not "only one strategy"; with one strategy alone it says so."""
-    from bench.report import answer
+    from bench.report import answer_text
 
     shaky = []
     for name in ("zero1", "fsdp2", "allreduce-scratch"):
         r = row(name, 2, 64, ips=9000, wall_items_per_s=2000.0)
         shaky.append(r)
     (rec,) = one_group(answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000), *shaky]))
-    cell = answer.table([rec]).to_dict("records")[0]["runner-up"]
+    cell = answer_text.table([rec]).to_dict("records")[0]["runner-up"]
     assert cell == "no runner-up: allreduce-scratch, fsdp2, zero1 left out (stopped or starved)"
     (alone,) = one_group(answer_frame([row("single", 1, 64, ips=10000), row("ddp", 2, 64, ips=19000)]))
-    assert answer.table([alone]).to_dict("records")[0]["runner-up"] == "only one strategy"
+    assert answer_text.table([alone]).to_dict("records")[0]["runner-up"] == "only one strategy"
 
 
 def test_unjudged_cells_name_their_device_count():
     """"Unstable at 2/GPU, 4/GPU, 2/GPU" repeated a batch without its device count."""
-    from bench.report import answer
+    from bench.report import answer, answer_text
 
     rows = [row("single", 1, 64, ips=10000), row("single", 1, 128, ips=12000)]
     for n in (2, 4):
@@ -573,7 +573,7 @@ def test_unjudged_cells_name_their_device_count():
             wide.update(items_per_s_p10=8000.0 * n, items_per_s_p90=20000.0 * n)
             rows.append(wide)
     frame = answer_frame(rows)
-    line = answer.actions(frame, answer.records(frame))
+    line = answer_text.actions(frame, answer.records(frame))
     assert "64/GPU on 2 GPUs" in line and "128/GPU on 4 GPUs" in line and "Unstable at" not in line
 
 
@@ -596,13 +596,13 @@ def test_the_html_pages_show_what_a_results_file_holds_as_text(tmp_path):
 
 def test_a_cpu_run_speaks_of_replicas_not_gpus(tmp_path):
     """"Largest batch that ran, 4/GPU" and "levers at 2/GPU" on a CPU run: a CPU has replicas."""
-    from bench.report import answer
+    from bench.report import answer, answer_text
 
     cpu = {"gpu_name": "", "device": "cpu", "n_gpus": 0, "gpus": ""}
     frame = answer_frame([row("single", 1, 2, ips=10.0, **cpu), row("single", 1, 4, ips=12.0, **cpu),
                           row("ddp", 2, 2, ips=35.0, **cpu), row("ddp", 2, 4, ips=30.0, **cpu)])
     recs = answer.records(frame)
-    text = answer.actions(frame, recs) + " ".join(answer.lever_lines(recs))
+    text = answer_text.actions(frame, recs) + " ".join(answer_text.lever_lines(recs))
     assert "/GPU" not in text and "Largest batch that ran, 4/replica" in text
 
 
@@ -767,7 +767,7 @@ def test_a_report_stopped_while_it_draws_leaves_its_folder_as_it_was(tmp_path, m
 def test_the_largest_batch_line_names_the_fastest_there_and_a_cpu_caption_promises_no_gpu_columns(tmp_path):
     """A CPU run: "Largest batch that ran, 4/replica: `single` 1.8 img/s" while ddp ran 4/replica at 24
     (unjudged); the caption under the answer's tables promised MFU and memory columns they lack."""
-    from bench.report import answer
+    from bench.report import answer, answer_text
 
     cpu = {"n_gpus": 0, "gpus": "", "device": "cpu"}
     ddp, other = row("ddp", 2, 4, ips=24.0, **cpu), row("zero1", 2, 4, ips=20.0, **cpu)
@@ -776,7 +776,7 @@ def test_the_largest_batch_line_names_the_fastest_there_and_a_cpu_caption_promis
     rows = [row("zero1", 2, 2, ips=30.0, **cpu), row("single", 1, 2, ips=8.0, **cpu),
             row("single", 1, 4, ips=1.8, **cpu), ddp, other]
     frame = answer_frame(rows)
-    said = answer.actions(frame, answer.records(frame))
+    said = answer_text.actions(frame, answer.records(frame))
     assert "Largest batch that ran, 4/replica: `ddp" in said and "(fp32, CPU x1, 4/replica): 1.8" not in said
     path = tmp_path / "cpu.json"
     results.write(path, rows)

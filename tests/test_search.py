@@ -238,7 +238,7 @@ def test_the_first_execution_lever_reaches_every_batch(tmp_path, budget_s, cost_
 
 
 def test_the_answer_says_when_a_run_did_not_search(tmp_path):
-    from bench.report import answer
+    from bench.report import answer, answer_text
     from bench.report.frame import load_runs
 
     path = tmp_path / "plain.json"
@@ -252,7 +252,7 @@ def test_the_answer_says_when_a_run_did_not_search(tmp_path):
     results.write(path, rows)
     runs = load_runs([path])
     recs = answer.records(runs)
-    text = answer.actions(runs.assign(hardware=GPU), recs)
+    text = answer_text.actions(runs.assign(hardware=GPU), recs)
     assert recs[0]["strategy"] == "single" and "bench run --search" in text
 
 
@@ -588,13 +588,15 @@ def test_a_survey_case_far_behind_its_group_is_measured_once_and_the_bar_never_i
     marked unscreenable (the bar, the baseline) and a plain sweep (no screen) run every trial."""
     from types import SimpleNamespace
 
+    from bench.core.launch_spec import ScreenRule
     from bench.run.worker import screen
 
     class OneRank:
         def gather(self, obj):
             return [obj]
 
-    job = SimpleNamespace(spec={"screen": {"share": 0.5, "best": {"g": 1000.0}}}, launcher=OneRank(), best_seen={})
+    job = SimpleNamespace(spec=SimpleNamespace(screen=ScreenRule(share=0.5, best={"g": 1000.0})), launcher=OneRank(),
+                          best_seen={})
     from dataclasses import replace
 
     from bench.cases.case import Case, settings
@@ -608,7 +610,8 @@ def test_a_survey_case_far_behind_its_group_is_measured_once_and_the_bar_never_i
     assert screen(job, replace(case, screenable=False), [100.0] * 20) == ""
     job.best_seen["other"] = 10_000.0  # another group's best is no bar here
     assert screen(job, replace(case, group="other-batch"), [100.0] * 20) == ""
-    assert screen(SimpleNamespace(spec={}, launcher=OneRank(), best_seen={}), case, [100.0] * 20) == ""
+    unscreened = SimpleNamespace(spec=SimpleNamespace(screen=None), launcher=OneRank(), best_seen={})
+    assert screen(unscreened, case, [100.0] * 20) == ""
 
 
 def test_a_process_groups_compiled_cases_each_get_a_worker_of_their_own(tmp_path):

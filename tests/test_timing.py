@@ -89,7 +89,7 @@ def test_a_gpu_held_below_its_clocks_during_the_trials_is_read_from_nvml_with_it
     answer says the power share beside the figure; only a temperature cap is a caveat."""
     from bench.cases.caveats import caveat
     from bench.measure import throttle
-    from bench.report.answer import _case
+    from bench.report.answer_text import _case
 
     counters = {0: {0: 0, 1: 0}, 1: {0: 0, 1: 0}}  # handle -> policy -> ns
     clock = {"now": 50.0}

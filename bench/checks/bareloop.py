@@ -18,6 +18,7 @@ import strategies
 from bench.cases.case import Case, settings as make_settings
 from bench.checks.handloop import _loop
 from bench.run.worker import Job, configure_backends, measure_case
+from bench.core.launch_spec import LaunchSpec
 from bench.core.placement import Placement
 
 
@@ -43,7 +44,7 @@ def suite_single(model_name: str, batch: int, precision: str, channels_last: boo
     # The registry's one-device baseline (strategies/single.py), set against the bare loop.
     case = Case.make(strategies.baseline(), precision, model_name, Placement((0,), 1), batch, "eager", settings).spec()
     configure_backends(case)
-    return measure_case(Job({"launcher": "local", "gpus": [0]}, 0, 1, 0), case)  # the worker-level spec it reads
+    return measure_case(Job(LaunchSpec.local("local", (0,), cases=(case,)), 0, 1, 0), case)
 
 
 def run(args) -> None:

@@ -142,13 +142,13 @@ def measure(names: list[str]) -> dict:
 
 
 def write(path: str, record: dict) -> None:
-    from bench.cases.results import atomic_write_bytes
+    from bench.cases.fileio import atomic_write_bytes
 
     atomic_write_bytes(Path(path), (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
 
 
 def load(path: str) -> dict:
-    from bench.cases.results import ResultsError, load_document
+    from bench.cases.fileio import ResultsError, load_document
 
     try:
         return load_document(path, SCHEMA, "instruction-count file",

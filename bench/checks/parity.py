@@ -11,12 +11,14 @@ n-shard gradient accumulation, not a one-device step on the whole batch.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import tempfile
 
 import torch
 
+from bench.checks.parity_spec import ParityLaunchSpec, ParityRequest
 from bench.core import imports
 from bench.core import protocol
 from bench.cases.case import Case, settings as make_settings
@@ -93,8 +95,9 @@ def run_parity(cases: list[Case], timeout_s: float = 300, dtype: str = "float32"
         if failed:
             raise RuntimeError(f"preparing {failed[0][0].label()} failed: {failed[0][1]}")
         # The parity worker's own section: what the sweep's worker never reads.
-        outs = {"|".join(c.key): os.path.join(tmp, f"params-{i}.pt") for i, c in enumerate(spec["cases"])}
-        spec["parity"] = {"dtype": dtype, "outs": outs}
+        outs = {"|".join(c.key): os.path.join(tmp, f"params-{i}.pt") for i, c in enumerate(spec.cases)}
+        spec = ParityLaunchSpec(**{f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)},
+                                parity=ParityRequest(dtype=dtype, outs=outs))
         spec_path = os.path.join(tmp, "spec.json")
         write_spec(spec, spec_path)
         cmd = launcher.command(spec_path, first.placement, first.options_dict, module=parity_entry(launcher))
@@ -102,7 +105,7 @@ def run_parity(cases: list[Case], timeout_s: float = 300, dtype: str = "float32"
                protocol.ENV: os.path.join(tmp, "events.jsonl")}
         proc = subprocess.run(cmd, cwd=imports.ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
         found = []
-        for case_spec in spec["cases"]:
+        for case_spec in spec.cases:
             out = outs["|".join(case_spec.key)]
             if not os.path.exists(out) and os.path.exists(out + ".npz"):
                 out += ".npz"  # a numpy-side worker (MXNet) saved an .npz

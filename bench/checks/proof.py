@@ -15,7 +15,7 @@ import json
 import math
 from pathlib import Path
 
-from bench.cases import results
+from bench.cases import fileio, results, schema
 
 
 def _cells(search: Path) -> list[dict]:
@@ -42,11 +42,11 @@ def _handloop(path: Path | None) -> list[dict]:
     if path is None:
         return []
     try:
-        doc = json.loads(results.read_text(path, kind="hand-loop file"))
+        doc = json.loads(fileio.read_text(path, kind="hand-loop file"))
     except ValueError as exc:
         raise results.ResultsError(f"{path}: not a hand-loop file ({exc})") from None
-    # A hand-loop file written before units says img_per_s (results.today reads it as today's name).
-    return [{**results.today(r), "file": path.name} for r in doc.get("rows", []) if results.today(r).get("items_per_s")]
+    # A hand-loop file written before units says img_per_s (schema.today reads it as today's name).
+    return [{**schema.today(r), "file": path.name} for r in doc.get("rows", []) if schema.today(r).get("items_per_s")]
 
 
 def _label(row: dict) -> str:
@@ -89,7 +89,7 @@ def loop_gpu(path: Path | None) -> str | None:
     """The GPU the hand loop ran on, as rows name their hardware."""
     if path is None:
         return None
-    return json.loads(results.read_text(path, kind="hand-loop file")).get("gpu")
+    return json.loads(fileio.read_text(path, kind="hand-loop file")).get("gpu")
 
 
 def agreement(cells: list[dict]) -> tuple[int, int]:

@@ -7,7 +7,7 @@ from bench.cli.report import add_inputs, inputs
 
 def cmd_answer(args) -> int:
     from bench.cases import results
-    from bench.report import answer
+    from bench.report import answer, answer_text
     from bench.report.frame import load_runs, newest, run_name
     from bench.report.hostload import busy_line
     from bench.report.labels import Legend
@@ -29,20 +29,20 @@ def cmd_answer(args) -> int:
         mine = [r for r in recs if (r["run"], r["hardware"], r["model"]) == (run_name(source), hw, model)]
         busy = busy_line(run.to_dict("records"), f"run {run_name(source)}")
         absent = "".join(f"Not measured: {', '.join(who)}: {why}.\n" for why, who in answer.not_measured(run).items())
-        print(f"{model} on {hw} (run {run_name(source)}): {answer.actions(run, mine)}\n"
+        print(f"{model} on {hw} (run {run_name(source)}): {answer_text.actions(run, mine)}\n"
               + (f"{busy}\n" if busy else "") + absent)
         for where in dict.fromkeys((r["precision"], r["where"]) for r in mine):
             print(f"{where[0]}, {where[1]}:")
             group = [r for r in mine if (r["precision"], r["where"]) == where]
-            print(answer.table(group).to_string(index=False) + "\n")
-            for line in answer.lever_lines(group):
+            print(answer_text.table(group).to_string(index=False) + "\n")
+            for line in answer_text.lever_lines(group):
                 print(f"  levers at {line}")
-            if answer.lever_lines(group):
+            if answer_text.lever_lines(group):
                 print()
     for line in legend.lines():
         print(line)
     for path, name in sorted({(r["source"], r["run"]) for r in recs}):
-        for line in answer.search_lines(path, name):
+        for line in answer_text.search_lines(path, name):
             print(line)
     from bench.report import fitted
 

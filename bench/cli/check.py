@@ -41,7 +41,7 @@ def cmd_bareloop(args) -> int:
 
 
 def cmd_proof(args) -> int:
-    from bench.cases.results import ResultsError
+    from bench.cases.fileio import ResultsError
     from bench.checks import proof
 
     try:

@@ -104,8 +104,9 @@ def cmd_fit(args) -> int:
     from bench import workloads
     from bench.cases import results
     from bench.cases.case import settings as make_settings
-    from bench.core.precision import PRECISIONS
     from bench.fit import fit
+    from bench.workloads.probing import probe
+    from bench.workloads.resolve import check_name
 
     chosen = listed(args.strategies, "--strategies") or fit.strategies_to_fit()
     check_names(chosen, strategies.names(), "strategy", "--strategies")
@@ -114,15 +115,12 @@ def cmd_fit(args) -> int:
             fit.check_strategy(name)
     except fit.FitError as exc:
         raise UsageError(str(exc)) from None
-    # The precision `make bench` measures on this device: amp-bf16 on GPUs, fp32 on the CPU.
-    precisions = check_names(listed(args.precisions, "--precisions") or (["fp32"] if resolve_gpus(args.gpus) == []
-                                                                           else ["amp-bf16"]),
-                             list(PRECISIONS), "precision", "--precisions")
+    precisions = flags.precisions(args, resolve_gpus(args.gpus) != [])  # a sweep's default on this device
     models = listed(args.models, "--models")
     try:
         for model in models:
-            workloads.check_name(model)
-        workloads.probe(models)
+            check_name(model)
+        probe(models)
     except workloads.WorkloadError as exc:
         raise UsageError(f"{exc} (--models)") from None
     gpus = resolve_gpus(args.gpus)
@@ -354,7 +352,7 @@ def add_parser(sub) -> None:
 
     cmd = sub.add_parser("fit", help="peak memory per device and the largest batch per device that fits, at device "
                          "counts beyond this host's: each measured as rank 0 of a fake world of n on one device")
-    flags.what(cmd, models="resnet18", precisions=None,
+    flags.what(cmd, models="resnet18",
                strategies="default: ddp and every strategy that declares it shards (Strategy.shards)")
     cmd.add_argument("--devices",
                      help=f"device counts, each a fake world (default {','.join(map(str, DEFAULT_DEVICES))})")

@@ -4,17 +4,25 @@ much to measure, its defaults from the one table of bench/cases/defaults.py."""
 from __future__ import annotations
 
 from bench.cli.common import RESULTS_DIR, UsageError
-from bench.cases.defaults import MEASUREMENT
+from bench.cases.defaults import MEASUREMENT, said, sweep_default
 
 
-def what(parser, models: str, precisions: str, strategies: str) -> None:
-    """--models, --strategies, --precisions: the defaults and the strategies' help are the command's."""
+def what(parser, models: str, strategies: str) -> None:
+    """--models, --strategies, --precisions: the models' default and the strategies' help are the
+    command's; the precisions' default is the table's (bench/cases/defaults.py SWEEP)."""
     parser.add_argument("--models", default=models, help="built-in (resnet18-small, resnet18, vit-large), timm:NAME, "
                         f"torchvision:NAME or package.module:factory (default {models}; `list --models` shows them)")
     parser.add_argument("--strategies", help=strategies)
-    parser.add_argument("--precisions", default=precisions,
-                        help="fp32,amp-fp16,amp-bf16,apex-O1,apex-O2 (default "
-                        + (precisions or "what `make bench` measures here: amp-bf16 on GPUs, fp32 on the CPU") + ")")
+    parser.add_argument("--precisions", help=f"fp32,amp-fp16,amp-bf16,apex-O1,apex-O2 (default {said('precisions')})")
+
+
+def precisions(args, on_gpu: bool) -> list[str]:
+    """--precisions, checked; the table's default on this device where not given."""
+    from bench.cli.common import check_names, listed
+    from bench.core.precision import PRECISIONS
+
+    return check_names(listed(args.precisions, "--precisions") or [sweep_default("precisions", on_gpu)],
+                       list(PRECISIONS), "precision", "--precisions")
 
 
 def gpus(parser, help: str = "CUDA ordinals, e.g. 0,1 (default: all visible; '' or cpu: the CPU)") -> None:

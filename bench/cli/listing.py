@@ -74,11 +74,13 @@ def list_models(given: list[str]) -> None:
     import strategies
     from bench import workloads
     from bench.workloads.facts import facts
+    from bench.workloads.resolve import check_name
+    from bench.workloads.sources import SOURCES
 
     names = given or workloads.names()
     for name in names:
         try:
-            workloads.check_name(name)
+            check_name(name)
         except workloads.WorkloadError as exc:
             raise UsageError(f"{exc} (--models)") from None
     print("Models (FLOPs: one forward+backward pass, torch.utils.flop_counter):")
@@ -101,7 +103,7 @@ def list_models(given: list[str]) -> None:
             print(f"  {'':<15} not in " + "; ".join(skipped))
     if not given:
         print("\nOther sources (--models PREFIX:NAME):")
-        for source in workloads.SOURCES.values():
+        for source in SOURCES.values():
             state = f"{source.package} {source.version()} installed" if source.installed() else \
                 f"not installed: {source.install}"
             print(f"  {source.prefix + ':NAME':<22} {source.summary} ({state})")

@@ -14,7 +14,7 @@ from bench.cli.common import UsageError, ints, listed, resolve_gpus
 def _guarded(func):
     """`func(args)` with bad input (ValueError, a results file that cannot be used) as one line."""
     def run(args):
-        from bench.cases.results import ResultsError
+        from bench.cases.fileio import ResultsError
 
         try:
             return func(args)

@@ -1,23 +1,17 @@
 """`run`: measure a sweep and write its results file."""
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import sys
 import time
 
-from bench.cases.defaults import SEED, TIMEOUT_S
+from bench.cases.defaults import BUDGET_MIN, SEED, TIMEOUT_S, said, sweep_default
 from bench.cli import flags
 from bench.cli.common import (UsageError, check_names, ints, listed, refuse_knobs_models_cannot_take, resolve_gpus,
                                resume_command)
 from bench.cli.run_files import existing_rows as _existing_rows, output_path as _output_path
-
-
-def _default_budget() -> float:
-    """The search's default budget, minutes (bench/run/search.py)."""
-    from bench.run.search import DEFAULT_BUDGET_MIN
-
-    return DEFAULT_BUDGET_MIN
 
 
 def _parse_options(pairs: list[str], strategy_names: list[str]) -> dict:
@@ -74,10 +68,13 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
 
     if args.anatomy_steps is not None and not args.anatomy:
         raise UsageError("--anatomy-steps sets the profiled window of --anatomy: add --anatomy")
+    if args.search is None:
+        args.search = sweep_default("search", on_gpu)
     if args.budget is not None and not args.search:
-        raise UsageError("--budget bounds a --search: add --search")
+        raise UsageError("--budget bounds a search: drop --no-search" if on_gpu else
+                         "--budget bounds a --search: add --search")
     if args.search:
-        args.budget = _default_budget() if args.budget is None else args.budget
+        args.budget = BUDGET_MIN if args.budget is None else args.budget
         if not (math.isfinite(args.budget) and 0 < args.budget <= 24 * 60):
             raise UsageError(f"--budget takes minutes, more than 0 and at most 1440, got {args.budget:g}")
     return Settings(
@@ -141,25 +138,27 @@ def _sweep(args) -> int:
     return _measure(args, cases, settings, leader, started)
 
 
-def _axes(args) -> tuple[list, list, list, list]:
-    """The strategies, precisions, models and executions asked for, each checked."""
+def _axes(args, on_gpu: bool) -> tuple[list, list, list, list]:
+    """The strategies, precisions, models and executions asked for, each checked; the table's
+    defaults (bench/cases/defaults.py) on this device where not given."""
     import strategies
     from bench import workloads
     from bench.core.step import EXECUTIONS
-    from bench.core.precision import PRECISIONS
+    from bench.workloads.probing import probe
+    from bench.workloads.resolve import check_name
 
     names = check_names(listed(args.strategies, "--strategies") or strategies.names(), strategies.names(), "strategy",
                         "--strategies")
-    precisions = check_names(listed(args.precisions, "--precisions"), list(PRECISIONS), "precision", "--precisions")
+    precisions = flags.precisions(args, on_gpu)
     models = listed(args.models, "--models")
     for flag, value in (("--case-timeout", args.case_timeout), ("--startup-timeout", args.startup_timeout)):
         if not (math.isfinite(value) and value > 0):
             raise UsageError(f"--case-timeout and --startup-timeout must be positive (seconds); {flag} is {value}")
     try:
         for model in models:  # the syntax, and that its package or module exists: nothing imported here
-            workloads.check_name(model)
+            check_name(model)
         # Names not built in: resolved in a process of their own, within the start-up limit.
-        workloads.probe(models, timeout_s=args.startup_timeout)
+        probe(models, timeout_s=args.startup_timeout)
     except workloads.WorkloadError as exc:
         raise UsageError(f"{exc} (--models)") from None
     executions = listed("eager" if args.execution is None else args.execution, "--execution")
@@ -203,8 +202,8 @@ def _cases(args, nnodes: int = 1):
     from bench.cases.grid import build_cases
     from bench.run import limits
 
-    names, precisions, models, executions = _axes(args)
     gpus, counts, batch_sizes = _devices(args)
+    names, precisions, models, executions = _axes(args, on_gpu=bool(gpus))
     settings = _settings(args, bool(gpus), names)
     one_time = {"compile": "compiling the step", "cuda-graph": "uploading the captured graph"}
     if settings.warmup == 0 and (first := [e for e in executions if e in one_time]):
@@ -311,13 +310,14 @@ def _summary(rows: list[dict], out, started: float, recorded: list[dict]) -> int
 
 def add_parser(sub) -> None:
     from bench.cases.case import WORKER_SCOPES
+    from bench.workloads.data import ladders
     from bench.core.knobs import KNOBS
 
     run = sub.add_parser("run", help="run a sweep and write results; exit 0 measured, 1 could not go on, 2 bad input, "
                          "3 no case measured ok, 130/143/129 stopped by Ctrl-C/SIGTERM/SIGHUP (resumable)")
-    flags.what(run, models="resnet18-small", precisions="fp32", strategies="comma-separated (default: every strategy)")
+    flags.what(run, models="resnet18-small", strategies="comma-separated (default: every strategy)")
     run.add_argument("--batch-sizes", help="per-GPU batch sizes, sequences for a language model (default: the "
-                     "workload's: 256,1024,2048 images or 8,16,32 sequences of 1024 tokens on GPUs, 2,4 on the CPU)")
+                     f"workload's: {ladders()})")
     run.add_argument("--global-batch-sizes", help="global batch sizes, split evenly across the devices")
     flags.gpus(run)
     run.add_argument("--gpu-counts", help="run multi-GPU strategies on the first N of --gpus for each N, e.g. 1,2,4")
@@ -334,13 +334,13 @@ def add_parser(sub) -> None:
         knob.add_flag(run)
     run.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                      help="strategy option, e.g. bucket_cap_mb=50, launcher=spawn (see `list`)")
-    run.add_argument("--search", action="store_true",
+    run.add_argument("--search", action=argparse.BooleanOptionalAction,
                      help="after the sweep, try each lever (execution, the optimiser's kernels, memory format, the "
                      "strategy's options) on the leaders of every batch and measure the finalists again, interleaved, "
                      "within --budget; the plan and every decision are recorded in the results file "
-                     "(bench/run/search.py)")
+                     f"(bench/run/search.py; default {said('search')}: --no-search, --search say otherwise)")
     run.add_argument("--budget", type=float, help="minutes the whole --search may take (default "
-                     f"{_default_budget():g}: every strategy at every batch, then each regime's executions at every "
+                     f"{BUDGET_MIN:g}: every strategy at every batch, then each regime's executions at every "
                      "batch, on 2 H200s); what it cannot hold is recorded as not tried")
     run.add_argument("--anatomy", action="store_true",
                      help="after each case's timing, profile a few steps on every rank: traces under "

@@ -2,10 +2,11 @@
 training step ready to be timed. No torch at import (the worker brings it)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
 
 from bench.core.knobs import BY_NAME, KNOBS, Knob
+from bench.core.message import Message, SpecError  # noqa: F401 - SpecError: the error a reader raises
 from bench.core.placement import Placement
 
 
@@ -33,19 +34,29 @@ EXECUTIONS = ("eager", "compile", "cuda-graph")
 
 # The layout of a CaseSpec across the process boundary. A worker refuses another version: the
 # parent and the worker would then be running different code.
-SPEC_VERSION = 2  # 2: the parity check's fields left the case (bench/checks/parity_worker.py)
-
-
-class SpecError(ValueError):
-    """A case spec this worker cannot read; the message says why."""
+SPEC_VERSION = 3  # 2: the parity check's fields left the case; 3: the anatomy request typed
 
 
 @dataclass(frozen=True)
-class CaseSpec(KnobFields):
+class AnatomyRequest(Message):
+    """Where a case's step anatomy goes (bench/measure/anatomy.py): `steps` profiled steps,
+    traces under `folder`, recorded in the row as `record` (relative to the results folder)."""
+
+    KIND: ClassVar[str] = "anatomy request"
+    steps: int
+    folder: str
+    record: str
+
+
+@dataclass(frozen=True)
+class CaseSpec(KnobFields, Message):
     """One case as a worker runs it: made by bench.cases.case.Case.spec() in the parent, written
     as JSON (`to_json`) and read back as this object in the worker (`from_json`), which reads its
-    fields, never string keys. The knobs are fields too (KnobFields), typed by their declaration."""
+    fields, never string keys. The knobs are fields too (KnobFields), typed by their declaration;
+    `options` are the strategy's own (declared by it), `extra` what its prepare_launch adds."""
 
+    KIND: ClassVar[str] = "case spec"
+    VERSION: ClassVar[int] = SPEC_VERSION
     strategy: str
     precision: str
     model: str
@@ -66,10 +77,9 @@ class CaseSpec(KnobFields):
     # the step-anatomy request.
     group: str | None = None
     screenable: bool = True
-    anatomy: dict | None = None
+    anatomy: AnatomyRequest | None = None
     # What the strategy's prepare_launch adds for its worker (MXNet: the exported weights' files).
     extra: dict = field(default_factory=dict)
-    version: int = SPEC_VERSION
 
     def _knob(self, name: str):
         return BY_NAME[name].read(self.knobs.get(name))
@@ -77,22 +87,6 @@ class CaseSpec(KnobFields):
     @property
     def placement(self) -> Placement:
         return Placement(self.gpus, self.n_replicas, self.nnodes)
-
-    def to_json(self) -> dict:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        return {**out, "gpus": list(self.gpus), "key": list(self.key)}
-
-    @classmethod
-    def from_json(cls, data: dict) -> "CaseSpec":
-        version = data.get("version")
-        if version != SPEC_VERSION:
-            raise SpecError(f"case spec version {version}: this worker reads version {SPEC_VERSION} (the sweep and "
-                            "its worker run different parabench code: run both from one checkout)")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise SpecError(f"case spec fields {', '.join(unknown)} are not in version {SPEC_VERSION}")
-        return cls(**{**data, "gpus": tuple(int(g) for g in data["gpus"]), "key": tuple(map(str, data["key"]))})
 
 
 @dataclass

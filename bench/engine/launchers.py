@@ -17,6 +17,7 @@ import socket
 import sys
 from typing import Callable
 
+from bench.core.launch_spec import LaunchSpec
 from bench.core.placement import Placement
 
 
@@ -56,11 +57,11 @@ class Launcher:
         return [sys.executable, "-m", module or self.module, spec_path]
 
     # --- in the worker -------------------------------------------------------------
-    def run(self, spec: dict, body: Callable[[int, int, int], None]) -> None:
+    def run(self, spec: LaunchSpec, body: Callable[[int, int, int], None]) -> None:
         """Run `body(rank, world_size, local_rank)` in this process (or processes)."""
         body(0, 1, 0)
 
-    def init(self, spec: dict, rank: int, world_size: int, local_rank: int) -> None:
+    def init(self, spec: LaunchSpec, rank: int, world_size: int, local_rank: int) -> None:
         """Once per worker process, before the first case (e.g. a process group)."""
 
     def close(self) -> None:
@@ -105,10 +106,10 @@ class ProcessGroupLauncher(Launcher):
         import torch
         import torch.distributed as dist
 
-        if any(c.execution == "cuda-graph" for c in spec["cases"]):
+        if any(c.execution == "cuda-graph" for c in spec.cases):
             os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"
-        gpus = spec["gpus"]
-        backend = spec["launcher_options"].get("backend", "auto")
+        gpus = spec.gpus
+        backend = spec.launcher_options.get("backend", "auto")
         if backend == "auto":
             backend = "nccl" if gpus else "gloo"
         kwargs = {}
@@ -117,7 +118,7 @@ class ProcessGroupLauncher(Launcher):
             torch.cuda.set_device(device)
             kwargs["device_id"] = device
         dist.init_process_group(backend, rank=rank, world_size=world_size,
-                                timeout=timedelta(seconds=float(spec["launcher_options"].get("timeout_s", 300))),
+                                timeout=timedelta(seconds=float(spec.launcher_options.get("timeout_s", 300))),
                                 **kwargs)
 
     def close(self):
@@ -187,7 +188,7 @@ class Spawn(ProcessGroupLauncher):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        n = spec["n_replicas"]
+        n = spec.n_replicas
         torch.multiprocessing.spawn(_spawn_entry, args=(n, port, body), nprocs=n, join=True)
 
 

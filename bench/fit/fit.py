@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from bench.cases.defaults import SEED, TIMEOUT_S
+from bench.fit.spec import FitItem, FitWorkerSpec
 
 PROBED = ("ok", "tight", "oom", "error", "timeout")  # a probe's outcomes (a skipped case has no probe)
 PROBE_FIELDS = ("status", "reason", "peak_alloc_mib", "peak_reserved_mib")  # what the search reads of a probe
@@ -82,7 +83,7 @@ def cases(model: str, strategies: list[str], precisions: list[str], devices: lis
                 continue
             items.append({"precision": precision, "strategy": strategy, "devices": list(devices),
                           # The worker sees its one GPU as device 0 (bench/cli/fit.py).
-                          "cases": {str(n): dataclasses.replace(c.spec(), gpus=(0,) if gpus else ()).to_json()
+                          "cases": {str(n): dataclasses.replace(c.spec(), gpus=(0,) if gpus else ())
                                     for n, c in made.items()},
                           "rows": {str(n): c.row() for n, c in made.items()}})
     return items, skipped
@@ -118,13 +119,15 @@ class Fit:
     limit_mib: float | None = None
     done: dict = dataclasses.field(default_factory=dict)  # (precision, strategy) -> {n: [probe]}
 
-    def left(self) -> list[dict]:
-        """The items with a search still open, each with what it has done."""
+    def left(self) -> list[FitItem]:
+        """The items with a search still open, each with what it has done, as the worker reads them."""
         out = []
         for item in self.items:
             done = self.done.setdefault((item["precision"], item["strategy"]), {})
             if self.limit_mib is None or _replay(item, done, self.search, self.limit_mib):
-                out.append({**item, "search": self.search, "done": {str(n): p for n, p in done.items()}})
+                out.append(FitItem(precision=item["precision"], strategy=item["strategy"],
+                                   devices=tuple(item["devices"]), cases=item["cases"], search=self.search,
+                                   done={str(n): p for n, p in done.items()}))
         return out
 
     def record(self, event: dict) -> dict:
@@ -145,10 +148,9 @@ def run_worker(fit: Fit, env: dict, on_probe, progress) -> bool:
         return False
     with tempfile.TemporaryDirectory(prefix="parabench-fit-") as folder:
         spec_path, events = Path(folder) / "spec.json", Path(folder) / "events.jsonl"
-        spec_path.write_text(json.dumps({"model": fit.model, "gpus": [0] if fit.gpus else [],
-                                         "budget_mib": fit.budget_mib,
-                                         "seed": fit.seed, "reserve_mib": fit.reserve_mib, "headroom": fit.headroom,
-                                         "plan": left}))
+        spec = FitWorkerSpec(model=fit.model, gpus=(0,) if fit.gpus else (), budget_mib=fit.budget_mib,
+                             seed=fit.seed, plan=tuple(left), reserve_mib=fit.reserve_mib, headroom=fit.headroom)
+        spec_path.write_text(json.dumps(spec.to_json()))
         worker = procs.Worker([sys.executable, "-m", "bench.fit.worker", str(spec_path)],
                               {**env, protocol.ENV: str(events)}, str(ROOT))
         reader, inflight, progressed = protocol.EventReader(str(events)), None, False
@@ -223,7 +225,7 @@ def document(rows: list[dict], found: list[dict], settings: dict) -> dict:
 
 
 def write(path: Path, doc: dict) -> None:
-    from bench.cases.results import atomic_write_bytes
+    from bench.cases.fileio import atomic_write_bytes
 
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, (json.dumps(doc, indent=1, default=str) + "\n").encode())
@@ -231,7 +233,7 @@ def write(path: Path, doc: dict) -> None:
 
 def load(path) -> dict:
     """A fit file, checked: FitError names what is wrong."""
-    from bench.cases.results import ResultsError, load_document
+    from bench.cases.fileio import ResultsError, load_document
 
     try:
         doc = load_document(path, SCHEMA, "fit file", "write it with `bench fit --out`", lists=("rows", "outcomes"))
@@ -296,7 +298,7 @@ def real_run(doc: dict, model: str, strategy: str, n: int) -> list[str]:
         r["batch_per_gpu"] == found["smallest_failed"] and r["status"] == "tight" for r in probed) else None
     batches = dict.fromkeys([fitted[0], found["largest_fit"]] + [b for b in (tight, failed) if b])
     case = Case.from_row(dict(probed[0]))
-    args = ["--strategies", strategy, "--models", model, "--precisions", found["precision"],
+    args = ["--no-search", "--strategies", strategy, "--models", model, "--precisions", found["precision"],
             "--batch-sizes", ",".join(map(str, batches)), "--execution", case.execution]
     for knob in KNOBS:
         value = getattr(case, knob.name)

@@ -36,7 +36,9 @@ import json
 import sys
 import time
 
+from bench.core.launch_spec import LaunchSpec
 from bench.core.step import CaseSpec
+from bench.fit.spec import FitWorkerSpec
 
 MIB = 2**20
 
@@ -232,25 +234,25 @@ def recovered(before: int) -> bool:
     return left_behind_mib(before) <= 1
 
 
-def held_back(memory: Memory, spec: dict, n: int, limit: float) -> float:
+def held_back(memory: Memory, spec: FitWorkerSpec, n: int, limit: float) -> float:
     """A real world of n >= 2 holds memory outside PyTorch's allocator that a fake world does
     not: the communicator's buffers (NCCL's: about 1000 MiB per GPU on 2 H100s, NCCL 2.28,
     bench/fit/comm_memory.py). `reserve_mib` of the limit is held back from the probes there.
     Returns what a probe at n may use."""
     import torch
 
-    reserve = (spec.get("reserve_mib") or 0.0) if n >= 2 else 0.0
+    reserve = (spec.reserve_mib or 0.0) if n >= 2 else 0.0
     if memory.cuda:
         # Set at every n (the next strategy starts again at n = 1): no cap without a budget or reserve.
         total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory / MIB
-        capped = spec["budget_mib"] is not None or reserve
+        capped = spec.budget_mib is not None or reserve
         torch.cuda.set_per_process_memory_fraction(min(1.0, (limit - reserve) / total) if capped else 1.0)
     else:
         memory.budget_mib = limit - reserve
     return limit - reserve
 
 
-def headroom_mib(spec: dict, usable: float) -> float:
+def headroom_mib(spec: FitWorkerSpec, usable: float) -> float:
     """What a probe that fit must leave free, beyond the larger of its peak allocated and reserved
     (`judged`), to count as fitting: a real run's caching allocator fragments differently from the
     probe's (other steps, NCCL's streams), and near the limit that decides. On 2 H200s vit-large's
@@ -258,7 +260,7 @@ def headroom_mib(spec: dict, usable: float) -> float:
     failed at the batch whose probe fit with 2.1 GiB to spare (results/reference/h200x2/fit-check
     at commit de3f349). `bench fit` asks none on the CPU by
     default, where the budget counts tensors; one given there applies as on a GPU."""
-    return (spec.get("headroom") or 0.0) * usable
+    return (spec.headroom or 0.0) * usable
 
 
 def judged(result: dict, usable: float, headroom: float) -> dict:
@@ -286,29 +288,29 @@ def main(spec_path: str) -> None:
     from bench.run.worker import Job, configure_backends
     from bench.workloads import get_workload
 
-    spec = json.loads(open(spec_path).read())
-    gpus = spec["gpus"]
+    spec = FitWorkerSpec.from_json(json.loads(open(spec_path).read()))  # typed from here on
+    gpus = spec.gpus
     if gpus:
         torch.cuda.set_device(gpus[0])
         total = torch.cuda.get_device_properties(gpus[0]).total_memory / MIB
-        if spec["budget_mib"] is not None:
-            torch.cuda.set_per_process_memory_fraction(min(1.0, spec["budget_mib"] / total))
-        limit = spec["budget_mib"] or torch.cuda.mem_get_info()[0] / MIB
+        if spec.budget_mib is not None:
+            torch.cuda.set_per_process_memory_fraction(min(1.0, spec.budget_mib / total))
+        limit = spec.budget_mib or torch.cuda.mem_get_info()[0] / MIB
     else:
-        limit = spec["budget_mib"]
+        limit = spec.budget_mib
     protocol.emit("ready", limit_mib=limit)
-    template = get_workload(spec["model"]).build(seed=spec["seed"])
-    memory = Memory("cuda" if gpus else "cpu", spec["budget_mib"])
+    template = get_workload(spec.model).build(seed=spec.seed)
+    memory = Memory("cuda" if gpus else "cpu", spec.budget_mib)
     world = None
-    for item in spec["plan"]:  # one (precision, strategy): its device counts in increasing order
-        how = search.Search(limit_mib=limit, **item["search"])
-        for n in item["devices"]:
-            probes = list(item["done"].get(str(n), []))
-            case = CaseSpec.from_json(item["cases"][str(n)])
+    for item in spec.plan:  # one (precision, strategy): its device counts in increasing order
+        how = search.Search(limit_mib=limit, **item.search)
+        for n in item.devices:
+            probes = list(item.done.get(str(n), []))
+            case = item.cases[str(n)]
             if search.next_batch(probes, how) is not None and world != n:
                 if dist.is_initialized():
                     dist.destroy_process_group()
-                job = Job({"gpus": gpus, "world": n}, 0, n, 0, launcher=FAKE_WORLD)
+                job = Job(LaunchSpec.local(FAKE_WORLD.name, gpus, n), 0, n, 0, launcher=FAKE_WORLD)
                 job.launcher.init(job.spec, 0, n, 0)
                 world = n
             configure_backends(case)

@@ -21,12 +21,12 @@ class FakeWorld(ProcessGroupLauncher):
         import torch
         import torch.distributed as dist
 
-        if spec["gpus"]:
-            torch.cuda.set_device(spec["gpus"][0])
+        if spec.gpus:
+            torch.cuda.set_device(spec.gpus[0])
         dist.init_process_group("fake", store=fake_store(), rank=0, world_size=world_size)
 
     def run(self, spec, body):
-        body(0, int(spec["world"]), 0)
+        body(0, spec.n_replicas, 0)
 
     def gather(self, obj):
         return [obj]  # the other ranks do not exist

@@ -229,7 +229,7 @@ def record(gpus: list[int], points: list[dict], settings: dict) -> dict:
 
 
 def write(path: str | os.PathLike, doc: dict) -> Path:
-    from bench.cases.results import atomic_write_bytes
+    from bench.cases.fileio import atomic_write_bytes
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

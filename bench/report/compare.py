@@ -42,7 +42,7 @@ from pathlib import Path
 
 import strategies
 from bench.measure import counters
-from bench.cases import results
+from bench.cases import fileio, results
 from bench.cases.case import Case, hardware, identity
 from bench.workloads.data import unit_of
 
@@ -359,4 +359,4 @@ def dashboard(files: list[list[dict]]) -> tuple[list[dict], list[dict]]:
 def write_json(path: str, payload) -> None:
     from pathlib import Path
 
-    results.atomic_write_bytes(Path(path), (json.dumps(payload, indent=1) + "\n").encode())
+    fileio.atomic_write_bytes(Path(path), (json.dumps(payload, indent=1) + "\n").encode())

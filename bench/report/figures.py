@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import strategies  # noqa: E402
-from bench.cases import ranking, results  # noqa: E402
+from bench.cases import fileio, ranking  # noqa: E402
 from bench.core.precision import PRECISIONS  # noqa: E402
 from bench.measure import envinfo  # noqa: E402
 from bench.report.frame import amp_speedups  # noqa: E402
@@ -49,7 +49,7 @@ def _save(fig, folder: Path, name: str) -> list[Path]:
                          (paths[1], {"metadata": {"Date": None}})):
         buf = io.BytesIO()
         fig.savefig(buf, format=path.suffix[1:], bbox_inches="tight", **kwargs)
-        results.atomic_write_bytes(path, buf.getvalue())
+        fileio.atomic_write_bytes(path, buf.getvalue())
     plt.close(fig)
     return paths
 
@@ -228,7 +228,7 @@ def _points_csv(rows: pd.DataFrame, picks: list[dict], path: Path, value: str) -
                                if f"{value}_p10" in rows else {}),
         "pick": [(p, s, int(n or r), int(b)) in chosen for p, s, n, r, b in
                  zip(rows["precision"], rows["strategy"], rows["n_gpus"], rows["n_replicas"], rows["batch_per_gpu"])]})
-    results.atomic_write_bytes(path, table.to_csv(index=False).encode())
+    fileio.atomic_write_bytes(path, table.to_csv(index=False).encode())
 
 
 def rate_words(rows: pd.DataFrame) -> str:

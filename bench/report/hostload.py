@@ -1,5 +1,5 @@
 """Whether the host was busy with other work when a run started, from its rows' load averages
-(bench/cases/results.py: load_avg_start, load_avg_end, host_cpus). The run's own workers load
+(bench/cases/schema.py: load_avg_start, load_avg_end, host_cpus). The run's own workers load
 the host too, so the start is what tells of others; the end is shown beside it."""
 from __future__ import annotations
 

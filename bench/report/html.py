@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bench.cases import results
+from bench.cases import fileio
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 1.5em auto; padding: 0 1em; color: #222; }
@@ -76,7 +76,7 @@ def write_html(out: Path) -> Path:
     for md in sorted(out.glob("*/*.md")):
         text = md.read_text()
         title = text.splitlines()[0].lstrip("# ") if text else md.stem
-        results.atomic_write_bytes(md.with_suffix(".html"), page(text, title).encode())
+        fileio.atomic_write_bytes(md.with_suffix(".html"), page(text, title).encode())
     index = out / "index.html"
-    results.atomic_write_bytes(index, page((out / "REPORT.md").read_text(), "parabench report").encode())
+    fileio.atomic_write_bytes(index, page((out / "REPORT.md").read_text(), "parabench report").encode())
     return index

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 import strategies
-from bench.cases import results
+from bench.cases import fileio
 from bench.report import findings as answer
 from bench.report import mdtable, sections
 from bench.report.figures import PRECISION_ORDER, caption, slug
@@ -115,7 +115,7 @@ def model_page(group: pd.DataFrame, anatomy: pd.DataFrame, out: Path, name: str)
         sub = _run_labels(group[group["precision"] == precision])
         for title, table in tables(sub).items():
             lines += [f"## {precision}: {title}", "", mdtable.markdown(table, index=True), ""]
-            results.atomic_write_bytes(out / f"{slug(name, precision, title.split(' (')[0].split(',')[0])}.csv",
+            fileio.atomic_write_bytes(out / f"{slug(name, precision, title.split(' (')[0].split(',')[0])}.csv",
                                        table.to_csv().encode())
     # The page lives one folder down from the figures.
     return [re.sub(r"^(!\[[^]]*\]\()", r"\1../", line) if line.startswith("![") else
@@ -168,7 +168,7 @@ def _draw(paths: list[Path], out: Path, every_run: bool) -> Path:
         page = out / slug(hw) / f"{slug(model)}.md"
         page.parent.mkdir(parents=True, exist_ok=True)
         lines = model_page(_order(group), rep.anatomy, out, slug(hw, model))
-        results.atomic_write_bytes(page, ("\n".join(lines) + "\n").encode())
+        fileio.atomic_write_bytes(page, ("\n".join(lines) + "\n").encode())
         rep.pages[(hw, model)] = f"{page.parent.name}/{page.name}"
     lines = _intro(paths, shown, rep.runs)
     for section in sections.SECTIONS:
@@ -176,7 +176,7 @@ def _draw(paths: list[Path], out: Path, every_run: bool) -> Path:
     lines += ["## Details", "", reading_guide(frame), ""] + [f"- [{model} on {hw}]({link})" for (hw, model), link in
                                                      rep.pages.items()] + [""]
     report = out / "REPORT.md"
-    results.atomic_write_bytes(report, ("\n".join(lines) + "\n").encode())
+    fileio.atomic_write_bytes(report, ("\n".join(lines) + "\n").encode())
     from bench.report import html
 
     html.write_html(out)

@@ -1,4 +1,4 @@
-"""Where a sweep's time went, in one line, from its rows' phase columns (bench/cases/results.py
+"""Where a sweep's time went, in one line, from its rows' phase columns (bench/cases/schema.py
 PHASES) and the sweep's wall time: measuring (warm-up and timed windows), worker start-up,
 building and compiling (build_s: model, data, step, torch.compile or CUDA-graph capture),
 counting (the counted step), and the rest (launching workers, imports, clean-up, writing)."""

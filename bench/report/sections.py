@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 
 import strategies
-from bench.cases import results
+from bench.cases import fileio
 from bench.core.knobs import optimizer_state_words, state_copies
-from bench.report import answer as answers
+from bench.report import answer as answers, answer_text
 from bench.report import findings as answer
 from bench.report import fitted, hostload, mdtable
 from bench.report.anatomy import anatomy_section as _anatomy_details
@@ -101,10 +101,11 @@ def first_screen(rep: Report) -> list[str]:
             done = [r for r in mine if r["precision"] == precision and r["strategy"] is not None]
             if not done:
                 continue
-            unit = answers.per(done[0])
+            unit = answer_text.per(done[0])
             which = f" (run `{run_name(source)}`)" if rep.runs["source"].nunique() > 1 else ""
             lines += [f"**{model} on {hw}, {precision}**: the configuration to use{which}", "",
-                      f"| devices | batch/{unit} | use | {answers.heading_of(done[0])} | vs {strategies.baseline()} |",
+                      f"| devices | batch/{unit} | use | {answer_text.heading_of(done[0])} "
+                      f"| vs {strategies.baseline()} |",
                       "|---|---|---|---|---|"]
             for r in sorted(done, key=lambda r: (-r["devices"], r["batch_per_gpu"])):
                 mark = "" if r["recommended"] else " (unjudged)"
@@ -112,7 +113,7 @@ def first_screen(rep: Report) -> list[str]:
                 lines.append(f"| {r['where']} | {r['batch_per_gpu']} | `{r['label']}`{mark} | "
                              f"{answer.rate(r['items_per_s'])} | {speed} |")
             caveats = [f"{r['where']}, {r['batch_per_gpu']}/{unit}: unjudged, "
-                       + (", ".join(f"`{x['label']}` {answers.may_be(x, r)}" for x in answers.rivals(r))
+                       + (", ".join(f"`{x['label']}` {answer_text.may_be(x, r)}" for x in answer_text.rivals(r))
                           or "its one configuration was stopped or starved: re-run")
                        for r in done if r["unstable"]]
             caveats += [f"{r['where']}, {r['batch_per_gpu']}/{unit}: the pick's own trials were disturbed"
@@ -144,19 +145,19 @@ def answer_section(rep: Report) -> list[str]:
     for (source, hw, model), run in rep.runs.groupby(["source", "hardware", "model"], sort=True):
         mine = [r for r in recs if (r["run"], r["hardware"], r["model"]) == (run_name(source), hw, model)]
         head = f"{model} on {hw}" + (f", run `{run_name(source)}` of {_started(rep.runs, source)}" if several else "")
-        lines.append(f"- **{head}**: {answers.actions(run, mine)}")
+        lines.append(f"- **{head}**: {answer_text.actions(run, mine)}")
         for (precision, where), _ in pd.DataFrame(mine).groupby(["precision", "where"], sort=False):
             sub = [r for r in mine if (r["precision"], r["where"]) == (precision, where)]
-            tables += [f"**{head}: {precision}, {where}**", "", mdtable.markdown(answers.table(sub)), ""]
-            levers = answers.lever_lines(sub)
+            tables += [f"**{head}: {precision}, {where}**", "", mdtable.markdown(answer_text.table(sub)), ""]
+            levers = answer_text.lever_lines(sub)
             if levers:
                 tables += ["Levers measured:", ""] + [f"- {line}" for line in levers] + [""]
     lines += [""] + rep.legend.lines()
     for path, name in sorted(set(zip(rep.runs["path"], rep.runs["source"]))) if "path" in rep.runs else []:
-        said = answers.search_lines(path, name)
+        said = answer_text.search_lines(path, name)
         lines += [f"- {line}" for line in said] + ([""] if said else [])
-    # MFU and memory per GPU are columns of GPU tables only (answers.table).
-    on_gpus = any(answers.per(r) != "replica" for r in recs)
+    # MFU and memory per GPU are columns of GPU tables only (answer_text.table).
+    on_gpus = any(answer_text.per(r) != "replica" for r in recs)
     gpu_columns = ("MFU (model FLOPs per second over the GPU's dense datasheet peak for the precision), peak memory "
                    "per GPU, " if on_gpus else "")
     return lines + [f"Per batch: the recommended configuration (the simplest that the fastest does not beat beyond "
@@ -334,8 +335,8 @@ def peak_rates(paths: list[Path]) -> dict[str, dict]:
     for probe in sorted({f for p in paths for f in Path(p).parent.glob("*.probe.json")},
                         key=lambda f: f.stat().st_mtime):
         try:
-            doc = results.read_json(probe, "peak probe", "run `bench peak` again")
-        except results.ResultsError:  # a pipe, a device or no probe: not a peak to set rates against
+            doc = fileio.read_json(probe, "peak probe", "run `bench peak` again")
+        except fileio.ResultsError:  # a pipe, a device or no probe: not a peak to set rates against
             continue
         if isinstance(doc, dict) and doc.get("gpu") and doc.get("bf16_matmul_tflops"):
             found[doc["gpu"]] = {**doc, "file": probe.name}

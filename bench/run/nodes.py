@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 
+from bench.core.launch_spec import LaunchSpec
 from bench.run.signals import Terminated
 
 PREFIX = "parabench"
@@ -364,10 +365,11 @@ class Leader:
                 gone.append(node)
         return gone
 
-    def begin(self, spec: dict, placement: dict, options: dict) -> int:
+    def begin(self, spec: LaunchSpec, options: dict) -> int:
+        """Publish a worker's launch spec (and its strategy's options, for its command line)."""
         launch = self.launches
         self.launches += 1
-        self.store.set({"spec": spec, "placement": placement, "options": options}, "launch", launch)
+        self.store.set({"spec": spec.to_json(), "options": options}, "launch", launch)
         return launch
 
     def end(self, launch: int) -> None:
@@ -404,8 +406,6 @@ def follow(nodes: Nodes, store: Store, env: dict, cwd: str, gpus: list[int]) -> 
     from bench.engine import launchers
     from bench.core import protocol
     from bench.run.procs import Scratch, Worker
-    from bench.core.placement import Placement
-
     stop = threading.Event()
 
     def heartbeat():
@@ -427,14 +427,13 @@ def follow(nodes: Nodes, store: Store, env: dict, cwd: str, gpus: list[int]) -> 
             workdir = scratch.folder("node-")
             worker = None
             try:
-                spec = on_these_gpus(published["spec"], gpus)
+                spec = on_these_gpus(LaunchSpec.from_json(published["spec"]), gpus)
                 spec_path = os.path.join(workdir, "spec.json")
                 with open(spec_path, "w") as fh:
-                    json.dump(spec, fh)
-                p = published["placement"]
-                placement = Placement(tuple(spec["gpus"]), p["n_replicas"], p["nnodes"])
-                launcher = launchers.by_name(spec["launcher"])
-                cases = ", ".join(c["strategy"] + " batch " + str(c["batch_per_gpu"]) for c in spec["cases"])
+                    json.dump(spec.to_json(), fh)
+                placement = spec.placement
+                launcher = launchers.by_name(spec.launcher)
+                cases = ", ".join(f"{c.strategy} batch {c.batch_per_gpu}" for c in spec.cases)
                 print(f"node {nodes.node_rank}: worker {launch} ({placement.label()}): {cases}", flush=True)
                 run_env = {**launchers.worker_environment(launcher, placement, env),
                            protocol.ENV: os.path.join(workdir, "events.jsonl")}
@@ -470,15 +469,14 @@ def follow(nodes: Nodes, store: Store, env: dict, cwd: str, gpus: list[int]) -> 
     return 0
 
 
-def on_these_gpus(spec: dict, gpus: list[int]) -> dict:
+def on_these_gpus(spec: LaunchSpec, gpus: list[int]) -> LaunchSpec:
     """Node 0's worker spec with this node's GPU ordinals (the first as many as node 0 uses)."""
-    if not spec["gpus"]:
+    if not spec.gpus:
         return spec
-    if len(gpus) < len(spec["gpus"]):
-        raise NodesError(f"node 0 runs a worker on {len(spec['gpus'])} GPUs per node; this node has {len(gpus)} "
+    if len(gpus) < len(spec.gpus):
+        raise NodesError(f"node 0 runs a worker on {len(spec.gpus)} GPUs per node; this node has {len(gpus)} "
                          f"(--gpus {','.join(map(str, gpus))})")
-    mine = gpus[:len(spec["gpus"])]
-    return {**spec, "gpus": mine, "cases": [{**c, "gpus": mine} for c in spec["cases"]]}
+    return spec.on_gpus(tuple(gpus[:len(spec.gpus)]))
 
 
 def _wait(store: Store, parts: tuple):

@@ -22,6 +22,8 @@ import strategies
 from bench.core import imports
 from bench.measure import anatomy, envinfo
 from bench.core import protocol
+from bench.core.launch_spec import LaunchSpec, ScreenRule
+from bench.core.step import AnatomyRequest
 from bench.cases import caveats, results
 from bench.cases.case import Case, Settings, execution_unavailable_reason, identity
 from bench.engine.launchers import Launcher, worker_environment
@@ -31,6 +33,7 @@ from bench.run.procs import Scratch, Worker
 from bench.run.signals import (TERMINATING, Terminated, ignore_further_signals, signals_held,  # noqa: F401
                                stop_on_signals, stopping_on_signal)
 from bench import workloads
+from bench.workloads.resolve import source_of
 
 class NodeGone(Exception):
     """A node of a multi-node sweep stopped answering: the sweep cannot go on."""
@@ -80,15 +83,13 @@ def launcher_of(case) -> Launcher:
     return strategies.get(case.strategy).launcher(case.options_dict)
 
 
-def worker_spec(cases: list, workdir: str) -> tuple[dict, list]:
+def worker_spec(cases: list, workdir: str) -> tuple[LaunchSpec, list]:
     """The spec of one worker: its launcher and device set (the first case's), and each
     case's own spec as its strategy prepared it (files under `workdir`). Returns the spec and
     the (case, exception) pairs whose preparation failed, which the spec leaves out."""
     first = cases[0]
     launcher = launcher_of(first)
-    spec = {"launcher": launcher.name, "gpus": list(first.gpus), "n_replicas": first.n_replicas, "nnodes": first.nnodes,
-            "launcher_options": {k: first.options_dict.get(k) for k in launcher.options}, "cases": []}
-    failed = []
+    prepared, failed = [], []
     for case in cases:
         case_spec = case.spec()
         try:
@@ -96,18 +97,15 @@ def worker_spec(cases: list, workdir: str) -> tuple[dict, list]:
         except Exception as exc:  # noqa: BLE001 - the caller records it as the case's outcome
             failed.append((case, exc))
             continue
-        spec["cases"].append(dataclasses.replace(case_spec, extra=extra))
+        prepared.append(dataclasses.replace(case_spec, extra=extra))
+    spec = LaunchSpec(launcher=launcher.name, gpus=tuple(first.gpus), n_replicas=first.n_replicas, nnodes=first.nnodes,
+                      launcher_options={k: first.options_dict.get(k) for k in launcher.options}, cases=tuple(prepared))
     return spec, failed
 
 
-def spec_json(spec: dict) -> dict:
-    """The worker's spec as JSON holds it: each case as CaseSpec.to_json() (the worker reads them back)."""
-    return {**spec, "cases": [c.to_json() for c in spec["cases"]]}
-
-
-def write_spec(spec: dict, path: str) -> None:
+def write_spec(spec: LaunchSpec, path: str) -> None:
     with open(path, "w") as fh:
-        json.dump(spec_json(spec), fh)
+        json.dump(spec.to_json(), fh)
 
 
 @dataclasses.dataclass
@@ -157,7 +155,7 @@ class Sweep:
         variables = worker_environment(launcher_of(case), case.placement, json.loads(row["environment"]))
         row["environment"] = json.dumps(variables, sort_keys=True)
         row["worker_scope"] = self.settings.worker_scope
-        row["workload_source"] = workloads.source_of(case.model)  # torch-free; the worker adds parameters
+        row["workload_source"] = source_of(case.model)  # torch-free; the worker adds parameters
         data = workloads.data_of(case.model)  # what throughput counts, on every row (a skipped one too)
         if data is not None:
             row.update(unit=data.unit.name, items_per_sample=data.items_per_sample)
@@ -178,8 +176,8 @@ class Sweep:
         self.reporter.begin(1)
         self._record(case, status="skipped", reason=reason)
 
-    def _screen_spec(self, cases: list[Case]) -> dict | None:
-        """For a screening worker: the share, and the best images/s this run measured in each of
+    def _screen_rule(self, cases: list[Case]) -> ScreenRule | None:
+        """For a screening worker: the share, and the best items/s this run measured in each of
         the cases' groups so far (the worker also screens against what it measures itself)."""
         if self.screen is None:
             return None
@@ -192,7 +190,7 @@ class Sweep:
                         (other.execution, other.compile_mode) == (case.execution, case.compile_mode):
                     name = json.dumps(list(map(str, group)))
                     best[name] = max(best.get(name, 0.0), float(row["items_per_s"]))
-        return {"share": self.screen, "best": best}
+        return ScreenRule(share=self.screen, best=best)
 
     def _record(self, case: Case, **figures) -> None:
         if figures.get("output_tail"):
@@ -275,12 +273,13 @@ class Sweep:
             chunk = chunk[:compiled[1]] if len(compiled) > 1 else chunk
         return chunk
 
-    def _anatomy_spec(self, case: Case) -> dict:
+    def _anatomy_request(self, case: Case) -> AnatomyRequest:
         """Where the case's traces go: <results folder>/traces/<results name>/<case>/, recorded
         in the row relative to the results folder (no machine's path in a result)."""
         out = results.json_path(self.out)
         record = os.path.join("traces", out.stem, anatomy.case_folder(case.label(), case.variant()))
-        return {"steps": self.settings.anatomy_steps, "folder": str(out.parent.resolve() / record), "record": record}
+        return AnatomyRequest(steps=self.settings.anatomy_steps, folder=str(out.parent.resolve() / record),
+                              record=record)
 
     def _skip_larger(self, pending: list[Case], oom: Case) -> None:
         for case in [c for c in pending if c.series_key() == oom.series_key() and c.batch_per_gpu > oom.batch_per_gpu]:
@@ -325,17 +324,17 @@ class Sweep:
         if not pending:
             return False
         attempt.by_key = {json.dumps(list(c.spec().key)): c for c in pending}
-        screen = self._screen_spec(pending)
-        if screen is not None:
-            spec["screen"] = screen
-        for i, case_spec in enumerate(spec["cases"]):
+        screen = self._screen_rule(pending)
+        case_specs = []
+        for case_spec in spec.cases:
             case = attempt.by_key[json.dumps(list(case_spec.key))]
             if screen is not None:
                 case_spec = dataclasses.replace(case_spec, group=json.dumps(list(map(str, case.group_key()))),
                                                 screenable=identity(self._row(case)) not in self.screen_exempt)
             if self.settings.anatomy_steps:
-                case_spec = dataclasses.replace(case_spec, anatomy=self._anatomy_spec(case))
-            spec["cases"][i] = case_spec
+                case_spec = dataclasses.replace(case_spec, anatomy=self._anatomy_request(case))
+            case_specs.append(case_spec)
+        spec = dataclasses.replace(spec, cases=tuple(case_specs), screen=screen)
         spec_path = os.path.join(attempt.workdir, "spec.json")
         write_spec(spec, spec_path)
         env[protocol.ENV] = os.path.join(attempt.workdir, "events.jsonl")
@@ -345,9 +344,7 @@ class Sweep:
         env["TMPDIR"] = attempt.workdir
         attempt.reader = protocol.EventReader(env[protocol.ENV])
         if self.leader is not None and pending[0].nnodes > 1:
-            p = pending[0].placement
-            attempt.launch = self.leader.begin(spec_json(spec), {"gpus": list(p.gpus), "n_replicas": p.n_replicas,
-                                                      "nnodes": p.nnodes}, pending[0].options_dict)
+            attempt.launch = self.leader.begin(spec, pending[0].options_dict)
             attempt.rendezvous = self.leader.store.nodes.rendezvous(attempt.launch)
         attempt.oom_kills = hostmemory.oom_kills()
         attempt.worker = Worker(launcher.command(spec_path, pending[0].placement, pending[0].options_dict,

@@ -30,14 +30,13 @@ import torch
 import strategies
 from bench.measure import anatomy, capture, counters, envinfo
 from bench.engine import launchers, training
-from bench.run import affinity, procs
+from bench.run import affinity, procs, worker_row
 from bench.core import protocol
 from bench.workloads import get_workload
-from bench.workloads.facts import facts
 from bench.core.precision import get_precision, release_apex
-from bench.core.stats import summarize
-from bench.measure.throttle import POLICIES, POWER_LIMIT, ClockLimits
+from bench.measure.throttle import ClockLimits
 from bench.measure.timing import StepClock, peak_memory_mib, reset_peak_memory
+from bench.core.launch_spec import LaunchSpec
 from bench.core.step import CaseSpec, WorkerContext
 
 
@@ -71,9 +70,9 @@ def make_context(case: CaseSpec, rank: int = 0, world_size: int = 1, local_rank:
 class Job:
     """This process's place in the worker: its rank and the launcher that connects the ranks."""
 
-    def __init__(self, spec: dict, rank: int, world_size: int, local_rank: int, launcher=None):
+    def __init__(self, spec: LaunchSpec, rank: int, world_size: int, local_rank: int, launcher=None):
         self.spec = spec
-        self.launcher = launcher or launchers.by_name(spec["launcher"])
+        self.launcher = launcher or launchers.by_name(spec.launcher)
         self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
         self.cpus: list[int] = []
         self.best_seen: dict = {}  # group -> the best images/s this worker measured there (screening)
@@ -98,7 +97,7 @@ class Job:
         """This process's node, host and device model, for the row's hosts and GPU names."""
         import socket
 
-        gpu = torch.cuda.get_device_name() if self.spec["gpus"] and torch.cuda.is_available() else "CPU"
+        gpu = torch.cuda.get_device_name() if self.spec.gpus and torch.cuda.is_available() else "CPU"
         return {"node": self.node, "host": socket.gethostname(), "gpu": gpu, "cpus": affinity.cpu_ranges(self.cpus)}
 
     def data(self, case: CaseSpec):
@@ -155,6 +154,18 @@ def build_step(job: Job, case: CaseSpec, dtype: torch.dtype | None = None, resto
 
 
 def measure_case(job: Job, case: CaseSpec) -> dict | None:
+    """The case's row figures (bench/run/worker_row.py assembles them from every rank's), or None
+    on a rank that does not report."""
+    per_rank = job.launcher.gather(time_case(job, case))
+    figures = worker_row.throughput(case, per_rank)
+    # Every rank keeps the best of its group, so that every rank screens the next case alike.
+    job.best_seen[case.group] = max(job.best_seen.get(case.group, 0.0), figures["items_per_s"])
+    return worker_row.assemble(case, per_rank, figures) if job.reporting else None
+
+
+def time_case(job: Job, case: CaseSpec) -> dict:
+    """This rank's part of the case: its step times per trial, wall times, peak memory, counted
+    work, step anatomy, clock limits and the seconds of each phase."""
     phases, mark = {}, time.perf_counter()
 
     def phase(name: str) -> None:
@@ -206,90 +217,36 @@ def measure_case(job: Job, case: CaseSpec) -> dict | None:
     phase("counters_s")
     anatomy_started = time.perf_counter()
     breakdown = profile_anatomy(job, case, run, step.devices) if case.anatomy else None
-
-    # Several processes: a step takes as long as its slowest rank.
-    per_rank = job.launcher.gather({"step_ms": step_ms, "wall": trial_wall, "memory": memory, "work": work,
-                                    "anatomy": breakdown, "where": job.whereabouts(), "phases": phases,
-                                    "capped": capped})
-    step_ms = [max(col) for col in zip(*[sum(r["step_ms"], []) for r in per_rank])]
-    trial_wall = [max(col) for col in zip(*[r["wall"] for r in per_rank])]
-    data = get_workload(case.model).data
-    # Throughput counts the data's items: images, or tokens (a sequence of T tokens is T of them).
-    figures = summarize(step_ms, trial_wall, case.steps, case.global_batch * data.items_per_sample)
-    figures["screened"] = screened
-    # Every rank keeps the best of its group, so that every rank screens the next case alike.
-    job.best_seen[case.group] = max(job.best_seen.get(case.group, 0.0), figures["items_per_s"])
-    if not job.reporting:
-        return None
-    memory = {(r["where"]["node"], k): v for r in per_rank for k, v in r["memory"].items()}
-    figures["cpus_per_rank"] = ";".join(r["where"]["cpus"] for r in per_rank)
-    figures.update({name: round(max(r["phases"][name] for r in per_rank), 3) for name in phases})
-    # The most capped GPU of any rank (None where no rank could read its counters).
-    figures.update({column: max((r["capped"][column] for r in per_rank if r["capped"][column] is not None),
-                                default=None) for column in POLICIES})
-    figures[POWER_LIMIT] = min((r["capped"][POWER_LIMIT] for r in per_rank if r["capped"][POWER_LIMIT] is not None),
-                               default=None)
-    if case.nnodes > 1:
-        nodes = {r["where"]["node"]: r["where"] for r in per_rank}
-        figures.update(hosts=";".join(nodes[n]["host"] for n in sorted(nodes)),
-                       node_gpu_names=";".join(nodes[n]["gpu"] for n in sorted(nodes)))
-    # Counters of the busiest rank (ranks of a data-parallel step do the same work).
-    figures.update({k: max(r["work"][k] for r in per_rank) for k in counters.COUNTERS}, counters_scope=counters.SCOPE)
-    model = facts(case.model)  # on the meta device: no memory, whatever the model's size
-    figures.update(parameters=model["parameters"], flops_per_item=model["flops_per_item"], unit=data.unit.name,
-                   items_per_sample=data.items_per_sample,
-                   tflops=model["flops_per_item"] * figures["items_per_s"] / 1e12)
-    if breakdown is not None:
-        figures.update(anatomy_row(case, per_rank, figures["step_ms_p50"], time.perf_counter() - anatomy_started))
-    if memory:
-        ordinals = sorted(memory)
-        figures.update(
-            peak_alloc_mib=max(memory[o][0] for o in ordinals),
-            peak_alloc_mib_min=min(memory[o][0] for o in ordinals),
-            peak_reserved_mib=max(memory[o][1] for o in ordinals),
-            peak_alloc_mib_per_device=";".join(f"{memory[o][0]:.1f}" for o in ordinals),
-            peak_reserved_mib_per_device=";".join(f"{memory[o][1]:.1f}" for o in ordinals),
-        )
-    return figures
+    return {"step_ms": step_ms, "wall": trial_wall, "memory": memory, "work": work, "anatomy": breakdown,
+            "anatomy_s": time.perf_counter() - anatomy_started, "where": job.whereabouts(), "phases": phases,
+            "capped": capped, "screened": screened}
 
 
 def screen(job: Job, case: CaseSpec, first_trial_ms: list[float]) -> str:
     """Why the case needs no more trials, or "": under a search's survey, a first trial below
     the screen's share of the best this run measured in the case's group is far behind. Every
     rank decides on the same figures (the slowest rank's steps), so all stop together."""
-    rule = job.spec.get("screen")
-    if not rule or not case.screenable:
+    rule = job.spec.screen
+    if rule is None or not case.screenable:
         return ""
     steps = [max(col) for col in zip(*job.launcher.gather(first_trial_ms))]
     data = get_workload(case.model).data
     first = case.global_batch * data.items_per_sample / (sorted(steps)[len(steps) // 2] / 1000)
-    best = max(rule["best"].get(case.group, 0.0), job.best_seen.get(case.group, 0.0))
-    if best and first < rule["share"] * best:
-        return (f"first trial {first:.0f} {data.unit.rate}, under {rule['share']:.0%} of the best measured at this "
+    best = max(rule.best.get(case.group, 0.0), job.best_seen.get(case.group, 0.0))
+    if best and first < rule.share * best:
+        return (f"first trial {first:.0f} {data.unit.rate}, under {rule.share:.0%} of the best measured at this "
                 f"batch ({best:.0f}): one trial of {case.trials}")
     return ""
 
 
 def profile_anatomy(job: Job, case: CaseSpec, run, devices) -> list[dict] | str:
     """This rank's step anatomy (bench/measure/anatomy.py), or why it could not be taken."""
-    folder = case.anatomy["folder"]
+    folder = case.anatomy.folder
     try:
-        capture.capture(run, devices, case.anatomy["steps"], folder, job.rank)
+        capture.capture(run, devices, case.anatomy.steps, folder, job.rank)
         return anatomy.analyse_rank(folder, job.rank)
     except Exception as exc:  # noqa: BLE001 - the timing stands; the row says why the anatomy is missing
         return f"rank {job.rank}: {type(exc).__name__}: {str(exc).strip()[:300]}"
-
-
-def anatomy_row(case: CaseSpec, per_rank: list[dict], timed_step_ms: float, wall_s: float) -> dict:
-    failed = [r["anatomy"] for r in per_rank if isinstance(r["anatomy"], str)]
-    if failed:
-        return {"anatomy_note": "anatomy not taken: " + "; ".join(failed)}
-    row = anatomy.summarise([r["anatomy"] for r in per_rank], timed_step_ms, on_gpu=bool(case.gpus))
-    if case.execution == "cuda-graph":
-        note = "one graph launch replays the whole step: its optimiser kernels count as compute"
-        row["anatomy_note"] = "; ".join(filter(None, [row["anatomy_note"], note]))
-    row.update(anatomy_traces=case.anatomy["record"], anatomy_wall_s=round(wall_s, 3))
-    return row
 
 
 def reset_between_cases(case: CaseSpec) -> None:
@@ -321,7 +278,7 @@ def fail(job: Job, case: CaseSpec, exc: BaseException) -> None:
     os._exit(protocol.EXIT_AFTER_OOM if status == "oom" else protocol.EXIT_AFTER_ERROR)
 
 
-def serve(spec: dict, spec_path: str, rank: int, world_size: int, local_rank: int, run_case=None) -> None:
+def serve(spec: LaunchSpec, spec_path: str, rank: int, world_size: int, local_rank: int, run_case=None) -> None:
     """Run the spec's cases in this process, each by `run_case(job, case)` (the figures of its
     row, or None on a rank that does not report): `measure_case` unless another is given."""
     run_case = run_case or measure_case
@@ -337,7 +294,7 @@ def serve(spec: dict, spec_path: str, rank: int, world_size: int, local_rank: in
     if job.reporting and os.path.exists(spec_path):
         os.unlink(spec_path)  # every rank has read it: nothing is left behind whatever happens next
     try:
-        for case in spec["cases"]:
+        for case in spec.cases:
             if job.reporting:
                 protocol.emit("start", key=list(case.key))
             started = time.perf_counter()
@@ -356,12 +313,13 @@ def serve(spec: dict, spec_path: str, rank: int, world_size: int, local_rank: in
         job.launcher.close()
 
 
-def main(argv: list[str], run_case=None) -> None:
+def main(argv: list[str], run_case=None, spec_type: type[LaunchSpec] = LaunchSpec) -> None:
+    """Read the launch spec (`spec_type`: the parity check's worker reads its own, with its section)
+    and run its cases on its launcher's processes."""
     procs.die_with_parent()
     with open(argv[0]) as fh:
-        spec = json.load(fh)
-    spec["cases"] = [CaseSpec.from_json(c) for c in spec["cases"]]  # typed from here on
-    launchers.by_name(spec["launcher"]).run(spec, functools.partial(serve, spec, argv[0], run_case=run_case))
+        spec = spec_type.from_json(json.load(fh))  # typed from here on
+    launchers.by_name(spec.launcher).run(spec, functools.partial(serve, spec, argv[0], run_case=run_case))
 
 
 if __name__ == "__main__":

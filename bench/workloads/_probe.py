@@ -2,7 +2,7 @@
 appends one JSON line per name to the file ANSWER, {"name", "error"} or {"name", "parameters",
 "flops_per_item", "items_per_sample", "unit"} with the data's facts (bench/workloads/data.py: "kind",
 "input_shape" and "num_classes", or "vocab_size" and "seq_len"). The sweep's parent asks this (through
-bench.workloads.probe) for names that are not built in, so that it never imports torch or
+bench/workloads/probing.py `probe`) for names that are not built in, so that it never imports torch or
 the user's module itself, and a model that cannot be built fails before anything runs. The
 answer goes to a file, not stdout: what the user's code prints cannot garble it."""
 from __future__ import annotations

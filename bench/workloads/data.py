@@ -48,6 +48,12 @@ TOKENS = Unit("tokens", "token", "tokens")
 UNITS = {u.name: u for u in (IMAGES, SAMPLES, TOKENS)}
 
 
+def ladders() -> str:
+    """Each kind of data's default per-GPU batches, as --help says them."""
+    return "; ".join(f"{kind.kind}: {','.join(map(str, kind.batches['cuda']))} on GPUs, "
+                     f"{','.join(map(str, kind.batches['cpu']))} on the CPU" for kind in (Images, Tokens))
+
+
 def unit_named(name) -> Unit:
     """The unit a row names; rows written before units existed counted images."""
     return UNITS.get(str(name or "images"), IMAGES)

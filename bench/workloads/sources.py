@@ -1,15 +1,51 @@
-"""The sources of models that are not built in: `PREFIX:NAME` on the command line.
+"""The sources of models that are not built in: `PREFIX:NAME` on the command line; the
+`Source` class and its registry (`SOURCES`), and the sources themselves (timm, torchvision).
 
 Adding a source is adding one `register_source(Source(...))` here: its prefix, the
 package it needs (checked without importing it) and a resolver that, in the worker,
 gives the model's factory, input shape, number of classes and a summary (None where the
-model itself says: bench.workloads probes it on the meta device).
+model itself says: bench/workloads/resolve.py probes it on the meta device).
 """
 from __future__ import annotations
 
+import importlib.util
 import warnings
+from dataclasses import dataclass
+from typing import Callable
 
-from bench.workloads import Source, WorkloadError, register_source
+from bench.workloads import WorkloadError
+
+
+@dataclass(frozen=True)
+class Source:
+    """Models named `PREFIX:NAME`: `resolve(NAME)` (in the worker) gives (factory,
+    input_shape or None, num_classes or None, summary). `package` must be importable."""
+
+    prefix: str
+    package: str
+    install: str  # what to run where the package is missing
+    resolve: Callable[[str], tuple]
+    summary: str = ""
+
+    def installed(self) -> bool:
+        return importlib.util.find_spec(self.package) is not None  # no import: torch-free
+
+    def version(self) -> str:
+        from importlib import metadata
+
+        try:
+            return metadata.version(self.package)
+        except metadata.PackageNotFoundError:
+            return ""
+
+
+SOURCES: dict[str, Source] = {}
+
+
+def register_source(source: Source) -> Source:
+    SOURCES[source.prefix] = source
+    return source
+
 
 # torchvision without its compiled image operators (the CPU build's 0.16.2, which timm imports too)
 # warns at import that torchvision.io cannot decode images: no model here reads an image.

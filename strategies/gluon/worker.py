@@ -6,6 +6,7 @@ Usage (by the sweep, never by hand): .venv-mxnet/bin/python -m strategies.gluon.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -18,6 +19,7 @@ from mxnet import autograd, gluon
 
 from strategies.gluon import models as mx_models
 from bench.core import protocol
+from bench.core.launch_spec import LaunchSpec
 from bench.core.step import CaseSpec
 from bench.core.stats import summarize
 
@@ -100,15 +102,16 @@ def measure(case: CaseSpec, ctx: list, weights: dict, inputs, targets) -> dict:
     return figures
 
 
-def main(argv: list[str], run_case=None) -> None:
+def main(argv: list[str], run_case=None, spec_type: type[LaunchSpec] = LaunchSpec) -> None:
     """Run the spec's cases, each by `run_case(case, ctx, weights, inputs, targets)` (its row's
-    figures): `measure` unless another is given (the parity check's: strategies/gluon/parity.py)."""
-    run_case = run_case or measure
+    figures): `measure` unless another is given (the parity check's, strategies/gluon/parity.py,
+    which reads its own spec_type and is handed the spec)."""
     with open(argv[0]) as fh:
-        spec = json.load(fh)
+        spec = spec_type.from_json(json.load(fh))
+    run_case = functools.partial(run_case, spec=spec) if run_case else measure
     os.unlink(argv[0])  # read: nothing is left behind whatever happens next
     amp_initialised = False
-    for case in map(CaseSpec.from_json, spec["cases"]):
+    for case in spec.cases:
         protocol.emit("start", key=list(case.key))
         started = time.perf_counter()
         try:

@@ -1,0 +1,53 @@
+"""The message a sweep hands a worker: its launcher, its devices and its cases (bench/run/sweep.py
+writes it, bench/run/worker.py, the launchers and the followers of a multi-node sweep read it).
+Typed and versioned as every message that crosses a process (bench/core/message.py); no torch at
+import."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
+
+from bench.core.message import Message
+from bench.core.placement import Placement
+from bench.core.step import CaseSpec
+
+
+@dataclass(frozen=True)
+class ScreenRule(Message):
+    """Under a search's survey: a case whose first trial runs below `share` of the best measured
+    in its group (`best`, by group, this run's rows so far; the worker adds its own) is far
+    behind and runs no more trials (bench/run/worker.py `screen`)."""
+
+    KIND: ClassVar[str] = "screen rule"
+    share: float
+    best: dict = field(default_factory=dict)  # group (CaseSpec.group) -> items/s
+
+
+@dataclass(frozen=True)
+class LaunchSpec(Message):
+    """One worker: the launcher that starts its processes, the device set (the first case's), the
+    launcher's options and the cases it runs in order."""
+
+    KIND: ClassVar[str] = "launch spec"
+    VERSION: ClassVar[int] = 1
+    launcher: str
+    gpus: tuple[int, ...]
+    n_replicas: int
+    nnodes: int
+    launcher_options: dict  # the strategy options its launcher declares (Launcher.options)
+    cases: tuple[CaseSpec, ...]
+    screen: ScreenRule | None = None
+
+    @classmethod
+    def local(cls, launcher: str, gpus=(), n_replicas: int = 1, cases=()) -> "LaunchSpec":
+        """A spec made in the process that runs it (a fit's fake world, a check's own step)."""
+        return cls(launcher=launcher, gpus=tuple(gpus), n_replicas=n_replicas, nnodes=1, launcher_options={},
+                   cases=tuple(cases))
+
+    @property
+    def placement(self) -> Placement:
+        return Placement(self.gpus, self.n_replicas, self.nnodes)
+
+    def on_gpus(self, gpus: tuple[int, ...]) -> "LaunchSpec":
+        """The same worker on other GPU ordinals (a follower node's own)."""
+        return replace(self, gpus=tuple(gpus), cases=tuple(replace(c, gpus=tuple(gpus)) for c in self.cases))

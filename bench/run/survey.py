@@ -1,0 +1,88 @@
+"""The search's first phase, the survey (bench/run/search.py): the sweep asked for, every strategy at
+every batch, within SURVEY_SHARE of the budget; then the groups whose order it left open, measured
+again side by side."""
+from __future__ import annotations
+
+import strategies
+from bench.cases import ranking
+from bench.cases.case import Case, identity
+from bench.run.runner import group_of, named
+from bench.run.search_state import SCREEN, SURVEY_SHARE, SearchState, group_dict, unavailable, unique, worker_of
+
+
+def survey(state: SearchState, cases: list[Case]) -> None:
+    """The sweep asked for, within SURVEY_SHARE of the budget, a worker's cases at a time."""
+    reference = [c for c in cases if c.n_replicas == state.counts[0]
+                 and (d := strategies.info(c.strategy)) is not None and d.reference]
+    bar = {worker_of(c) for c in reference}
+    always = set(reference) | {c for c in cases if (d := strategies.info(c.strategy)) is not None and d.baseline}
+
+    def place(case):
+        # The reference strategy's worker at the largest count sets the bar (the strategies that
+        # share it come along: one start); one device's cases (the baseline's) come next, the
+        # rest after: a survey cut short keeps the answer's cells.
+        declared = strategies.info(case.strategy)
+        first = (0 if case.n_replicas == state.counts[0] and worker_of(case) in bar
+                 else 1 if case.n_replicas == 1 else 2)
+        return (first, state.counts.index(case.n_replicas), not (declared and declared.reference),
+                declared.order if declared else 99, case.strategy)
+
+    ordered = sorted(cases, key=place)
+    chunks: list[list[Case]] = []
+    for case in ordered:
+        if chunks and (chunks[-1][0].n_replicas, worker_of(chunks[-1][0])) == (case.n_replicas, worker_of(case)):
+            chunks[-1].append(case)
+        else:
+            chunks.append([case])
+    share = SURVEY_SHARE * state.budget.budget_s
+    state.sweep.screen = SCREEN
+    state.sweep.screen_exempt = {identity(state.sweep._row(c)) for c in always}  # the bar and divisor in full
+    try:
+        for chunk in chunks:
+            todo = [c for c in chunk if not state.sweep.measured(c)]
+            # What the host cannot run says why, whatever the budget (mxnet-gluon on Hopper).
+            cannot = [c for c in todo if unavailable(c)]
+            todo = [c for c in todo if c not in cannot]
+            state.sweep.run(cannot)
+            # The bar (the reference strategy at the largest count) and the divisor of every
+            # speed-up (the baseline at one device) are always measured; the rest within the share.
+            held = [c for c in todo if c in always]
+            # A kind of worker not yet measured at this count is priced at twice the run's
+            # mean: on 4 H200s a one-process strategy's case cost several times a torchrun one's.
+            kind = (worker_of(chunk[0]), chunk[0].n_replicas)
+            known_kind = bool(held) or any((worker_of(c := Case.from_row(dict(r))), c.n_replicas) == kind
+                                           for r in state.budget.ok())  # the bar's chunk pays its start anyway
+            total = sum(state.budget.cost(c) for c in held)
+            for case in todo:
+                if case in held:
+                    continue
+                total += state.budget.cost(case) * (1 if known_kind else 2)
+                if state.budget.spent() + total > share:
+                    break
+                held.append(case)
+            held = [c for c in todo if c in held]  # in the chunk's order
+            skipped = [c for c in todo if c not in held]
+            for case in skipped:
+                state.sweep.record_skipped(case, f"not measured: the search's survey may take {SURVEY_SHARE:.0%} of "
+                                                f"the budget ({state.budget.minutes:g} min), and it was spent; a "
+                                                "larger --budget (make bench BUDGET=) measures it")
+                state.log["not_tried"].append({"group": group_dict(group_of(case)), "on": named(case),
+                                              "lever": "survey",
+                                              "why": "the survey's share of the budget was spent"})
+            state.runner.measure("survey", held)
+    finally:
+        state.sweep.screen, state.sweep.screen_exempt = None, set()
+
+
+def survey_again(state: SearchState, cases: list[Case]) -> None:
+    """Where the survey left a group's order open (a row too wide to rank by, or stopped, that
+    may lead, bench/cases/ranking.py `unjudged`), the pick and those rows are measured again
+    side by side before the levers go to one of them, within the survey's share."""
+    todo = []
+    for rows in state.runner.ok_rows(cases).values():
+        chosen, tied, left_out = ranking.pick(rows, state.asked)
+        open_ = ranking.unjudged(chosen, tied, left_out)
+        if open_:
+            todo += [Case.from_row(dict(r)) for r in unique([chosen] + open_)]
+    if todo and state.budget.spent() + sum(state.budget.cost(c) for c in todo) <= SURVEY_SHARE * state.budget.budget_s:
+        state.runner.measure("survey, again", todo, again=True)
