@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from bench.run import nodes
+from bench.run import node_launches, nodes
 from tests.conftest import REPO, rows_of
 from tests.test_reliability import processes_with, tagged, wait_for
 
@@ -129,9 +129,9 @@ def test_a_follower_runs_node_0s_worker_on_its_own_gpus():
     case = Case.make("ddp", "fp32", "resnet18-small", Placement((0, 1), 2), 4, "eager", settings()).spec()
     spec = LaunchSpec.local("torchrun", (0, 1), 2, cases=(case,))
     published = LaunchSpec.from_json(json.loads(json.dumps(spec.to_json())))  # as node 0 publishes it
-    mine = nodes.on_these_gpus(published, [2, 3, 4])
+    mine = node_launches.on_these_gpus(published, [2, 3, 4])
     assert mine.gpus == (2, 3) and mine.cases[0].gpus == (2, 3) and mine.cases[0].strategy == "ddp"
     alone = LaunchSpec.local("local")
-    assert nodes.on_these_gpus(alone, []) == alone
+    assert node_launches.on_these_gpus(alone, []) == alone
     with pytest.raises(nodes.NodesError, match="this node has 1"):
-        nodes.on_these_gpus(published, [5])
+        node_launches.on_these_gpus(published, [5])

@@ -330,11 +330,13 @@ def test_the_sweeps_message_and_worker_carry_no_parity():
 
     from bench.core.step import CaseSpec
     from bench.engine.launchers import LOCAL, TORCHRUN
-    from bench.run import sweep, worker
+    from bench.core.launch_spec import LaunchSpec
+    from bench.run import worker, workers
     from bench.checks.parity import parity_entry
 
     assert not [f.name for f in dataclasses.fields(CaseSpec) if "parity" in f.name]
-    assert "mode" not in inspect.signature(sweep.worker_spec).parameters and not hasattr(worker, "parity_step")
+    assert "mode" not in inspect.signature(workers.worker_spec).parameters and not hasattr(worker, "parity_step")
+    assert not [f.name for f in dataclasses.fields(LaunchSpec) if "parity" in f.name]
     assert "parity" not in inspect.signature(worker.configure_backends).parameters
     assert parity_entry(LOCAL) == parity_entry(TORCHRUN) == "bench.checks.parity_worker"
     assert TORCHRUN.command("s.json", parity_case("ddp", MODEL, 4, (), 2).placement, {},

@@ -565,7 +565,8 @@ def test_a_follower_gone_before_a_worker_starts_stops_the_sweep_at_once(tmp_path
     --resume, and `run` exits 1."""
     from bench.cases.case import settings as make_settings
     from bench.cases.grid import build_cases
-    from bench.run.sweep import NodeGone, Sweep
+    from bench.run.attempt import NodeGone
+    from bench.run.sweep import Sweep
 
     settings = make_settings(warmup=1, steps=2, trials=1, startup_timeout_s=60, case_timeout_s=60)
     cases = build_cases(["ddp"], ["fp32"], ["resnet18-small"], ["eager"], [], [2], 2, [2, 4], settings, nnodes=2)
@@ -590,17 +591,17 @@ def test_a_store_that_is_not_there_is_one_line_within_its_limit():
 def test_a_followers_heartbeat_tells_whether_it_is_gone(monkeypatch):
     import types
 
-    from bench.run import nodes
+    from bench.run import node_launches, nodes
 
     beats = {1: 0, 2: 0}
     store = types.SimpleNamespace(nodes=nodes.Nodes(3, 0, "h", 1), beats=lambda node: beats[node])
-    leader, now = nodes.Leader(store), [100.0]
-    monkeypatch.setattr(nodes.time, "monotonic", lambda: now[0])
+    leader, now = node_launches.Leader(store), [100.0]
+    monkeypatch.setattr(node_launches.time, "monotonic", lambda: now[0])
     assert leader.silent() == []  # first look: nothing known yet
-    now[0] += nodes.Leader.SILENT_S
+    now[0] += node_launches.Leader.SILENT_S
     beats[1] += 10  # node 1 beat meanwhile; node 2 did not
     assert leader.silent() == [2]
-    now[0] += nodes.Leader.SILENT_S - 1
+    now[0] += node_launches.Leader.SILENT_S - 1
     assert leader.silent() == [2]  # node 1 silent for less than the limit
 
 

@@ -51,18 +51,18 @@ class SimulatedSweep:
         self.screen, self.screen_exempt = None, set()
 
     def measured(self, case):
-        row = self.rows.get(identity(self._row(case)))
+        row = self.rows.get(identity(self.row_of(case)))
         return row is not None and row["status"] == "ok"
 
     def record_skipped(self, case, reason):
-        self.rows[identity(self._row(case))] = {**self._row(case), "status": "skipped", "reason": reason}
+        self.rows[identity(self.row_of(case))] = {**self.row_of(case), "status": "skipped", "reason": reason}
 
-    def _row(self, case: Case, **figures) -> dict:
+    def row_of(self, case: Case, **figures) -> dict:
         return {**case.row(), "device": "cuda", "gpu_name": GPU, "date": "2026-11-25", **figures}
 
     def run(self, cases=None, again=False):
         for case in cases or []:
-            row = self._row(case)
+            row = self.row_of(case)
             key = identity(row)
             if not again and key in self.rows:
                 continue
@@ -369,7 +369,7 @@ class DeviceSweep(SimulatedSweep):
     def run(self, cases=None, again=False):
         workers = set()
         for case in cases or []:
-            row = self._row(case)
+            row = self.row_of(case)
             key = identity(row)
             if not again and key in self.rows and self.rows[key]["status"] == "ok":
                 continue
@@ -436,7 +436,7 @@ class MeasuredCosts:
 
 
 def _unavailable(case):
-    from bench.run.sweep import unavailable_reason
+    from bench.run.workers import unavailable_reason
 
     return unavailable_reason(case)
 

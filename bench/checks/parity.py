@@ -18,12 +18,12 @@ import tempfile
 
 import torch
 
-from bench.checks.parity_spec import ParityLaunchSpec, ParityRequest
+from bench.core.parity_spec import ParityLaunchSpec, ParityRequest
 from bench.core import imports
 from bench.core import protocol
 from bench.cases.case import Case, settings as make_settings
 from bench.engine.launchers import worker_environment
-from bench.run.sweep import launcher_of, worker_env, worker_key, worker_spec, write_spec
+from bench.run.workers import launcher_of, worker_env, worker_key, worker_spec, write_spec
 from bench.workloads import get_workload
 from bench.engine import training
 from bench.core.placement import Placement

@@ -1,6 +1,6 @@
 """The parity check's worker: the sweep's worker (bench/run/worker.py) with each case run for
 its parameters instead of its timing. Only the parity check starts it (bench/checks/parity.py
-`run_parity`), with its own spec (bench/checks/parity_spec.py): the dtype the case is held in and
+`run_parity`), with its own spec (bench/core/parity_spec.py): the dtype the case is held in and
 the file each case's parameters go to, by case key. The production worker's message knows nothing
 of it.
 
@@ -17,7 +17,7 @@ import sys
 
 import torch
 
-from bench.checks.parity_spec import ParityLaunchSpec
+from bench.core.parity_spec import ParityLaunchSpec
 from bench.core.step import CaseSpec
 from bench.engine import training
 from bench.run import worker

@@ -289,7 +289,7 @@ def _worker_env(gpus: list[int]) -> dict:
     fake world's only rank is 0), or no GPU at all for the CPU."""
     import os
 
-    from bench.run.sweep import worker_env
+    from bench.run.workers import worker_env
 
     env = worker_env()
     visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]

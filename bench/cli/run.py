@@ -95,7 +95,7 @@ def cmd_run(args) -> int:
     is in its row), 1 when it could not go on (results not writable, a node gone), 2 bad input,
     3 no case measured ok (all failed, timed out, ran out of memory or were skipped), 130/143/129
     stopped by Ctrl-C, SIGTERM or SIGHUP (finished rows kept, resumable)."""
-    from bench.run.sweep import Terminated, stop_on_signals
+    from bench.run.signals import Terminated, stop_on_signals
 
     stop_on_signals()  # from the start: stopped before the first case, nothing is left behind either
     try:
@@ -115,7 +115,7 @@ def _stop_status(exc: BaseException) -> int:
 
 def _sweep(args) -> int:
     started = time.monotonic()
-    from bench.run import nodes as nodes_mod
+    from bench.run import node_launches, nodes as nodes_mod
 
     try:
         nodes = nodes_mod.from_args(args.nnodes, args.node_rank, args.rdzv_endpoint, args.rdzv_id)
@@ -131,10 +131,10 @@ def _sweep(args) -> int:
             raise UsageError(str(exc)) from None
         if not nodes.leader:  # node 0 writes every row; this node lends its devices
             from bench.core import imports
-            from bench.run.sweep import worker_env
+            from bench.run.workers import worker_env
 
-            return nodes_mod.follow(nodes, store, worker_env(nodes.node_rank), str(imports.ROOT), gpus)
-        leader = nodes_mod.Leader(store)
+            return node_launches.follow(nodes, store, worker_env(nodes.node_rank), str(imports.ROOT), gpus)
+        leader = node_launches.Leader(store)
     return _measure(args, cases, settings, leader, started)
 
 
@@ -229,7 +229,9 @@ def _measure(args, cases, settings, leader, started: float) -> int:
     from bench.cases import results
     from bench.run import nodes as nodes_mod
     from bench.run.progress import ConsoleReporter
-    from bench.run.sweep import NodeGone, Sweep, Terminated, WriteFailed, ignore_further_signals
+    from bench.run.attempt import NodeGone
+    from bench.run.signals import Terminated, ignore_further_signals
+    from bench.run.sweep import Sweep, WriteFailed
 
     out = _output_path(args)
     lock = results.Lock(out)

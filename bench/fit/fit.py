@@ -68,7 +68,7 @@ def cases(model: str, strategies: list[str], precisions: list[str], devices: lis
     and the rows of those that cannot run (skipped, with why)."""
     from bench.cases.case import Case, execution_unavailable_reason
     from bench.core.placement import Placement
-    from bench.run.sweep import unavailable_reason
+    from bench.run.workers import unavailable_reason
 
     items, skipped = [], []
     for precision in precisions:

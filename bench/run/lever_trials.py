@@ -87,7 +87,7 @@ def try_levers(state: SearchState, dimension: str, leaders: dict, known: set, gr
             calls.append([item])
     waiting: list[_Item] = []  # measured, their group's other first-tier levers still to come
     for index, call in enumerate(calls):
-        todo = [i for i in call if identity(state.sweep._row(i.lever.case)) not in known]
+        todo = [i for i in call if identity(state.sweep.row_of(i.lever.case)) not in known]
         chosen += [i for i in call if i not in todo]
         while todo:
             fits = fitting(state, todo, leaders)
@@ -101,7 +101,7 @@ def try_levers(state: SearchState, dimension: str, leaders: dict, known: set, gr
                 fits = fits[:1]
             state.runner.measure(phase, [i.lever.case for i in fits])
             for item in fits:
-                known.add(identity(state.sweep._row(item.lever.case)))
+                known.add(identity(state.sweep.row_of(item.lever.case)))
                 chosen.append(item)
             todo = [i for i in todo if i not in fits]
             # A disturbed row is judged once its group's first-tier levers are all in: on 2 H200s
@@ -120,7 +120,7 @@ def try_levers(state: SearchState, dimension: str, leaders: dict, known: set, gr
     again_winners(state, phase, waiting)
     # A stopped lever row that may lead its group is measured once more before it is judged
     # (one whose interval is merely wide is ranked by it; the finals settle an open order).
-    unique = {identity(state.sweep._row(i.lever.case)): i for i in chosen}.values()
+    unique = {identity(state.sweep.row_of(i.lever.case)): i for i in chosen}.values()
     state.again(f"levers: {dimension}, again", [i.lever.case for i in unique if (r := state.runner.row(i.lever.case))
                                                 is not None and r["status"] == "ok" and ranking.stopped(r)
                                                 and r["items_per_s"] > ranking.interval(i.leader.row)[1]

@@ -24,7 +24,7 @@ class Runner:
         self.clock = clock
 
     def row(self, case: Case) -> dict | None:
-        return self.sweep.rows.get(identity(self.sweep._row(case)))
+        return self.sweep.rows.get(identity(self.sweep.row_of(case)))
 
     def measure(self, phase: str, cases: list[Case], again: bool = False) -> None:
         if not cases:

@@ -102,13 +102,13 @@ class SearchState:
 
 
 def unavailable(case: Case) -> str | None:
-    from bench.run.sweep import unavailable_reason
+    from bench.run.workers import unavailable_reason
 
     return unavailable_reason(case)
 
 
 def worker_of(case: Case) -> tuple:
-    from bench.run.sweep import worker_key
+    from bench.run.workers import worker_key
 
     return worker_key(case)
 

@@ -36,7 +36,7 @@ def survey(state: SearchState, cases: list[Case]) -> None:
             chunks.append([case])
     share = SURVEY_SHARE * state.budget.budget_s
     state.sweep.screen = SCREEN
-    state.sweep.screen_exempt = {identity(state.sweep._row(c)) for c in always}  # the bar and divisor in full
+    state.sweep.screen_exempt = {identity(state.sweep.row_of(c)) for c in always}  # the bar and divisor in full
     try:
         for chunk in chunks:
             todo = [c for c in chunk if not state.sweep.measured(c)]

@@ -1,6 +1,6 @@
 """The parity check's entry beside the MXNet worker (bench/checks/parity.py `parity_entry`): each
 case trained `steps` steps, no timing, its parameters saved where the spec's parity section
-says (bench/checks/parity_spec.py). The worker's own message knows nothing of it.
+says (bench/core/parity_spec.py). The worker's own message knows nothing of it.
 
 Usage (by the parity check, never by hand): <MXNet's python> -m strategies.gluon.parity SPEC.json
 """
@@ -11,7 +11,7 @@ import sys
 import mxnet as mx
 import numpy as np
 
-from bench.checks.parity_spec import ParityLaunchSpec
+from bench.core.parity_spec import ParityLaunchSpec
 from strategies.gluon import worker
 
 
