@@ -55,6 +55,16 @@ def test_make_says_how_long_the_tests_take_in_the_first_block():
     assert " 2 CPUs " in timing and abs(seconds / 60 - int(re.search(r"\d+", said.group(1)).group())) <= 0.5, timing
 
 
+def test_make_test_on_a_fresh_clone_stays_within_ten_minutes_on_two_cores():
+    """The committed timing of `make test` on a fresh clone, setup included, on 2 CPUs: within 10
+    minutes, every test passing."""
+    timing = (REPO / "tests" / "timings" / "make-test-fresh-clone.log").read_text()
+    assert re.search(r"^# make test on a fresh clone of commit [0-9a-f]{7,}", timing, re.M) and " 2 CPUs " in timing
+    assert "setting up .venv" in timing and re.search(r"^\d+ passed, \d+ skipped", timing, re.M), timing[-500:]
+    seconds = int(re.search(r"^EXIT 0 after (\d+) s$", timing, re.M).group(1))
+    assert seconds <= 600, seconds
+
+
 def test_make_passes_a_folder_with_a_space_as_one_word():
     for target, flag in (("plot", "--results-dir"), ("bench", "--results-dir"), ("answer", "--results-dir")):
         words = shlex.split(make_n(target, "RESULTS=my results", "GPUS="))
