@@ -408,7 +408,7 @@ else:
 
 
 def test_every_message_that_crosses_a_process_is_typed_and_versioned(tmp_path):
-    """The worker's launch spec, its screen rule and anatomy request, and `bench fit`'s worker spec
+    """The worker's launch spec, its race rule and anatomy request, and `bench fit`'s worker spec
     were dicts read by string key in three to five modules with no version check. Each is now a
     Message (bench/core/message.py): a field declared once in its dataclass reaches the worker, and
     another version, an unknown field or a missing one is refused in one line."""
@@ -418,7 +418,7 @@ def test_every_message_that_crosses_a_process_is_typed_and_versioned(tmp_path):
     import pytest
 
     from bench.cases.case import Case, settings
-    from bench.core.launch_spec import LaunchSpec, ScreenRule
+    from bench.core.launch_spec import LaunchSpec, RaceRule
     from bench.core.message import SpecError
     from bench.core.placement import Placement
     from bench.core.step import AnatomyRequest
@@ -444,9 +444,9 @@ def test_every_message_that_crosses_a_process_is_typed_and_versioned(tmp_path):
     case = Case.make("ddp", "fp32", "resnet18-small", Placement((), 2), 4, "eager", settings()).spec()
     spec = LaunchSpec(launcher="torchrun", gpus=(), n_replicas=2, nnodes=1, launcher_options={"backend": "auto"},
                       cases=(dataclasses.replace(case, anatomy=AnatomyRequest(steps=3, folder="/f", record="r")),),
-                      screen=ScreenRule(share=0.5, best={"g": 10.0}))
+                      race=RaceRule(short_steps=5, leaders={"g": {"items_per_s": 10.0, "lo": 9.0, "hi": 11.0}}))
     back = LaunchSpec.from_json(json.loads(json.dumps(spec.to_json())))
-    assert back == spec and back.cases[0].anatomy.steps == 3 and back.screen.share == 0.5
+    assert back == spec and back.cases[0].anatomy.steps == 3 and back.race.short_steps == 5
     fit = FitWorkerSpec(model="resnet18-small", gpus=(), budget_mib=300.0, seed=0,
                         plan=(FitItem(precision="fp32", strategy="ddp", devices=(1, 2), cases={"2": case},
                                       search={"first": [8]}, done={"1": [{"batch": 8, "status": "ok"}]}),))

@@ -51,7 +51,7 @@ FIGURES = [
     *ANATOMY, "elapsed_s", *PHASES,
     "output_tail",
     "notes",  # what the strategy did with the knobs that they alone do not say (Strategy.notes)
-    "screened",  # a search's survey measured one trial only, and why ('' where all ran)
+    "screened",  # a search's survey stopped the case after its short first trial, and why ('' where all ran)
 ]
 ENVIRONMENT = [
     "gpu_name", "gpu_count_host", "gpu_memory_mib", "driver", "cuda", "cudnn", "nccl", "torch", "mxnet", "numpy",

@@ -13,14 +13,14 @@ from bench.core.step import CaseSpec
 
 
 @dataclass(frozen=True)
-class ScreenRule(Message):
-    """Under a search's survey: a case whose first trial runs below `share` of the best measured
-    in its group (`best`, by group, this run's rows so far; the worker adds its own) is far
-    behind and runs no more trials (bench/run/worker.py `screen`)."""
+class RaceRule(Message):
+    """Under a search's survey: a racing case's first trial is `short_steps` long; where its interval
+    lies below the interval of its group's leader (`leaders`, by group, this run's rows so far;
+    the worker adds its own), it stops there (bench/run/worker.py `race`)."""
 
-    KIND: ClassVar[str] = "screen rule"
-    share: float
-    best: dict = field(default_factory=dict)  # group (CaseSpec.group) -> items/s
+    KIND: ClassVar[str] = "race rule"
+    short_steps: int
+    leaders: dict = field(default_factory=dict)  # group (CaseSpec.group) -> {items_per_s, lo, hi}
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class LaunchSpec(Message):
     nnodes: int
     launcher_options: dict  # the strategy options its launcher declares (Launcher.options)
     cases: tuple[CaseSpec, ...]
-    screen: ScreenRule | None = None
+    race: RaceRule | None = None
 
     @classmethod
     def local(cls, launcher: str, gpus=(), n_replicas: int = 1, cases=()) -> "LaunchSpec":

@@ -31,7 +31,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def trials_of(step_ms: list[float], steps_per_trial: int) -> list[list[float]]:
-    """The timed steps cut into their trials (a screened case ran one trial, a full one several)."""
+    """The timed steps cut into their trials (a raced-out case ran one short trial, a full one several)."""
     size = max(1, int(steps_per_trial))
     return [step_ms[i:i + size] for i in range(0, len(step_ms), size)]
 

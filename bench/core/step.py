@@ -34,7 +34,13 @@ EXECUTIONS = ("eager", "compile", "cuda-graph")
 
 # The layout of a CaseSpec across the process boundary. A worker refuses another version: the
 # parent and the worker would then be running different code.
-SPEC_VERSION = 3  # 2: the parity check's fields left the case; 3: the anatomy request typed
+SPEC_VERSION = 4  # 2: the parity check's fields left the case; 3: the anatomy request typed; 4: `race`
+
+
+# How a case's trials run under a search's survey (bench/run/worker.py `race`): every trial; a
+# short first trial and the rest only where it may lead its group; the short trial alone (the
+# survey's share of the budget was spent: a first look rather than no row).
+RACES = ("full", "race", "short")
 
 
 @dataclass(frozen=True)
@@ -73,10 +79,10 @@ class CaseSpec(KnobFields, Message):
     trials: int
     seed: int
     key: tuple[str, ...]  # the case's identity, as the parent matches results to cases
-    # Set by the sweep for one worker: the screening group, whether this case may be screened, and
-    # the step-anatomy request.
+    # Set by the sweep for one worker: the case's group (what it races against), how its trials
+    # run (RACES), and the step-anatomy request.
     group: str | None = None
-    screenable: bool = True
+    race: str = "full"
     anatomy: AnatomyRequest | None = None
     # What the strategy's prepare_launch adds for its worker (MXNet: the exported weights' files).
     extra: dict = field(default_factory=dict)

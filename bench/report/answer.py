@@ -263,9 +263,9 @@ def _record(key, batch, at: list[dict], base_of: Baselines, legend: Legend) -> d
     record["others_left_out"] = sorted({str(r["strategy"]) for r, _ in left_out if r["strategy"] != top["strategy"]})
     if others:
         second = others[0]
-        # A runner-up the survey screened ran one trial: its figure is a first look, said so.
+        # A runner-up the survey stopped after its short trial: its figure is a first look, said so.
         record.update({"runner_up": legend.short(second)
-                       + (" (one trial)" if isinstance(second.get("screened"), str) and second["screened"] else ""),
+                       + (" (a short trial)" if isinstance(second.get("screened"), str) and second["screened"] else ""),
                        "runner_up_config": knobs(second),
                        "runner_up_items_per_s": float(second["items_per_s"]),
                        "gap_pct": round(100 * (top["items_per_s"] / second["items_per_s"] - 1), 1),

@@ -10,7 +10,7 @@ import shutil
 import time
 
 from bench.cases import results
-from bench.cases.case import Case, identity
+from bench.cases.case import Case
 from bench.core import imports, protocol
 from bench.engine.launchers import Launcher
 from bench.run import hostmemory
@@ -57,18 +57,17 @@ class Attempt:
         if not self.pending:
             return False
         self.by_key = {json.dumps(list(c.spec().key)): c for c in self.pending}
-        screen = self.sweep.screen_rule(self.pending)
+        race = self.sweep.race_rule(self.pending)
         case_specs = []
         for case_spec in spec.cases:
             case = self.by_key[json.dumps(list(case_spec.key))]
-            if screen is not None:
-                exempt = identity(self.sweep.row_of(case)) in self.sweep.screen_exempt
+            if race is not None:
                 case_spec = dataclasses.replace(case_spec, group=json.dumps(list(map(str, case.group_key()))),
-                                                screenable=not exempt)
+                                                race=self.sweep.race_of(case))
             if self.sweep.settings.anatomy_steps:
                 case_spec = dataclasses.replace(case_spec, anatomy=self.sweep.anatomy_request(case))
             case_specs.append(case_spec)
-        spec = dataclasses.replace(spec, cases=tuple(case_specs), screen=screen)
+        spec = dataclasses.replace(spec, cases=tuple(case_specs), race=race)
         spec_path = os.path.join(self.workdir, "spec.json")
         write_spec(spec, spec_path)
         self.env[protocol.ENV] = os.path.join(self.workdir, "events.jsonl")

@@ -46,6 +46,15 @@ class Budget:
         spent = [float(r.get("elapsed_s") or 0) + float(r.get("worker_start_s") or 0) for r in rows]
         return sum(spent) / len(spent) if spent else None
 
+    def short_cost(self, case: Case, fraction: float) -> float:
+        """Seconds the case will take as its short first trial alone, `fraction` of its timed steps:
+        its cost with the timed part cut to that share (the share of a case its timed steps took,
+        from this run's rows of its execution that ran every trial; a half where none say)."""
+        rows = [r for r in self.ok(execution_of(case)) if r.get("timed_s") and not r.get("screened")]
+        timed = [float(r["timed_s"]) / (float(r["elapsed_s"]) + float(r.get("worker_start_s") or 0)) for r in rows]
+        share = min(sum(timed) / len(timed), 1.0) if timed else 0.5
+        return self.cost(case) * (1 - share * (1 - fraction))
+
     def cost(self, case: Case) -> float:
         """Seconds the case will take: the mean of this run's ok rows of its execution at its
         device count; else of its execution at other counts, scaled by how eager cases at the two

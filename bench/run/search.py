@@ -5,10 +5,11 @@ in every phase, one device next. Three phases, every case an ordinary row of the
 1. **Survey**: the sweep the user asked for, every strategy the host can run at every batch of the
    ladder at its defaults: the comparison the suite exists for. The reference strategy at the
    largest device count comes first, so that the bar is set early, one device's cases next, the
-   rest after; a case whose first trial runs below SCREEN of the best measured at its batch is far
-   behind and is measured once, not `--trials` times (its row says so). A strategy the host cannot
-   run is a `skipped` row that says why; only a budget smaller than the survey (SURVEY_SHARE of it)
-   leaves cases out, and their rows name the budget.
+   rest after. The cases race (bench/run/survey.py): a short first trial, and every trial only for
+   a case within reach of its group's leader (a raced-out row says so). A strategy the host cannot
+   run is a `skipped` row that says why; beyond SURVEY_SHARE of the budget a case runs its short
+   trial alone (a first look), and only a budget too small even for that leaves cases out, their
+   rows naming the budget.
 2. **Levers**: at each model, precision, device count and batch, on the leaders (the configuration
    the ranking names, and the fastest where it is another), one dimension after another
    (bench/cases/levers.py: execution, the optimiser's kernels, memory format, the strategy's own options).

@@ -20,9 +20,14 @@ MAX_FINALISTS = 3  # configurations per group measured again side by side
 # levers each regime calls for (docs/search.md: what they cost on 2 H200s); a smaller one keeps
 # the bar, the baseline and as much of the comparison as this share holds.
 SURVEY_SHARE = 0.6
-# A survey case whose first trial runs below this share of the best measured at its batch is far
-# behind: one trial tells that; measuring it in full would not change the answer.
-SCREEN = 0.5
+# The survey races its cases (F-race, successive halving): each runs a short first trial of this
+# share of --steps (at least RACE_MIN_STEPS), and stops there where its interval lies below its
+# group's leader's; only contenders run every trial. Where the survey's share is spent, a case
+# runs the short trial alone while the budget up to FIRST_LOOK_SHARE holds it: every strategy
+# keeps a row at every batch, said to be a first look.
+RACE_STEPS_SHARE = 0.25
+RACE_MIN_STEPS = 3
+FIRST_LOOK_SHARE = 0.7
 # The finals' share of what the budget has left after the survey: held back while levers are tried.
 FINALS_SHARE = 0.2
 BEATS = "beats the intervals"  # a lever's verdict where its interval lies above the leader's

@@ -1,17 +1,19 @@
 """The search's first phase, the survey (bench/run/search.py): the sweep asked for, every strategy at
-every batch, within SURVEY_SHARE of the budget; then the groups whose order it left open, measured
-again side by side."""
+every batch, raced (a short first trial; every trial only for a case that may lead its group) within
+SURVEY_SHARE of the budget, a short trial alone beyond it; then the groups whose order it left open,
+measured again side by side."""
 from __future__ import annotations
 
 import strategies
 from bench.cases import ranking
 from bench.cases.case import Case, identity
 from bench.run.runner import group_of, named
-from bench.run.search_state import SCREEN, SURVEY_SHARE, SearchState, group_dict, unavailable, unique, worker_of
+from bench.run.search_state import (FIRST_LOOK_SHARE, RACE_MIN_STEPS, RACE_STEPS_SHARE, SURVEY_SHARE, SearchState,
+                                     group_dict, unavailable, unique, worker_of)
 
 
 def survey(state: SearchState, cases: list[Case]) -> None:
-    """The sweep asked for, within SURVEY_SHARE of the budget, a worker's cases at a time."""
+    """The sweep asked for, raced within SURVEY_SHARE of the budget, a worker's cases at a time."""
     reference = [c for c in cases if c.n_replicas == state.counts[0]
                  and (d := strategies.info(c.strategy)) is not None and d.reference]
     bar = {worker_of(c) for c in reference}
@@ -35,8 +37,10 @@ def survey(state: SearchState, cases: list[Case]) -> None:
         else:
             chunks.append([case])
     share = SURVEY_SHARE * state.budget.budget_s
-    state.sweep.screen = SCREEN
-    state.sweep.screen_exempt = {identity(state.sweep.row_of(c)) for c in always}  # the bar and divisor in full
+    settings = state.settings
+    state.sweep.race_steps = min(settings.steps, max(RACE_MIN_STEPS, round(RACE_STEPS_SHARE * settings.steps)))
+    fraction = state.sweep.race_steps / (settings.steps * settings.trials)
+    state.sweep.race_full = {identity(state.sweep.row_of(c)) for c in always}  # the bar and divisor in full
     try:
         for chunk in chunks:
             todo = [c for c in chunk if not state.sweep.measured(c)]
@@ -45,33 +49,42 @@ def survey(state: SearchState, cases: list[Case]) -> None:
             todo = [c for c in todo if c not in cannot]
             state.sweep.run(cannot)
             # The bar (the reference strategy at the largest count) and the divisor of every
-            # speed-up (the baseline at one device) are always measured; the rest within the share.
+            # speed-up (the baseline at one device) are always measured; the rest race within the share.
             held = [c for c in todo if c in always]
             # A kind of worker not yet measured at this count is priced at twice the run's
             # mean: on 4 H200s a one-process strategy's case cost several times a torchrun one's.
             kind = (worker_of(chunk[0]), chunk[0].n_replicas)
             known_kind = bool(held) or any((worker_of(c := Case.from_row(dict(r))), c.n_replicas) == kind
                                            for r in state.budget.ok())  # the bar's chunk pays its start anyway
+            unknown = 1 if known_kind else 2
             total = sum(state.budget.cost(c) for c in held)
             for case in todo:
                 if case in held:
                     continue
-                total += state.budget.cost(case) * (1 if known_kind else 2)
+                total += state.budget.cost(case) * unknown
                 if state.budget.spent() + total > share:
                     break
                 held.append(case)
-            held = [c for c in todo if c in held]  # in the chunk's order
-            skipped = [c for c in todo if c not in held]
-            for case in skipped:
-                state.sweep.record_skipped(case, f"not measured: the search's survey may take {SURVEY_SHARE:.0%} of "
-                                                f"the budget ({state.budget.minutes:g} min), and it was spent; a "
-                                                "larger --budget (make bench BUDGET=) measures it")
+            # Beyond the share, the short trial alone, while FIRST_LOOK_SHARE of the budget holds it.
+            short = []
+            for case in todo:
+                if case not in held:
+                    total += state.budget.short_cost(case, fraction) * unknown
+                    if state.budget.spent() + total > FIRST_LOOK_SHARE * state.budget.budget_s:
+                        break
+                    short.append(case)
+            state.sweep.race_short |= {identity(state.sweep.row_of(c)) for c in short}
+            measured = [c for c in todo if c in held or c in short]  # in the chunk's order
+            for case in [c for c in todo if c not in measured]:
+                state.sweep.record_skipped(case, f"not measured: the search's survey may take {FIRST_LOOK_SHARE:.0%} "
+                                                 f"of the budget ({state.budget.minutes:g} min) with its short trials, "
+                                                 "and it was spent; a larger --budget (make bench BUDGET=) measures it")
                 state.log["not_tried"].append({"group": group_dict(group_of(case)), "on": named(case),
                                               "lever": "survey",
                                               "why": "the survey's share of the budget was spent"})
-            state.runner.measure("survey", held)
+            state.runner.measure("survey", measured)
     finally:
-        state.sweep.screen, state.sweep.screen_exempt = None, set()
+        state.sweep.race_steps, state.sweep.race_full, state.sweep.race_short = None, set(), set()
 
 
 def survey_again(state: SearchState, cases: list[Case]) -> None:

@@ -17,9 +17,9 @@ import tempfile
 
 import strategies
 from bench.measure import anatomy, envinfo
-from bench.core.launch_spec import ScreenRule
+from bench.core.launch_spec import RaceRule
 from bench.core.step import AnatomyRequest
-from bench.cases import caveats, results
+from bench.cases import caveats, ranking, results
 from bench.cases.case import Case, Settings, identity
 from bench.engine.launchers import worker_environment
 from bench.run.attempt import Attempt
@@ -46,10 +46,13 @@ class Sweep:
         self.scratch: Scratch | None = None  # the workers' folder, made with the first worker
         # Written beside the rows in the results file after every case (a search's plan and log).
         self.document: dict = {}
-        # A search's survey sets this share: a case whose first trial runs below it of the best
-        # measured at its group is measured once (its row's `screened` says so); None: never.
-        self.screen: float | None = None
-        self.screen_exempt: set = set()  # identities measured in full whatever the screen says
+        # A search's survey races its cases: each runs a first trial of `race_steps` steps and
+        # stops there where it lies below its group's leader (its row's `screened` says so); the
+        # identities in `race_full` run every trial, those in `race_short` the short trial alone.
+        # None: every case runs every trial.
+        self.race_steps: int | None = None
+        self.race_full: set = set()
+        self.race_short: set = set()
         self.recorded: list[dict] = []  # every row this sweep recorded, those later measured again too
         self.load_at_start = envinfo.load_average()
         for row in results.latest(existing or []):
@@ -84,12 +87,12 @@ class Sweep:
         self.reporter.begin(1)
         self.record(case, status="skipped", reason=reason)
 
-    def screen_rule(self, cases: list[Case]) -> ScreenRule | None:
-        """For a screening worker: the share, and the best items/s this run measured in each of
-        the cases' groups so far (the worker also screens against what it measures itself)."""
-        if self.screen is None:
+    def race_rule(self, cases: list[Case]) -> RaceRule | None:
+        """For a racing worker: the short trial's steps, and the leader this run measured in each of
+        the cases' groups so far, by items/s with its interval (the worker adds what it measures)."""
+        if self.race_steps is None:
             return None
-        best: dict[str, float] = {}
+        leaders: dict[str, dict] = {}
         for case in cases:
             group = case.group_key()
             for row in self.rows.values():
@@ -97,8 +100,15 @@ class Sweep:
                 if row.get("status") == "ok" and other.group_key() == group and \
                         (other.execution, other.compile_mode) == (case.execution, case.compile_mode):
                     name = json.dumps(list(map(str, group)))
-                    best[name] = max(best.get(name, 0.0), float(row["items_per_s"]))
-        return ScreenRule(share=self.screen, best=best)
+                    if float(row["items_per_s"]) > leaders.get(name, {}).get("items_per_s", 0.0):
+                        lo, hi = ranking.interval(row)
+                        leaders[name] = {"items_per_s": float(row["items_per_s"]), "lo": lo, "hi": hi}
+        return RaceRule(short_steps=self.race_steps, leaders=leaders)
+
+    def race_of(self, case: Case) -> str:
+        """How the case's trials run (bench/core/step.py RACES)."""
+        key = identity(self.row_of(case))
+        return "full" if key in self.race_full else "short" if key in self.race_short else "race"
 
     def record(self, case: Case, **figures) -> None:
         if figures.get("output_tail"):

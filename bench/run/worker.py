@@ -34,6 +34,8 @@ from bench.run import affinity, procs, worker_row
 from bench.core import protocol
 from bench.workloads import get_workload
 from bench.core.precision import get_precision, release_apex
+from bench.cases import ranking
+from bench.core.stats import summarize
 from bench.measure.throttle import ClockLimits
 from bench.measure.timing import StepClock, peak_memory_mib, reset_peak_memory
 from bench.core.launch_spec import LaunchSpec
@@ -75,7 +77,7 @@ class Job:
         self.launcher = launcher or launchers.by_name(spec.launcher)
         self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
         self.cpus: list[int] = []
-        self.best_seen: dict = {}  # group -> the best images/s this worker measured there (screening)
+        self.best_seen: dict = {}  # group -> the leader this worker measured there: items/s and interval
 
     def bind_cpus(self, case: CaseSpec) -> None:
         """This process's CPUs for the case (the cpu_bind knob, bench/run/affinity.py)."""
@@ -158,8 +160,10 @@ def measure_case(job: Job, case: CaseSpec) -> dict | None:
     on a rank that does not report."""
     per_rank = job.launcher.gather(time_case(job, case))
     figures = worker_row.throughput(case, per_rank)
-    # Every rank keeps the best of its group, so that every rank screens the next case alike.
-    job.best_seen[case.group] = max(job.best_seen.get(case.group, 0.0), figures["items_per_s"])
+    # Every rank keeps the leader of its group, so that every rank races the next case alike.
+    if figures["items_per_s"] > job.best_seen.get(case.group, {}).get("items_per_s", 0.0):
+        lo, hi = ranking.interval(figures)
+        job.best_seen[case.group] = {"items_per_s": figures["items_per_s"], "lo": lo, "hi": hi}
     return worker_row.assemble(case, per_rank, figures) if job.reporting else None
 
 
@@ -186,7 +190,7 @@ def time_case(job: Job, case: CaseSpec) -> dict:
     reset_peak_memory(step.devices)
     job.launcher.barrier()
 
-    step_ms, trial_wall, screened = [], [], ""
+    step_ms, trial_wall, screened, steps = [], [], "", case.steps
     # As timeit does: a garbage collection landing in a timed trial would stall a step for a pause
     # that is Python's, not the strategy's (compiled steps leave many objects to walk). Collected
     # before, off during the trials, on again after.
@@ -195,14 +199,18 @@ def time_case(job: Job, case: CaseSpec) -> dict:
     limits.start()
     gc.disable()
     try:
-        for trial in range(case.trials):
-            times, wall = clock.time_trial(run, case.steps)
-            step_ms.append(times)
-            trial_wall.append(wall)
-            if trial == 0 and case.trials > 1:
-                screened = screen(job, case, times)
-                if screened:
-                    break
+        if job.spec.race is not None and case.race != "full":
+            # The survey's first look: a short trial. Where it stops the case, it is the row;
+            # elsewhere the full trials follow and it counts as warm-up.
+            times, wall = clock.time_trial(run, job.spec.race.short_steps)
+            screened = race(job, case, times, wall)
+            if screened:
+                step_ms, trial_wall, steps = [times], [wall], len(times)
+        if not screened:
+            for _ in range(case.trials):
+                times, wall = clock.time_trial(run, case.steps)
+                step_ms.append(times)
+                trial_wall.append(wall)
     finally:
         gc.enable()
     capped = limits.columns()
@@ -219,23 +227,32 @@ def time_case(job: Job, case: CaseSpec) -> dict:
     breakdown = profile_anatomy(job, case, run, step.devices) if case.anatomy else None
     return {"step_ms": step_ms, "wall": trial_wall, "memory": memory, "work": work, "anatomy": breakdown,
             "anatomy_s": time.perf_counter() - anatomy_started, "where": job.whereabouts(), "phases": phases,
-            "capped": capped, "screened": screened}
+            "capped": capped, "screened": screened, "steps": steps}
 
 
-def screen(job: Job, case: CaseSpec, first_trial_ms: list[float]) -> str:
-    """Why the case needs no more trials, or "": under a search's survey, a first trial below
-    the screen's share of the best this run measured in the case's group is far behind. Every
-    rank decides on the same figures (the slowest rank's steps), so all stop together."""
-    rule = job.spec.screen
-    if rule is None or not case.screenable:
-        return ""
-    steps = [max(col) for col in zip(*job.launcher.gather(first_trial_ms))]
+def race(job: Job, case: CaseSpec, short_ms: list[float], wall_s: float) -> str:
+    """Why the case stops after its short first trial, or "": under a search's survey, where the
+    trial's interval lies below its group's leader's beyond both (bench/cases/ranking.py `beats`),
+    it cannot lead and more trials would not change the answer; a case sent to run the short trial
+    alone (the survey's share of the budget was spent) stops there too. Every rank decides on the
+    same figures (the slowest rank's steps), so all stop together."""
+    gathered = job.launcher.gather([short_ms, wall_s])
+    steps = [max(col) for col in zip(*[g[0] for g in gathered])]
     data = get_workload(case.model).data
-    first = case.global_batch * data.items_per_sample / (sorted(steps)[len(steps) // 2] / 1000)
-    best = max(rule.best.get(case.group, 0.0), job.best_seen.get(case.group, 0.0))
-    if best and first < rule.share * best:
-        return (f"first trial {first:.0f} {data.unit.rate}, under {rule.share:.0%} of the best measured at this "
-                f"batch ({best:.0f}): one trial of {case.trials}")
+    trial = summarize(steps, [max(g[1] for g in gathered)], len(steps), case.global_batch * data.items_per_sample)
+    read = (f"a short trial of {len(steps)} steps read {trial['items_per_s']:.0f} {data.unit.rate} "
+            f"(95% CI {trial['items_per_s_ci_lo']:.0f}-{trial['items_per_s_ci_hi']:.0f})")
+    if case.race == "short":
+        return f"{read}, the survey's share of the budget spent: a first look, not {case.trials} trials"
+    leaders = [d for d in (job.spec.race.leaders.get(case.group), job.best_seen.get(case.group)) if d]
+    if not leaders:
+        return ""
+    leader = max(leaders, key=lambda d: d["items_per_s"])
+    as_row = {"items_per_s": leader["items_per_s"], "items_per_s_ci_lo": leader["lo"],
+              "items_per_s_ci_hi": leader["hi"]}
+    if ranking.beats(as_row, trial):
+        return (f"raced out: {read}, below the leader at this batch ({leader['items_per_s']:.0f}, "
+                f"{leader['lo']:.0f}-{leader['hi']:.0f})")
     return ""
 
 

@@ -17,8 +17,9 @@ def throughput(case: CaseSpec, per_rank: list[dict]) -> dict:
     step_ms = [max(col) for col in zip(*[sum(r["step_ms"], []) for r in per_rank])]
     trial_wall = [max(col) for col in zip(*[r["wall"] for r in per_rank])]
     data = get_workload(case.model).data
-    figures = summarize(step_ms, trial_wall, case.steps, case.global_batch * data.items_per_sample)
-    figures["screened"] = per_rank[0]["screened"]  # every rank decides alike (worker.screen)
+    # A case that stopped after its short first trial (worker.race) ran steps of that trial's length.
+    figures = summarize(step_ms, trial_wall, per_rank[0]["steps"], case.global_batch * data.items_per_sample)
+    figures["screened"] = per_rank[0]["screened"]  # every rank decides alike (worker.race)
     return figures
 
 
