@@ -348,11 +348,13 @@ class DeviceSweep(SimulatedSweep):
     spread and a median's interval of +-12%, host-bound steps on a noisy minute), "slow-trials" (steady
     steps, but a trial's mean 7% below the p10: one slow step)."""
 
-    def __init__(self, out, clock, shaky=None, table=None, costs=None):
+    def __init__(self, out, clock, shaky=None, table=None, costs=None, short_width=None):
         super().__init__(out, {}, clock)
         self.shaky = dict(shaky or {})
         self.table = table or H200X4
         self.seconds = costs.seconds if costs is not None else self.seconds
+        # The width of a case's short-trial interval, a share of its median (None: never settled).
+        self.short_width = short_width
 
     @staticmethod
     def seconds(case: Case) -> tuple[float, float]:
@@ -389,6 +391,9 @@ class DeviceSweep(SimulatedSweep):
                     screened, seconds = "a short trial: a first look", short
                 elif best and ips * 1.006 < best * 0.994 and best > ips * 1.02:  # the leader beats it (ranking.beats)
                     screened, seconds = "raced out: a short trial", short
+                elif (best and self.short_width and (width := self.short_width(case)) <= 0.01
+                      and ips * (1 + width / 2) < best * 1.02):  # steady, and a tie at best (worker.SETTLED_WIDTH)
+                    screened, seconds = "settled: a short trial", short
                 else:
                     seconds += short - seconds * (1 - TIMED_SHARE)  # the short trial, then every trial
             how = self.shaky.get((case.strategy, case.n_replicas, case.batch_per_gpu, case.execution))
@@ -592,7 +597,8 @@ def answers_all(path):
     return answer.records(load_runs([path]))
 
 
-def _raced(monkeypatch, race: str, step_ms: float, leaders: dict | None, best_seen: dict | None = None):
+def _raced(monkeypatch, race: str, step_ms: float, leaders: dict | None, best_seen: dict | None = None,
+           jitter: float = 0.001):
     """One case through the worker's timing (bench/run/worker.py time_case, measure_case) on a fake
     clock whose steps take `step_ms` each: the trials it ran (their lengths) and its row's figures."""
     from dataclasses import replace
@@ -615,7 +621,7 @@ def _raced(monkeypatch, race: str, step_ms: float, leaders: dict | None, best_se
 
         def time_trial(self, run, steps):
             trials.append(steps)
-            return [step_ms * (1 + 0.001 * (i % 3)) for i in range(steps)], steps * step_ms / 1000
+            return [step_ms * (1 + jitter * (i % 3)) for i in range(steps)], steps * step_ms / 1000
 
     monkeypatch.setattr(worker, "build_step", lambda job, case: (SimpleNamespace(devices=[]), lambda: None))
     monkeypatch.setattr(worker, "StepClock", FakeClock)
@@ -632,18 +638,24 @@ def _raced(monkeypatch, race: str, step_ms: float, leaders: dict | None, best_se
 def test_a_racing_case_far_behind_stops_after_its_short_trial_and_a_close_one_runs_every_trial(monkeypatch):
     """The survey's racing (bench/run/worker.py `race`), on a fake clock with recorded step times: a
     case whose short first trial lies below its group's leader beyond both intervals stops there,
-    its row the short trial's figures with its interval and why; one within reach of the leader runs
-    the short trial and then every trial, and its row is the full trials'; the bar and the divisor
-    (race "full") and a plain sweep (no rule) run every trial and no short one; a case sent to run
-    the short trial alone stops there whatever it reads; the worker's own leader counts too."""
+    its row the short trial's figures with its interval and why; a steady one (an interval within
+    1%) that cannot pass the leader by 2% stops there too, settled; one that may pass the leader, or
+    whose short trial is too noisy to tell, runs the short trial and then every trial, and its row is
+    the full trials'; the bar and the divisor (race "full") and a plain sweep (no rule) run every
+    trial and no short one; a case sent to run the short trial alone stops there whatever it reads;
+    the worker's own leader counts too."""
     leader = {"g": {"items_per_s": 1000.0, "lo": 990.0, "hi": 1010.0}}  # 10 images a step: 10 ms
     trials, row, _ = _raced(monkeypatch, "race", 100.0, leader)  # 100 img/s, a tenth of the leader
     assert trials == [5] and row["n_timed_steps"] == 5 and 99 < row["items_per_s"] < 101
     assert row["screened"].startswith("raced out: a short trial of 5 steps read 100 img/s (95% CI 100-100), below "
                                       "the leader at this batch (1000, 990-1010)"), row["screened"]
-    trials, row, job = _raced(monkeypatch, "race", 10.05, leader)  # within the leader's reach
+    trials, row, _ = _raced(monkeypatch, "race", 10.05, leader)  # 994 img/s, steady: a tie at best
+    assert trials == [5] and row["screened"].startswith("settled: a short trial of 5 steps read 994 img/s"), row
+    trials, row, job = _raced(monkeypatch, "race", 9.7, leader)  # 1031 img/s: it may pass the leader
     assert trials == [5, 20, 20, 20] and row["n_timed_steps"] == 60 and row["screened"] == ""
     assert job.best_seen["g"]["items_per_s"] == row["items_per_s"]  # the worker's leader for its next case
+    trials, row, _ = _raced(monkeypatch, "race", 10.05, leader, jitter=0.1)  # too noisy to tell in 5 steps
+    assert trials == [5, 20, 20, 20] and row["screened"] == ""
     for race, leaders in (("full", leader), ("race", None)):
         trials, row, _ = _raced(monkeypatch, race, 100.0, leaders)
         assert trials == [20, 20, 20] and row["screened"] == "", race
@@ -779,3 +791,45 @@ def test_at_four_gpus_the_default_budget_holds_the_whole_job_and_five_minutes_do
                 low = {cell for cell, x in ratio.items() if x < 0.95}
                 assert low == {(n, b) for n, b, _ in first_tier_left_out(doc, 4)}, (name, ratio)
                 assert all(ratio[cell] < 0.9 for cell in low), (name, ratio)
+
+
+# `python -m bench run --no-search --gpus 0 --models timm:resnet50` on one H200 (2026-11-29): every
+# strategy at 256, 1024 and 2048 per GPU in full, each case's seconds and interval as they came.
+RESNET50_SURVEY = ROOT / "tests/fixtures/timings/h200-resnet50-survey.json"
+
+
+def test_a_heavy_models_survey_is_whole_within_the_default_budget_once_it_races(tmp_path):
+    """timm:resnet50 on one H200 is GPU-bound at every batch and every strategy ties `single` there
+    (within 2%), so none is raced out; the default run before racing left dp, dp-fn and dp-manual
+    unmeasured at every batch. Replayed at the recorded seconds, with each case's short trial as
+    wide as its recorded interval at 5 of 60 steps, the racing survey settles the steady cases after
+    their short trial and keeps every strategy at every batch within the default budget; without
+    settling (a short trial too wide to tell) it still leaves two strategies out."""
+    from bench.cases.ranking import asked_of as asked
+    from bench.run.search import DEFAULT_BUDGET_MIN
+    from bench.run.survey import survey
+
+    rows = [r for r in json.loads(RESNET50_SURVEY.read_text())["rows"] if r["status"] == "ok"]
+    table = {(r["strategy"], 1, "eager"): {} for r in rows}
+    width = {}
+    for r in rows:
+        table[(r["strategy"], 1, "eager")][int(r["batch_per_gpu"])] = float(r["items_per_s"])
+        ci = (float(r["items_per_s_ci_hi"]) - float(r["items_per_s_ci_lo"])) / float(r["items_per_s"])
+        width[(r["strategy"], int(r["batch_per_gpu"]))] = ci * (60 / 5) ** 0.5  # an interval narrows as 1/sqrt(n)
+    unmeasured = {}
+    for settles in (True, False):
+        s = settings(channels_last=True, warmup=10, steps=20, trials=3)
+        cases = build_cases(EVERY_STRATEGY, ["amp-bf16"], ["timm:resnet50"], ["eager"], [0], [1], 1,
+                            [256, 1024, 2048], s)
+        clock = Clock()
+        sweep = DeviceSweep(tmp_path / f"run-{settles}.json", clock, None, table, MeasuredCosts(RESNET50_SURVEY),
+                            short_width=(lambda c: width[(c.strategy, c.batch_per_gpu)]) if settles else None)
+        state = Search(sweep, s, 60 * DEFAULT_BUDGET_MIN, asked(s, "eager"), Quiet(), clock=clock)
+        state.counts = [1]
+        survey(state, cases)  # a phase is a function over the search's state
+        unmeasured[settles] = sorted({r["strategy"] for r in sweep.rows.values()
+                                      if r["status"] == "skipped" and r["strategy"] != "mxnet-gluon"})
+        if settles:
+            settled = [r for r in sweep.rows.values() if str(r.get("screened")).startswith("settled")]
+            assert len(settled) >= 10 and clock.now <= 60 * DEFAULT_BUDGET_MIN * 0.7, (len(settled), clock.now)
+    assert unmeasured == {True: [], False: ["dp-fn", "dp-manual"]}, unmeasured

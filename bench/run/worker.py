@@ -230,12 +230,20 @@ def time_case(job: Job, case: CaseSpec) -> dict:
             "capped": capped, "screened": screened, "steps": steps}
 
 
+# A short trial whose interval is at most this wide (a share of its median) is settled where it
+# cannot pass its group's leader by THRESHOLD (bench/cases/ranking.py): a steady GPU-bound step
+# (timm:resnet50 on one H200: 60-step intervals of 0.02-0.15%) would read the same over every trial.
+SETTLED_WIDTH = ranking.THRESHOLD / 2
+
+
 def race(job: Job, case: CaseSpec, short_ms: list[float], wall_s: float) -> str:
     """Why the case stops after its short first trial, or "": under a search's survey, where the
     trial's interval lies below its group's leader's beyond both (bench/cases/ranking.py `beats`),
-    it cannot lead and more trials would not change the answer; a case sent to run the short trial
-    alone (the survey's share of the budget was spent) stops there too. Every rank decides on the
-    same figures (the slowest rank's steps), so all stop together."""
+    it cannot lead ("raced out"); where its interval is narrow (SETTLED_WIDTH) and cannot pass the
+    leader by what counts as a win, it ties at best ("settled"): more trials would not change the
+    answer either way. A case sent to run the short trial alone (the survey's share of the budget
+    was spent) stops there too. Every rank decides on the same figures (the slowest rank's steps),
+    so all stop together."""
     gathered = job.launcher.gather([short_ms, wall_s])
     steps = [max(col) for col in zip(*[g[0] for g in gathered])]
     data = get_workload(case.model).data
@@ -250,9 +258,13 @@ def race(job: Job, case: CaseSpec, short_ms: list[float], wall_s: float) -> str:
     leader = max(leaders, key=lambda d: d["items_per_s"])
     as_row = {"items_per_s": leader["items_per_s"], "items_per_s_ci_lo": leader["lo"],
               "items_per_s_ci_hi": leader["hi"]}
+    said = f"the leader at this batch ({leader['items_per_s']:.0f}, {leader['lo']:.0f}-{leader['hi']:.0f})"
     if ranking.beats(as_row, trial):
-        return (f"raced out: {read}, below the leader at this batch ({leader['items_per_s']:.0f}, "
-                f"{leader['lo']:.0f}-{leader['hi']:.0f})")
+        return f"raced out: {read}, below {said}"
+    lo, hi = ranking.interval(trial)
+    if (hi - lo) / trial["items_per_s"] <= SETTLED_WIDTH and hi < leader["items_per_s"] * (1 + ranking.THRESHOLD):
+        return (f"settled: {read}, which cannot pass {said} by {ranking.THRESHOLD:.0%}: more trials would not "
+                "change the answer")
     return ""
 
 
