@@ -833,3 +833,21 @@ def test_a_heavy_models_survey_is_whole_within_the_default_budget_once_it_races(
             settled = [r for r in sweep.rows.values() if str(r.get("screened")).startswith("settled")]
             assert len(settled) >= 10 and clock.now <= 60 * DEFAULT_BUDGET_MIN * 0.7, (len(settled), clock.now)
     assert unmeasured == {True: [], False: ["dp-fn", "dp-manual"]}, unmeasured
+
+
+def test_the_answer_says_where_a_searchs_time_went(tmp_path):
+    """`bench answer` said the phases' seconds; it now also says how many survey cases stopped after
+    their short trial, and why, and what the compiled cases spent building and warming up."""
+    from bench.report.answer_text import search_lines
+
+    _, doc = device_search(tmp_path, gpus=(0, 1, 2, 3), names=EVERY_STRATEGY)
+    raced = sum(1 for m in doc["search"]["measurements"] if m["phase"] == "survey"
+                and str(m.get("screened", "")).startswith("raced out"))
+    rows = doc["rows"]
+    compiled = [r for r in rows if r["status"] == "ok" and r["execution"] == "compile"]
+    for r in compiled:
+        r.update(build_s=4.0, warmup_s=20.0)
+    results.write(tmp_path / "run.json", rows, {"search": doc["search"]})
+    text = "\n".join(search_lines(tmp_path / "run.json"))
+    assert raced and f"survey cases stopped after a short trial: {raced} raced out;" in text, text
+    assert f"compiled cases spent {24 * len(compiled)} s building and warming up" in text, text

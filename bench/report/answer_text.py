@@ -177,12 +177,37 @@ def search_lines(path: str, name: str | None = None) -> list[str]:
     phases = ", ".join(f"{name} {n} case(s) in {secs:.0f} s" for name, (n, secs) in spent.items())
     lines = [f"Search of {source}: budget {log.get('budget_s', 0) / 60:g} min, spent "
              f"{log.get('spent_s', 0) / 60:.1f} min ({phases})."]
+    raced = _stopped_early(log)
+    compiling = _compiling_s(path)
+    if raced or compiling:
+        parts = ([f"survey cases stopped after a short trial: {raced}"] if raced else []) + (
+            [f"compiled cases spent {compiling:.0f} s building and warming up (mostly compiling)"] if compiling else [])
+        lines.append(f"Where the time went: {'; '.join(parts)}.")
     for final in log.get("finals", []):
         g = final.get("group", {})
         where = f"{g.get('model')} {g.get('precision')} x{g.get('devices')} at {g.get('batch_per_gpu')}/GPU"
         order = " then ".join(f"`{c}`" for c in final.get("order", []))
         lines.append(f"Finals, {where}: {final.get('verdict')}" + (f" ({order})" if order else "") + ".")
     return lines
+
+
+def _stopped_early(log: dict) -> str:
+    """The survey's cases that stopped after their short trial, by why (bench/run/worker.py `race`)."""
+    counts: dict[str, int] = {}
+    for m in log.get("measurements", []):
+        why = str(m.get("screened") or "")
+        if m.get("phase") == "survey" and why:
+            kind = why.split(":")[0] if why.startswith(("raced out", "settled")) else "a first look"
+            counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
+
+
+def _compiling_s(path) -> float:
+    """Seconds the file's compiled rows spent building and warming up: mostly torch.compile."""
+    from bench.cases import results
+
+    return sum(float(r.get("build_s") or 0) + float(r.get("warmup_s") or 0) for r in results.load(path)
+               if r.get("status") == "ok" and r.get("execution") == "compile")
 
 
 def _ties(r: dict) -> str:
