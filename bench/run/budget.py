@@ -42,7 +42,7 @@ class Budget:
                 and (devices is None or int(r.get("n_replicas") or 1) == devices)]
 
     @staticmethod
-    def _mean_cost(rows: list[dict]) -> float | None:
+    def mean_cost(rows: list[dict]) -> float | None:
         spent = [float(r.get("elapsed_s") or 0) + float(r.get("worker_start_s") or 0) for r in rows]
         return sum(spent) / len(spent) if spent else None
 
@@ -60,15 +60,15 @@ class Budget:
         device count; else of its execution at other counts, scaled by how eager cases at the two
         compare; else the prior, scaled by how this run's eager cases compare with it."""
         execution, devices = execution_of(case), case.n_replicas
-        here = self._mean_cost(self.ok(execution, devices))
+        here = self.mean_cost(self.ok(execution, devices))
         if here is not None:
             return here
-        eager_here = self._mean_cost(self.ok("eager", devices)) or self._mean_cost(self.ok("eager"))
+        eager_here = self.mean_cost(self.ok("eager", devices)) or self.mean_cost(self.ok("eager"))
         elsewhere = self.ok(execution)
         if elsewhere and eager_here:
             counts = {int(r.get("n_replicas") or 1) for r in elsewhere}
-            eager_there = self._mean_cost([r for r in self.ok("eager") if int(r.get("n_replicas") or 1) in counts])
+            eager_there = self.mean_cost([r for r in self.ok("eager") if int(r.get("n_replicas") or 1) in counts])
             scale = eager_here / eager_there if eager_there else 1.0
-            return self._mean_cost(elsewhere) * max(scale, 0.5)
+            return self.mean_cost(elsewhere) * max(scale, 0.5)
         scale = eager_here / PRIOR_COST_S["eager"] if eager_here else 1.0
         return PRIOR_COST_S.get(case.execution, PRIOR_COST_S["compile"]) * max(scale, 1.0)

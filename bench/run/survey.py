@@ -7,6 +7,8 @@ from __future__ import annotations
 import strategies
 from bench.cases import ranking
 from bench.cases.case import Case, identity
+from bench.cases.levers import execution_of
+from bench.run.budget import Budget
 from bench.run.runner import group_of, named
 from bench.run.search_state import (FIRST_LOOK_SHARE, RACE_MIN_STEPS, RACE_STEPS_SHARE, SURVEY_SHARE, SearchState,
                                      group_dict, unavailable, unique, worker_of)
@@ -61,7 +63,7 @@ def survey(state: SearchState, cases: list[Case]) -> None:
             for case in todo:
                 if case in held:
                     continue
-                total += state.budget.cost(case) * unknown
+                total += racing_cost(state, case) * unknown
                 if state.budget.spent() + total > share:
                     break
                 held.append(case)
@@ -85,6 +87,15 @@ def survey(state: SearchState, cases: list[Case]) -> None:
             state.runner.measure("survey", measured)
     finally:
         state.sweep.race_steps, state.sweep.race_full, state.sweep.race_short = None, set(), set()
+
+
+def racing_cost(state: SearchState, case: Case) -> float:
+    """Seconds a racing case will take: the mean of this run's cases of its execution and device
+    count that raced (those that stopped after their short trial and those that ran on), not of
+    the bar's and the baseline's, which run every trial; the budget's estimate before any raced."""
+    raced = [r for r in state.budget.ok(execution_of(case), case.n_replicas)
+             if identity(r) not in state.sweep.race_full]
+    return Budget.mean_cost(raced) if raced else state.budget.cost(case)
 
 
 def survey_again(state: SearchState, cases: list[Case]) -> None:
