@@ -86,7 +86,7 @@ MXNET_WHEEL ?= $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 
 setup-mxnet: $(MXNET_VENV)/parabench-wheel.txt
 
 $(MXNET_VENV)/parabench-wheel.txt:
-	@$(MXNET_PYTHON) -c 'import sys; sys.exit(0 if sys.version_info < (3, 12) else "MXNet 1.9.1 needs Python <= 3.11 (numpy < 1.24): make setup-mxnet MXNET_PYTHON=python3.11")'
+	@$(MXNET_PYTHON) -c 'import sys; sys.exit(0 if (3, 10) <= sys.version_info < (3, 12) else "MXNet 1.9.1 needs Python <= 3.11 (numpy < 1.24) and the suite 3.10 or later: make setup-mxnet MXNET_PYTHON=python3.11")'
 	$(MXNET_PYTHON) -m venv $(MXNET_VENV)
 	$(MXNET_VENV)/bin/python -m pip install -q "$(if $(MXNET_WHEEL),$(MXNET_WHEEL),mxnet)==1.9.1" "numpy<1.24"
 	echo "$(if $(MXNET_WHEEL),$(MXNET_WHEEL),mxnet)" > $@
@@ -113,7 +113,7 @@ plot: $(NEEDS_SETUP)
 
 # The tests need the MXNet environment too, where this Python can hold MXNet 1.9.1 (<= 3.11);
 # elsewhere the MXNet tests skip and say why.
-MXNET_FITS := $(shell $(MXNET_PYTHON) -c 'import sys; print("yes" if sys.version_info < (3, 12) else "")' 2>/dev/null)
+MXNET_FITS := $(shell $(MXNET_PYTHON) -c 'import sys; print("yes" if (3, 10) <= sys.version_info < (3, 12) else "")' 2>/dev/null)
 
 # Every seed row in one reference (scripts/reference.sh): `make reference GPUS=0,1,2,3` writes
 # results/reference/<gpu>x<n>/ (the run, its answer, the GPU tests' log) and

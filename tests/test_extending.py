@@ -434,11 +434,12 @@ def test_every_message_that_crosses_a_process_is_typed_and_versioned(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert "note: reached" in ran.stdout, ran.stderr[-2000:]  # one line in the dataclass, read in the worker
     data = json.loads(written.stdout)
-    with pytest.raises(SpecError, match="^launch spec fields note are not in version 1$"):
+    with pytest.raises(SpecError, match=f"^launch spec fields note are not in version {LaunchSpec.VERSION}$"):
         LaunchSpec.from_json(data)  # the production worker refuses what it does not know
-    with pytest.raises(SpecError, match="launch spec version 2: this process reads version 1"):
-        LaunchSpec.from_json({**data, "version": 2})
-    with pytest.raises(SpecError, match="launch spec version 1 lacks fields cases"):
+    version = LaunchSpec.VERSION
+    with pytest.raises(SpecError, match=f"launch spec version {version + 1}: this process reads version {version}"):
+        LaunchSpec.from_json({**data, "version": version + 1})
+    with pytest.raises(SpecError, match=f"launch spec version {version} lacks fields cases"):
         LaunchSpec.from_json({k: v for k, v in data.items() if k not in ("cases", "note")})
 
     case = Case.make("ddp", "fp32", "resnet18-small", Placement((), 2), 4, "eager", settings()).spec()

@@ -647,7 +647,7 @@ def test_a_racing_case_far_behind_stops_after_its_short_trial_and_a_close_one_ru
     leader = {"g": {"items_per_s": 1000.0, "lo": 990.0, "hi": 1010.0}}  # 10 images a step: 10 ms
     trials, row, _ = _raced(monkeypatch, "race", 100.0, leader)  # 100 img/s, a tenth of the leader
     assert trials == [5] and row["n_timed_steps"] == 5 and 99 < row["items_per_s"] < 101
-    assert row["screened"].startswith("raced out: a short trial of 5 steps read 100 img/s (95% CI 100-100), below "
+    assert row["screened"].startswith("raced out: a short trial of 5 steps read 100 img/s (interval 100-100), below "
                                       "the leader at this batch (1000, 990-1010)"), row["screened"]
     trials, row, _ = _raced(monkeypatch, "race", 10.05, leader)  # 994 img/s, steady: a tie at best
     assert trials == [5] and row["screened"].startswith("settled: a short trial of 5 steps read 994 img/s"), row
@@ -748,20 +748,21 @@ SEARCHES_4XH200 = {name: ROOT / f"results/reference/h200x4/answer/{name}.json" f
 
 def test_at_four_gpus_the_default_budget_holds_the_whole_job_and_five_minutes_do_not(tmp_path):
     """Replayed at the seconds every case took in the two default runs on 4 H200s, each replay
-    measuring the execution cases its run measured (8 on the cold cache, 13 on the warm one): at the
+    measuring execution cases as its run did (8 on the cold cache; 14 on the warm one, whose run measured 13): at the
     default budget every strategy at every batch, every first-tier execution at both device counts,
     and each of the six answers within 5% of the best. With the racing survey, at 5 minutes the
     survey keeps every strategy at every batch (before racing it lost five of dp-fn's and
-    dp-manual's cases), one GPU's compile reduce-overhead is left out at every batch,
-    and the cells whose first-tier executions were left out are answered at under 0.9 of the best.
+    dp-manual's cases); one GPU's compile reduce-overhead is left out (at every batch and 4 GPUs'
+    at 2048/GPU too with the cold run's seconds, at 1024 and 2048 with the warm run's), and those
+    cells are answered at under 0.9 of the best.
     The warm run's seconds fit the whole job in 6 minutes; the cold run's leave one GPU's compile
     reduce-overhead at 2048/GPU out at 7 and measure it at 8."""
     ro = "execution=compile:reduce-overhead"
     one_gpu = [(1, b, ro) for b in (256, 1024, 2048)]
     # Per run: execution cases at the default budget, and what each shorter budget leaves out of
     # compile reduce-overhead (an empty list: every first-tier execution measured).
-    expected = {"search-1": (8, {5: one_gpu, 7: [(1, 2048, ro)], 8: []}),
-                "search-2": (13, {5: one_gpu, 6: []})}
+    expected = {"search-1": (8, {5: one_gpu + [(4, 2048, ro)], 7: [(1, 2048, ro)], 8: []}),
+                "search-2": (14, {5: one_gpu[1:], 6: []})}
     # What the racing survey leaves unmeasured at 5 minutes (before it, dp-fn's and dp-manual's five cases).
     cut_from_survey = {"search-1": [], "search-2": []}
     for name, (executions, short) in expected.items():
@@ -789,7 +790,8 @@ def test_at_four_gpus_the_default_budget_holds_the_whole_job_and_five_minutes_do
                 cells = {(r["devices"], r["batch_per_gpu"]): r["items_per_s"] for r in answers_all(folder / "run.json")}
                 ratio = {cell: ips / best_measurable(*cell) for cell, ips in cells.items()}
                 low = {cell for cell, x in ratio.items() if x < 0.95}
-                assert low == {(n, b) for n, b, _ in first_tier_left_out(doc, 4)}, (name, ratio)
+                left = first_tier_left_out(doc, 4)  # a cell whose compile reduce-overhead ran may lack its graph
+                assert {(n, b) for n, b, e in left if e == ro} <= low <= {(n, b) for n, b, _ in left}, (name, ratio)
                 assert all(ratio[cell] < 0.9 for cell in low), (name, ratio)
 
 

@@ -121,6 +121,8 @@ def _sweep(args) -> int:
         nodes = nodes_mod.from_args(args.nnodes, args.node_rank, args.rdzv_endpoint, args.rdzv_id)
     except nodes_mod.NodesError as exc:
         raise UsageError(str(exc)) from None
+    if args.search is None and nodes.nnodes > 1:
+        args.search = False  # a search across hosts is untried: a multi-node run is a plain sweep unless asked
     cases, settings, gpus = _cases(args, nodes.nnodes)
     leader = None
     if nodes.nnodes > 1:

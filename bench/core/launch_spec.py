@@ -29,7 +29,7 @@ class LaunchSpec(Message):
     launcher's options and the cases it runs in order."""
 
     KIND: ClassVar[str] = "launch spec"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2  # 2: `race` in place of the screen rule
     launcher: str
     gpus: tuple[int, ...]
     n_replicas: int

@@ -35,11 +35,13 @@ class Budget:
         """Seconds the budget has left, less a margin for writing the file and leaving."""
         return self.budget_s - SAFETY * self.budget_s - self.spent()
 
-    def ok(self, execution: str | None = None, devices: int | None = None) -> list[dict]:
-        """The run's ok rows so far that carry their time, of an execution and device count."""
+    def ok(self, execution: str | None = None, devices: int | None = None, full: bool = False) -> list[dict]:
+        """The run's ok rows so far that carry their time, of an execution and device count;
+        `full`: only those that ran every trial (not stopped after a survey's short trial)."""
         return [r for r in self.rows() if r.get("status") == "ok" and r.get("elapsed_s")
                 and (execution is None or execution_of(Case.from_row(dict(r))) == execution)
-                and (devices is None or int(r.get("n_replicas") or 1) == devices)]
+                and (devices is None or int(r.get("n_replicas") or 1) == devices)
+                and not (full and r.get("screened"))]
 
     @staticmethod
     def mean_cost(rows: list[dict]) -> float | None:
@@ -50,24 +52,26 @@ class Budget:
         """Seconds the case will take as its short first trial alone, `fraction` of its timed steps:
         its cost with the timed part cut to that share (the share of a case its timed steps took,
         from this run's rows of its execution that ran every trial; a half where none say)."""
-        rows = [r for r in self.ok(execution_of(case)) if r.get("timed_s") and not r.get("screened")]
+        rows = [r for r in self.ok(execution_of(case), full=True) if r.get("timed_s")]
         timed = [float(r["timed_s"]) / (float(r["elapsed_s"]) + float(r.get("worker_start_s") or 0)) for r in rows]
         share = min(sum(timed) / len(timed), 1.0) if timed else 0.5
         return self.cost(case) * (1 - share * (1 - fraction))
 
     def cost(self, case: Case) -> float:
-        """Seconds the case will take: the mean of this run's ok rows of its execution at its
-        device count; else of its execution at other counts, scaled by how eager cases at the two
-        compare; else the prior, scaled by how this run's eager cases compare with it."""
+        """Seconds the case will take with every trial: the mean of this run's ok rows of its
+        execution at its device count that ran every trial; else of its execution at other counts,
+        scaled by how eager cases at the two compare; else the prior, scaled by how this run's eager
+        cases compare with it."""
         execution, devices = execution_of(case), case.n_replicas
-        here = self.mean_cost(self.ok(execution, devices))
+        here = self.mean_cost(self.ok(execution, devices, full=True))
         if here is not None:
             return here
-        eager_here = self.mean_cost(self.ok("eager", devices)) or self.mean_cost(self.ok("eager"))
-        elsewhere = self.ok(execution)
+        eager_here = self.mean_cost(self.ok("eager", devices, full=True)) or self.mean_cost(self.ok("eager", full=True))
+        elsewhere = self.ok(execution, full=True)
         if elsewhere and eager_here:
             counts = {int(r.get("n_replicas") or 1) for r in elsewhere}
-            eager_there = self.mean_cost([r for r in self.ok("eager") if int(r.get("n_replicas") or 1) in counts])
+            eager_there = self.mean_cost([r for r in self.ok("eager", full=True)
+                                          if int(r.get("n_replicas") or 1) in counts])
             scale = eager_here / eager_there if eager_there else 1.0
             return self.mean_cost(elsewhere) * max(scale, 0.5)
         scale = eager_here / PRIOR_COST_S["eager"] if eager_here else 1.0

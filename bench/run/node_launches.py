@@ -11,6 +11,7 @@ import threading
 import time
 
 from bench.core.launch_spec import LaunchSpec
+from bench.core.message import SpecError
 from bench.run.nodes import Nodes, NodesError, Store
 
 
@@ -101,7 +102,12 @@ def follow(nodes: Nodes, store: Store, env: dict, cwd: str, gpus: list[int]) -> 
             workdir = scratch.folder("node-")
             worker = None
             try:
-                spec = on_these_gpus(LaunchSpec.from_json(published["spec"]), gpus)
+                try:
+                    spec = on_these_gpus(LaunchSpec.from_json(published["spec"]), gpus)
+                except SpecError as exc:  # node 0 runs other code: it hears why, not just silence
+                    store.set({"node": nodes.node_rank, "reason": str(exc)}, "launch", launch, "error",
+                              nodes.node_rank)
+                    raise NodesError(str(exc)) from None
                 spec_path = os.path.join(workdir, "spec.json")
                 with open(spec_path, "w") as fh:
                     json.dump(spec.to_json(), fh)

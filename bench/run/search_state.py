@@ -26,7 +26,7 @@ SURVEY_SHARE = 0.6
 # runs the short trial alone while the budget up to FIRST_LOOK_SHARE holds it: every strategy
 # keeps a row at every batch, said to be a first look.
 RACE_STEPS_SHARE = 0.25
-RACE_MIN_STEPS = 3
+RACE_MIN_STEPS = 5
 FIRST_LOOK_SHARE = 0.7
 # The finals' share of what the budget has left after the survey: held back while levers are tried.
 FINALS_SHARE = 0.2

@@ -63,17 +63,19 @@ def survey(state: SearchState, cases: list[Case]) -> None:
             for case in todo:
                 if case in held:
                     continue
-                total += racing_cost(state, case) * unknown
-                if state.budget.spent() + total > share:
+                cost = racing_cost(state, case) * unknown
+                if state.budget.spent() + total + cost > share:
                     break
+                total += cost
                 held.append(case)
             # Beyond the share, the short trial alone, while FIRST_LOOK_SHARE of the budget holds it.
             short = []
             for case in todo:
                 if case not in held:
-                    total += state.budget.short_cost(case, fraction) * unknown
-                    if state.budget.spent() + total > FIRST_LOOK_SHARE * state.budget.budget_s:
+                    cost = state.budget.short_cost(case, fraction) * unknown
+                    if state.budget.spent() + total + cost > FIRST_LOOK_SHARE * state.budget.budget_s:
                         break
+                    total += cost
                     short.append(case)
             state.sweep.race_short |= {identity(state.sweep.row_of(c)) for c in short}
             measured = [c for c in todo if c in held or c in short]  # in the chunk's order
@@ -92,9 +94,10 @@ def survey(state: SearchState, cases: list[Case]) -> None:
 def racing_cost(state: SearchState, case: Case) -> float:
     """Seconds a racing case will take: the mean of this run's cases of its execution and device
     count that raced (those that stopped after their short trial and those that ran on), not of
-    the bar's and the baseline's, which run every trial; the budget's estimate before any raced."""
-    raced = [r for r in state.budget.ok(execution_of(case), case.n_replicas)
-             if identity(r) not in state.sweep.race_full]
+    the bar's and the baseline's, which run every trial, nor of first looks; the budget's estimate
+    before any raced."""
+    racing = state.sweep.race_full | state.sweep.race_short  # full trials, or a first look: not a race
+    raced = [r for r in state.budget.ok(execution_of(case), case.n_replicas) if identity(r) not in racing]
     return Budget.mean_cost(raced) if raced else state.budget.cost(case)
 
 

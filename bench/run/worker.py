@@ -160,8 +160,9 @@ def measure_case(job: Job, case: CaseSpec) -> dict | None:
     on a rank that does not report."""
     per_rank = job.launcher.gather(time_case(job, case))
     figures = worker_row.throughput(case, per_rank)
-    # Every rank keeps the leader of its group, so that every rank races the next case alike.
-    if figures["items_per_s"] > job.best_seen.get(case.group, {}).get("items_per_s", 0.0):
+    # Every rank keeps the leader of its group, so that every rank races the next case alike; a
+    # case stopped after its short trial leads nothing (its interval is of a few steps).
+    if not figures["screened"] and figures["items_per_s"] > job.best_seen.get(case.group, {}).get("items_per_s", 0.0):
         lo, hi = ranking.interval(figures)
         job.best_seen[case.group] = {"items_per_s": figures["items_per_s"], "lo": lo, "hi": hi}
     return worker_row.assemble(case, per_rank, figures) if job.reporting else None
@@ -248,8 +249,9 @@ def race(job: Job, case: CaseSpec, short_ms: list[float], wall_s: float) -> str:
     steps = [max(col) for col in zip(*[g[0] for g in gathered])]
     data = get_workload(case.model).data
     trial = summarize(steps, [max(g[1] for g in gathered)], len(steps), case.global_batch * data.items_per_sample)
+    # Of a few steps of one trial the bootstrap interval is about their range (of 5: 94% coverage).
     read = (f"a short trial of {len(steps)} steps read {trial['items_per_s']:.0f} {data.unit.rate} "
-            f"(95% CI {trial['items_per_s_ci_lo']:.0f}-{trial['items_per_s_ci_hi']:.0f})")
+            f"(interval {trial['items_per_s_ci_lo']:.0f}-{trial['items_per_s_ci_hi']:.0f})")
     if case.race == "short":
         return f"{read}, the survey's share of the budget spent: a first look, not {case.trials} trials"
     leaders = [d for d in (job.spec.race.leaders.get(case.group), job.best_seen.get(case.group)) if d]
