@@ -148,3 +148,52 @@ def test_counting_lets_the_profiler_detach_from_the_gpu_unless_told_otherwise(tm
                               timeout=120)
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.split()[-2:] == expected.split(), (given, proc.stdout)
+
+
+def test_the_anatomys_profiler_stays_attached_between_its_windows_and_lets_go_after_the_last(monkeypatch, tmp_path):
+    """On 2 H200s under torchrun the anatomy's GPU timeline, a window opened right after the labelled
+    one had let CUPTI go, held no GPU activity on either rank (tests/gpu-logs/h200x2-df3443e.log).
+    The first window now stops attached (TEARDOWN_CUPTI=0) and the last lets go (1); on the CPU the
+    one window lets go; a value the user set stands through both."""
+    import os
+
+    import torch
+
+    from bench.measure import capture, counters
+
+    stops = []
+
+    class Window:
+        def __init__(self, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            stops.append(os.environ.get("TEARDOWN_CUPTI"))
+
+        def step(self):
+            pass
+
+        def add_metadata(self, key, value):
+            pass
+
+    monkeypatch.setattr(torch.profiler, "profile", Window)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(counters, "detaching_is_safe", lambda cuda: True)
+    gpu, cpu = [torch.device("cuda", 0)], [torch.device("cpu")]  # a device object needs no GPU
+    for devices, given, expected in ((gpu, None, ["0", "1"]), (cpu, None, ["1"]), (gpu, "0", ["0", "0"])):
+        monkeypatch.setattr(counters, "_SET_HERE", [])
+        monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
+        if given is not None:
+            monkeypatch.setenv("TEARDOWN_CUPTI", given)
+        stops.clear()
+        capture.capture(lambda: None, devices, 2, str(tmp_path), 0)
+        assert stops == expected, (devices, given, stops)
+    monkeypatch.setattr(counters, "_SET_HERE", [])
+    monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
+    counters.detach_profiler_afterwards()  # the counting's, before the anatomy: ours, so capture may change it
+    stops.clear()
+    capture.capture(lambda: None, gpu, 2, str(tmp_path), 0)
+    assert stops == ["0", "1"], stops

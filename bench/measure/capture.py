@@ -22,8 +22,11 @@ def capture(run, devices, steps: int, folder: str, rank: int) -> None:
     from torch.profiler import ProfilerActivity, profile, schedule
 
     warnings.filterwarnings("ignore", message="Profiler clears events")  # one window per profiler: expected
-    detach_profiler_afterwards()
     cuda = sorted({d for d in devices if d.type == "cuda"}, key=lambda d: d.index)
+    # The profiler lets go of the GPU after the last window only: on 2 H200s under torchrun, the GPU
+    # timeline of a window opened right after a teardown held no GPU activity on either rank
+    # (tests/gpu-logs/h200x2-df3443e.log); before teardown existed, both windows held it.
+    detach_profiler_afterwards(detach=not cuda)
     os.makedirs(folder, exist_ok=True)
 
     def synchronize():
@@ -41,6 +44,7 @@ def capture(run, devices, steps: int, folder: str, rank: int) -> None:
             if i in (0, steps):
                 synchronize()  # the window starts and ends with idle queues
             prof.step()
+    detach_profiler_afterwards()  # read as the next window stops
     if not cuda:
         return
     with profile(activities=[ProfilerActivity.CUDA], schedule=schedule(wait=0, warmup=1, active=1),

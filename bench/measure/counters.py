@@ -62,15 +62,23 @@ def detaching_is_safe(cuda: str | None) -> bool:
     return not cuda or tuple(int(x) for x in str(cuda).split(".")[:2]) >= (12, 6)
 
 
-def detach_profiler_afterwards() -> None:
-    """Have the profiler let go of the GPU when it stops. Kineto (torch 2.11) leaves CUPTI
-    attached after a profile unless TEARDOWN_CUPTI=1 (it reads the variable as each profile
-    stops), and every later step pays for it: a compiled step counted after another case's
-    counting ran slower on an H200 (docs/findings.md, finding 16). A value the user set stands."""
+_SET_HERE: list[str] = []  # the values this process gave TEARDOWN_CUPTI (a user's value is not one)
+
+
+def detach_profiler_afterwards(detach: bool = True) -> None:
+    """Have the profiler let go of the GPU when it stops (`detach`), or stay attached for a window
+    that follows at once. Kineto (torch 2.11) leaves CUPTI attached after a profile unless
+    TEARDOWN_CUPTI=1 (it reads the variable as each profile stops), and every later step pays
+    for it: a compiled step counted after another case's counting ran slower on an H200
+    (docs/findings.md, finding 16). A value the user set stands."""
     import torch
 
+    given = os.environ.get("TEARDOWN_CUPTI")
+    if given is not None and (not _SET_HERE or given != _SET_HERE[-1]):
+        return  # the user's
     if detaching_is_safe(torch.version.cuda):
-        os.environ.setdefault("TEARDOWN_CUPTI", "1")
+        os.environ["TEARDOWN_CUPTI"] = "1" if detach else "0"
+        _SET_HERE.append(os.environ["TEARDOWN_CUPTI"])
 
 
 def count_step(run, devices) -> dict:
