@@ -853,3 +853,18 @@ def test_the_answer_says_where_a_searchs_time_went(tmp_path):
     text = "\n".join(search_lines(tmp_path / "run.json"))
     assert raced and f"survey cases stopped after a short trial: {raced} raced out;" in text, text
     assert f"compiled cases spent {24 * len(compiled)} s building and warming up" in text, text
+
+
+def test_a_first_look_is_measured_in_full_when_the_run_is_resumed(tmp_path):
+    """A case that ran its short trial alone (the survey's share of the budget spent) counted as
+    measured, so `--resume` with a larger budget never measured it in full; a raced-out row stands."""
+    from bench.core.step import FIRST_LOOK
+    from bench.run.sweep import Sweep
+
+    s = settings(channels_last=True)
+    looked, raced = build_cases(["dp"], ["amp-bf16"], ["resnet18-small"], ["eager"], [0], [1], 1, [256, 1024], s)
+    sweep = Sweep([], s, str(tmp_path / "run.json"), Quiet())
+    rows = [{**sweep.row_of(looked), "status": "ok", "screened": f"a short trial of 5 steps, {FIRST_LOOK}"},
+            {**sweep.row_of(raced), "status": "ok", "screened": "raced out: a short trial of 5 steps"}]
+    resumed = Sweep([], s, str(tmp_path / "run.json"), Quiet(), existing=rows)
+    assert not resumed.measured(looked) and resumed.measured(raced)

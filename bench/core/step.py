@@ -41,6 +41,7 @@ SPEC_VERSION = 4  # 2: the parity check's fields left the case; 3: the anatomy r
 # short first trial and the rest only where it may lead its group; the short trial alone (the
 # survey's share of the budget was spent: a first look rather than no row).
 RACES = ("full", "race", "short")
+FIRST_LOOK = "a first look"  # in the `screened` of a row that ran its short trial alone
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import tempfile
 import strategies
 from bench.measure import anatomy, envinfo
 from bench.core.launch_spec import RaceRule
-from bench.core.step import AnatomyRequest
+from bench.core.step import FIRST_LOOK, AnatomyRequest
 from bench.cases import caveats, ranking, results
 from bench.cases.case import Case, Settings, identity
 from bench.engine.launchers import worker_environment
@@ -78,9 +78,10 @@ class Sweep:
         return row
 
     def measured(self, case: Case) -> bool:
-        """Already in the file as ok or oom (resume does not measure it again)."""
+        """Already in the file as ok or oom (resume does not measure it again); a survey's first
+        look (its short trial alone, the budget spent) is not: a resumed run measures it in full."""
         row = self.rows.get(identity(self.row_of(case)))
-        return row is not None and row["status"] in ("ok", "oom")
+        return row is not None and row["status"] in ("ok", "oom") and FIRST_LOOK not in str(row.get("screened") or "")
 
     def record_skipped(self, case: Case, reason: str) -> None:
         """The case's row says it was not measured, and why (a search's budget, say)."""

@@ -39,7 +39,7 @@ from bench.core.stats import summarize
 from bench.measure.throttle import ClockLimits
 from bench.measure.timing import StepClock, peak_memory_mib, reset_peak_memory
 from bench.core.launch_spec import LaunchSpec
-from bench.core.step import CaseSpec, WorkerContext
+from bench.core.step import FIRST_LOOK, CaseSpec, WorkerContext
 
 
 def configure_backends(case: CaseSpec) -> None:
@@ -253,7 +253,7 @@ def race(job: Job, case: CaseSpec, short_ms: list[float], wall_s: float) -> str:
     read = (f"a short trial of {len(steps)} steps read {trial['items_per_s']:.0f} {data.unit.rate} "
             f"(interval {trial['items_per_s_ci_lo']:.0f}-{trial['items_per_s_ci_hi']:.0f})")
     if case.race == "short":
-        return f"{read}, the survey's share of the budget spent: a first look, not {case.trials} trials"
+        return f"{read}, the survey's share of the budget spent: {FIRST_LOOK}, not {case.trials} trials"
     leaders = [d for d in (job.spec.race.leaders.get(case.group), job.best_seen.get(case.group)) if d]
     if not leaders:
         return ""
