@@ -458,8 +458,8 @@ def test_every_message_that_crosses_a_process_is_typed_and_versioned(tmp_path):
 
     # Nothing that reads a spec reads it by string key.
     for module in ("bench/run/worker.py", "bench/fit/worker.py", "bench/fit/world.py", "bench/engine/launchers.py",
-                   "bench/run/nodes.py", "bench/checks/parity_worker.py", "strategies/gluon/worker.py",
-                   "strategies/gluon/parity.py"):
+                   "bench/run/node_launches.py", "bench/checks/parity_worker.py", "strategies/gluon/worker.py",
+                   "strategies/gluon/parity.py", "bench/link/probe.py"):
         tree = ast.parse((REPO / module).read_text())
         keyed = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Subscript)
                  and isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str)

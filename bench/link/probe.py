@@ -23,7 +23,11 @@ import os
 import socket
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
+
+from bench.core.message import Message
 
 SCHEMA = "parabench-probe/1"
 SUFFIX = ".comm.json"
@@ -134,15 +138,29 @@ def _time(op, device, warmup: int, reps: int, inner: int) -> list[float]:
     return times
 
 
-def _rank_main(rank: int, n: int, port: int, spec: dict, out: str) -> None:
+@dataclass(frozen=True)
+class ProbeSpec(Message):
+    """What each rank of a probe job measures (spawned with it): its collectives at each size."""
+
+    KIND: ClassVar[str] = "probe spec"
+    gpus: tuple[int, ...]
+    sizes: tuple[int, ...]
+    warmup: int
+    reps: int
+    inner: int
+    collectives: tuple[str, ...]
+    parent: int  # the probe's process: its ranks end with it
+
+
+def _rank_main(rank: int, n: int, port: int, spec: ProbeSpec, out: str) -> None:
     from bench.run import procs
 
-    procs.die_with_parent(spec["parent"])  # a probe killed even by SIGKILL takes its ranks along
+    procs.die_with_parent(spec.parent)  # a probe killed even by SIGKILL takes its ranks along
     import torch
     import torch.distributed as dist
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    gpus = spec["gpus"]
+    gpus = spec.gpus
     kwargs = {}
     if gpus:
         device = torch.device("cuda", gpus[rank])
@@ -154,10 +172,10 @@ def _rank_main(rank: int, n: int, port: int, spec: dict, out: str) -> None:
     dist.init_process_group("nccl" if gpus else "gloo", rank=rank, world_size=n, **kwargs)
     try:
         measured = []
-        for name in spec["collectives"]:
-            for size in spec["sizes"]:
+        for name in spec.collectives:
+            for size in spec.sizes:
                 op, nbytes = _collective(name, size, n, device)
-                times = _time(op, device, spec["warmup"], spec["reps"], spec["inner"])
+                times = _time(op, device, spec.warmup, spec.reps, spec.inner)
                 measured.append({"collective": name, "n": n, "bytes": nbytes, "times": times})
         every = [None] * n
         dist.all_gather_object(every, measured)
@@ -181,8 +199,8 @@ def measure(gpus: list[int], counts: list[int], sizes: list[int], warmup: int, r
     """Raw repetitions of every (collective, count, size), one spawned job per count."""
     import torch.multiprocessing as mp
 
-    spec = {"gpus": gpus, "sizes": sizes, "warmup": warmup, "reps": reps, "inner": inner,
-            "collectives": list(collectives), "parent": os.getpid()}
+    spec = ProbeSpec(gpus=tuple(gpus), sizes=tuple(sizes), warmup=warmup, reps=reps, inner=inner,
+                     collectives=tuple(collectives), parent=os.getpid())
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # as the sweep's workers: NVLink multicast off unless asked
     points = []
     from bench.core.lifetime import SCRATCH_PREFIX, lock_folder
