@@ -625,14 +625,19 @@ def _raced(monkeypatch, race: str, step_ms: float, leaders: dict | None, best_se
 
     monkeypatch.setattr(worker, "build_step", lambda job, case: (SimpleNamespace(devices=[]), lambda: None))
     monkeypatch.setattr(worker, "StepClock", FakeClock)
-    monkeypatch.setattr(worker.counters, "count_step", lambda run, devices: {k: 0 for k in counters.COUNTERS})
+    counted = []
+    monkeypatch.setattr(worker.counters, "count_step",
+                        lambda run, devices: counted.append(1) or {k: 0 for k in counters.COUNTERS})
     made = Case.make("dp", "fp32", "resnet18-small", Placement((), 1), 10, "eager",
                      settings(warmup=1, steps=20, trials=3)).spec()
     case = replace(made, group="g", race=race)
     rule = None if leaders is None else RaceRule(short_steps=5, leaders=leaders)
     job = worker.Job(replace(LaunchSpec.local("local", cases=(case,)), race=rule), 0, 1, 0)
     job.best_seen.update(best_seen or {})
-    return trials, worker.measure_case(job, case), job
+    row = worker.measure_case(job, case)
+    # Only a row the answer may show is counted (the profiler's step and its parse cost as much).
+    assert bool(counted) == (not row["screened"]) and (row.get("ops_per_step") is None) == bool(row["screened"])
+    return trials, row, job
 
 
 def test_a_racing_case_far_behind_stops_after_its_short_trial_and_a_close_one_runs_every_trial(monkeypatch):

@@ -221,7 +221,9 @@ def time_case(job: Job, case: CaseSpec) -> dict:
         raise RuntimeError(f"{case.strategy} declares --execution compile but its step compiled nothing: "
                            "its build() must pass the model through training.maybe_compile")
     memory = peak_memory_mib(step.devices)
-    work = counters.count_step(run, step.devices)  # after the timing: the profiler never touches it
+    # After the timing (the profiler never touches it), and only for a row the answer may show: a
+    # case stopped after its short trial is behind or tied at best, and its counting would cost as much.
+    work = counters.count_step(run, step.devices) if not screened else None
     clock.synchronize()
     phase("counters_s")
     anatomy_started = time.perf_counter()

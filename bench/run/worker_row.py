@@ -38,8 +38,11 @@ def assemble(case: CaseSpec, per_rank: list[dict], figures: dict) -> dict:
         nodes = {r["where"]["node"]: r["where"] for r in per_rank}
         figures.update(hosts=";".join(nodes[n]["host"] for n in sorted(nodes)),
                        node_gpu_names=";".join(nodes[n]["gpu"] for n in sorted(nodes)))
-    # Counters of the busiest rank (ranks of a data-parallel step do the same work).
-    figures.update({k: max(r["work"][k] for r in per_rank) for k in counters.COUNTERS}, counters_scope=counters.SCOPE)
+    # Counters of the busiest rank (ranks of a data-parallel step do the same work); none where the
+    # case was not counted (stopped after a survey's short trial).
+    if all(r["work"] is not None for r in per_rank):
+        figures.update({k: max(r["work"][k] for r in per_rank) for k in counters.COUNTERS},
+                       counters_scope=counters.SCOPE)
     data = get_workload(case.model).data
     model = facts(case.model)  # on the meta device: no memory, whatever the model's size
     figures.update(parameters=model["parameters"], flops_per_item=model["flops_per_item"], unit=data.unit.name,
