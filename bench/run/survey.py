@@ -16,8 +16,11 @@ from bench.run.search_state import (FIRST_LOOK_SHARE, RACE_MIN_STEPS, RACE_STEPS
 
 def survey(state: SearchState, cases: list[Case]) -> None:
     """The sweep asked for, raced within SURVEY_SHARE of the budget, a worker's cases at a time."""
+    # The bar: the reference strategy at the largest device count; on one device, the baseline (a
+    # process group of one is no bar, and races like the rest).
+    role = "reference" if state.counts[0] > 1 else "baseline"
     reference = [c for c in cases if c.n_replicas == state.counts[0]
-                 and (d := strategies.info(c.strategy)) is not None and d.reference]
+                 and (d := strategies.info(c.strategy)) is not None and getattr(d, role)]
     bar = {worker_of(c) for c in reference}
     always = set(reference) | {c for c in cases if (d := strategies.info(c.strategy)) is not None and d.baseline}
 
