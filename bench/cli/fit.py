@@ -164,7 +164,7 @@ def cmd_fit(args) -> int:
         knobs = make_settings(warmup=args.warmup, steps=args.steps, trials=1, **requested)
         settings = {"models": models, "strategies": chosen, "precisions": precisions, "devices": devices, "gpus": gpus,
                     "memory_budget_mib": budget, "reserve_mib": held.mib, "reserve_source": held.source,
-                    "headroom": headroom,
+                    "headroom": headroom, "largest_block": True,
                     **requested, "warmup": args.warmup,
                     "steps": args.steps, **search, "first": list(search["first"]) if search["first"] else None,
                     "probe_timeout_s": args.probe_timeout,
@@ -265,10 +265,11 @@ def _resumed(out: Path, settings: dict, models: list[str]) -> tuple[list[dict], 
         raise UsageError(f"--resume: {exc}") from None
     from bench.core.knobs import BY_NAME as KNOB
 
-    for key in ("gpus", "memory_budget_mib", "reserve_mib", "headroom", *(k for k in KNOB if KNOB[k].fit), "warmup",
-                "steps", "first", "resolution", "max_batch"):
-        # older files: none held back, no headroom, a knob they predate as what they measured (its legacy)
-        was = 0.0 if key in ("reserve_mib", "headroom") else KNOB[key].legacy if key in KNOB else None
+    for key in ("gpus", "memory_budget_mib", "reserve_mib", "headroom", "largest_block",
+                *(k for k in KNOB if KNOB[k].fit), "warmup", "steps", "first", "resolution", "max_batch"):
+        # older files: none held back, no headroom, no block, a knob they predate as what they measured (its legacy)
+        was = (0.0 if key in ("reserve_mib", "headroom") else False if key == "largest_block"
+               else KNOB[key].legacy if key in KNOB else None)
         if doc["settings"].get(key, was) != settings[key]:
             raise UsageError(f"--resume: {out} was made with {key} {doc['settings'].get(key)!r}, "
                              f"not {settings[key]!r}: give the same settings, or another --out")
@@ -366,8 +367,9 @@ def add_parser(sub) -> None:
                      "GPUs and kept per host, driver and NCCL version; on one GPU the shipped measurement for "
                      "its NCCL version; bench/fit/reserve.py)")
     cmd.add_argument("--headroom", type=float, metavar="PCT",
-                     help="percent of a probe's memory a batch must leave free beyond its peak to count as fitting: "
-                     "a real run's allocator fragments differently from a probe's (default on a GPU "
+                     help="percent of a probe's memory a batch must leave free beyond its peak, and beyond its "
+                     "largest block, to count as fitting: a real run's allocator fragments differently from a "
+                     "probe's (default on a GPU "
                      f"{100 * HEADROOM:g}; on the CPU 0, where the budget counts tensors; bench/fit/worker.py)")
     for knob in KNOBS:  # each knob's own flag, as `bench run` has it (bench/core/knobs.py)
         if knob.fit:

@@ -378,9 +378,10 @@ def where(doc: dict) -> str:
             ", nothing held back for the communicator's buffers, which a real world holds outside PyTorch's "
             "allocator (bench/fit/comm_memory.py measures them; --reserve-mib holds them back)")
     headroom = doc["settings"].get("headroom") or 0
-    if headroom:
-        held += (f", {100 * headroom:g}% of the memory left free beyond each peak for the allocator's fragmentation "
-                 "(a batch that fit with less is `tight`, not promised)")
+    block = " and its largest block" if doc["settings"].get("largest_block") and not hardware.startswith("CPU") else ""
+    if headroom or block:
+        held += (f", {100 * headroom:g}% of the memory left free beyond each peak{block} for the allocator's "
+                 "fragmentation (a batch that fit with less is `tight`, not promised)")
     return (f"measured in a fake world of n on one {hardware}" if not hardware.startswith("CPU") else (
         f"measured in a fake world of n on the {hardware}, tensors tracked against a budget of "
         f"{doc['settings'].get('memory_budget_mib'):g} MiB")) + held
