@@ -14,9 +14,11 @@ mkdir -p "$OUT"
 if [ -f .vendor/apex-25.05-python.tar.gz ]; then
   mkdir -p /tmp/apex && tar -xzf .vendor/apex-25.05-python.tar.gz -C /tmp/apex && export PYTHONPATH=/tmp/apex
 fi
-gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c | sed 's/^ *//' | paste -sd,)
+# The GPUs the tests see: CUDA_VISIBLE_DEVICES's where it names some (2 of a host's 4, say).
+gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader ${CUDA_VISIBLE_DEVICES:+-i "$CUDA_VISIBLE_DEVICES"} 2>/dev/null \
+       | sort | uniq -c | sed 's/^ *//' | paste -sd,)
 log="$OUT/$NAME.log"
-{ echo "# PYTHONPATH=/tmp/apex $PY -m pytest -m gpu tests -v -rs -p no:cacheprovider --durations=30 -n 4 $*"
+{ echo "# ${CUDA_VISIBLE_DEVICES:+CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES }PYTHONPATH=/tmp/apex $PY -m pytest -m gpu tests -v -rs -p no:cacheprovider --durations=30 -n 4 $*"
   echo "# the working tree of commit $COMMIT on ${gpus:-no GPU} ($(date -u +%F)); torch" \
        "$($PY -c 'import torch; print(torch.__version__)')"
 } > "$log"
