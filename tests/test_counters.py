@@ -137,17 +137,18 @@ def test_counting_lets_the_profiler_detach_from_the_gpu_unless_told_otherwise(tm
 
     # Before CUDA 12.6, CUPTI attached again after a teardown crashed with CUDA graphs: left attached there.
     assert [detaching_is_safe(v) for v in ("11.8", "12.4", "12.6", "13.0", None)] == [False, False, True, True, True]
-    probe = ("import os, torch; from bench.measure import counters, envinfo; "
-             "counters.count_step(lambda: torch.ones(2).sum(), [torch.device('cpu')]); "
+    probe = ("import os, sys, torch; from bench.measure import counters, envinfo; "
+             "counters.count_step(lambda: torch.ones(2).sum(), [torch.device('cpu')], detach=sys.argv[1] == 'detach'); "
              "print(os.environ.get('TEARDOWN_CUPTI'), envinfo.variables()['TEARDOWN_CUPTI'])")
-    for given, expected in ((None, "1 1"), ("0", "0 0")):
+    # An anatomy to follow keeps it attached (0) through the counting: its windows let go after the last.
+    for given, detach, expected in ((None, "detach", "1 1"), ("0", "detach", "0 0"), (None, "stay", "0 0")):
         env = {k: v for k, v in os.environ.items() if k != "TEARDOWN_CUPTI"}
         if given is not None:
             env["TEARDOWN_CUPTI"] = given
-        proc = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True,
-                              timeout=120)
+        proc = subprocess.run([sys.executable, "-c", probe, detach], cwd=REPO, env=env, capture_output=True,
+                              text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
-        assert proc.stdout.split()[-2:] == expected.split(), (given, proc.stdout)
+        assert proc.stdout.split()[-2:] == expected.split(), (given, detach, proc.stdout)
 
 
 def test_the_anatomys_profiler_stays_attached_between_its_windows_and_lets_go_after_the_last(monkeypatch, tmp_path):

@@ -591,7 +591,7 @@ def test_make_fit_check_runs_the_fit_then_the_real_runs_then_the_table():
     assert one.returncode != 0 and "fit-check needs two or more GPUs" in one.stderr
 
 
-def test_what_a_real_world_holds_beside_the_allocator_is_held_back_by_default(tmp_path):
+def test_what_a_real_world_holds_beside_the_allocator_is_held_back_by_default(tmp_path, monkeypatch):
     """bench/fit/reserve.py's order: --reserve-mib given; on a host of 2+ GPUs this host's own
     measurement for its driver and NCCL version (measured once, then kept); on one GPU the committed
     measurement for its NCCL version (2 H100s, NCCL 2.28.9: 1000 MiB per rank), named; else nothing,
@@ -625,6 +625,17 @@ def test_what_a_real_world_holds_beside_the_allocator_is_held_back_by_default(tm
     assert first == again and first.mib == 1010.5 and "measured on h (driver 580, NCCL 2.30.1" in first.source
     reserve.choose(None, [0], [0, 1], "2.30.1", "h", "590", tmp_path, measure=fake_measure)  # another driver
     assert measured == [((0, 1), "h", "580"), ((0, 1), "h", "590")]
+    reserve.choose(None, [2], [0, 1, 2, 3], "2.30.1", "h", "600", tmp_path, measure=fake_measure)
+    reserve.choose(None, [3], [0, 1, 2, 3], "2.30.1", "h", "610", tmp_path, measure=fake_measure)
+    assert [gpus[:2] for gpus, *_ in measured[2:]] == [(2, 3), (3, 0)]  # the fit's GPU and the next: not 0 and 1
+
+    def failing(cmd, **kwargs):  # torchrun ends its output with a banner of asterisks after the error
+        said = "RuntimeError: NCCL error: unhandled cuda error\n" + "*" * 41 + "\n"
+        return subprocess.CompletedProcess(cmd, 1, "", said)
+
+    monkeypatch.setattr(reserve.subprocess, "run", failing)
+    with pytest.raises(reserve.ReserveError, match="NCCL error: unhandled cuda error"):
+        reserve.measure([2, 3], tmp_path, "h", "620")
 
     doc = {"settings": {"gpus": [0], "resolution": 0.02, "reserve_mib": one.mib, "reserve_source": one.source},
            "rows": [{"hardware": "NVIDIA H100 80GB HBM3"}], "outcomes": []}

@@ -93,7 +93,9 @@ def measure(gpus: list[int], folder: Path, host: str, driver: str) -> list[dict]
         raise ReserveError("measuring the communicator's memory took over 600 s: give --reserve-mib instead") from None
     entries = [{**e, "host": host, "driver": driver} for e in _entries(proc.stdout)]
     if proc.returncode != 0 or not entries:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        # the last line that says something: torchrun closes its output with a banner of asterisks
+        said = [line for line in proc.stderr.splitlines() if line.strip().strip("*")]
+        tail = next((line for line in reversed(said) if "Error" in line), said[-1] if said else "no output").strip()
         raise ReserveError(f"measuring the communicator's memory on GPUs {gpus[:2]} failed ({tail[:200]}): "
                            "give --reserve-mib instead")
     Path(folder).mkdir(parents=True, exist_ok=True)
@@ -114,7 +116,9 @@ def choose(given: float | None, gpus: list[int], visible: list[int], nccl: str |
     if len(visible) >= 2:
         found = kept(folder, host, driver, nccl)
         if found is None:
-            measure(visible, folder, host, driver)
+            # on the fit's own GPU and the next one: a fit on GPU 2 of 4 leaves GPUs 0 and 1 to other work
+            at = visible.index(gpus[0]) if gpus[0] in visible else 0
+            measure(visible[at:] + visible[:at], folder, host, driver)
             found = kept(folder, host, driver, nccl)
         if found is not None:
             return found

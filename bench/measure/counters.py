@@ -81,12 +81,13 @@ def detach_profiler_afterwards(detach: bool = True) -> None:
         _SET_HERE.append(os.environ["TEARDOWN_CUPTI"])
 
 
-def count_step(run, devices) -> dict:
-    """The counters of one call of `run` on `devices` (all of this process's)."""
+def count_step(run, devices, detach: bool = True) -> dict:
+    """The counters of one call of `run` on `devices` (all of this process's). `detach` False keeps
+    the profiler attached for the step anatomy's windows that follow (bench/measure/capture.py)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    detach_profiler_afterwards()
+    detach_profiler_afterwards(detach)
     # Launches and synchronisations are host-side calls, recorded when made: the window
     # needs no synchronisation of its own (which would be counted as the step's).
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if any(d.type == "cuda" for d in devices) else [])
