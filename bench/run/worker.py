@@ -223,9 +223,8 @@ def time_case(job: Job, case: CaseSpec) -> dict:
     memory = peak_memory_mib(step.devices)
     # After the timing (the profiler never touches it), and only for a row the answer may show: a
     # case stopped after its short trial is behind or tied at best, and its counting would cost as much.
-    # With an anatomy to follow, the profiler stays attached until its last window: on 2 H200s under
-    # torchrun, its GPU timeline after the counting's teardown held no GPU activity on either rank
-    # (tests/gpu-logs/h200x2-823bcc3.log).
+    # With an anatomy to follow, the profiler stays attached: the anatomy lets go after its windows
+    # (bench/measure/capture.py), with no teardown and attaching again between the two.
     work = counters.count_step(run, step.devices, detach=case.anatomy is None) if not screened else None
     clock.synchronize()
     phase("counters_s")
