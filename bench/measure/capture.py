@@ -58,7 +58,8 @@ def capture(run, devices, steps: int, folder: str, rank: int) -> None:
         prof.step()
     # The profiler lets go of the GPU in an empty window of its own: on 2 H200s under torchrun the GPU
     # timeline of a window that let go as it stopped held no GPU activity on either rank, and with
-    # TEARDOWN_CUPTI=0 throughout the same test passed (tests/gpu-logs/h200x2-1b07625.log).
+    # TEARDOWN_CUPTI=0 throughout the same test passed (tests/gpu-logs/h200x2-1b07625.log and
+    # h200x2-1b07625-attached.log); so it passed at 14f3745 (h200x2-14f3745-anatomy.log).
     detach_profiler_afterwards()
     with profile(activities=[ProfilerActivity.CUDA]):
         pass
