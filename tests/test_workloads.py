@@ -84,6 +84,27 @@ def test_a_factory_outside_the_repository_runs_under_every_kind_of_strategy(toy,
     assert all(r["workload_source"] for r in rows)  # skipped rows too
 
 
+@pytest.mark.slow  # two compiled sweeps on the CPU: make test-slow, which CI runs too
+def test_a_compiled_row_says_whether_its_graphs_came_from_inductors_cache(toy, tmp_path):
+    """Compiles are most of a cold run's time, and inductor's cache persists across runs: a compiled
+    row names the cache and how many of its graphs came from it. The same sweep twice with one
+    cache folder: the first compiles every graph afresh, the second takes every one from the cache."""
+    cache = tmp_path / "inductor-cache"
+    said = []
+    for run in ("cold", "warm"):
+        out = tmp_path / f"{run}.json"
+        proc = run_cli("run", "--strategies", "single", "--models", "toymodels:build", "--execution", "eager,compile",
+                       *TINY, "--out", str(out), env={**env_with(toy), "TORCHINDUCTOR_CACHE_DIR": str(cache)})
+        assert proc.returncode == 0, proc.stderr
+        rows = {r["execution"]: r for r in rows_of(out)}
+        assert rows["eager"]["compile_cache"] in ("", None), rows["eager"]["compile_cache"]
+        said.append(rows["compile"]["compile_cache"])
+    graphs = int(said[0].split(" of ")[1].split()[0])
+    assert graphs >= 2, said  # a forward and a backward graph at least
+    assert said[0] == f"0 of {graphs} graphs from the cache in {cache}, {graphs} compiled afresh", said
+    assert said[1] == f"{graphs} of {graphs} graphs from the cache in {cache}", said
+
+
 def test_the_same_step_in_every_strategy_for_a_users_workload(toy, monkeypatch):
     """Parity holds for any workload, its own loss included (label smoothing here)."""
     from bench.checks.parity import CPU_TOLERANCE, all_close, parity_case, reference_parameters, run_parity

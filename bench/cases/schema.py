@@ -52,6 +52,9 @@ FIGURES = [
     "output_tail",
     "notes",  # what the strategy did with the knobs that they alone do not say (Strategy.notes)
     "screened",  # a search's survey stopped the case after its short first trial, and why ('' where all ran)
+    # A compiled case's graphs: how many of them inductor took from its cache (TORCHINDUCTOR_CACHE_DIR, which
+    # persists across runs) and how many it compiled afresh during the build and warm-up ('' when not compiled).
+    "compile_cache",
 ]
 ENVIRONMENT = [
     "gpu_name", "gpu_count_host", "gpu_memory_mib", "driver", "cuda", "cudnn", "nccl", "torch", "mxnet", "numpy",

@@ -141,6 +141,25 @@ def compiled_graphs() -> int:
     return counters["stats"]["unique_graphs"]
 
 
+def compile_cache_counts() -> tuple[int, int]:
+    """Graphs inductor took from its cache and compiled afresh in this process so far (its FX graph
+    cache's hits and misses: a forward and a backward graph each)."""
+    from torch._dynamo.utils import counters
+
+    return counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
+
+
+def compile_cache_said(hits: int, misses: int) -> str:
+    """A compiled case's `compile_cache` column: where its graphs came from, and which cache."""
+    import os
+
+    folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or "inductor's default folder"
+    if not hits + misses:
+        return "no graph compiled in this case: the worker held them from an earlier case"
+    return f"{hits} of {hits + misses} graphs from the cache in {folder}" + (
+        f", {misses} compiled afresh" if misses else "")
+
+
 def shard(tensor: torch.Tensor, n: int, index: int) -> torch.Tensor:
     """Replica `index`'s equal slice of the batch."""
     per = tensor.shape[0] // n

@@ -178,7 +178,7 @@ def time_case(job: Job, case: CaseSpec) -> dict:
         now = time.perf_counter()
         phases[name], mark = now - mark, now
 
-    graphs = training.compiled_graphs()
+    graphs, cached = training.compiled_graphs(), training.compile_cache_counts()
     step, run = build_step(job, case)
     clock = StepClock(step.devices)
     clock.synchronize()
@@ -187,6 +187,11 @@ def time_case(job: Job, case: CaseSpec) -> dict:
         run()
     clock.synchronize()
     phase("warmup_s")
+    # Where the compiled graphs came from (inductor's cache persists across runs: a cold one costs
+    # the warm-up minutes); a graph dynamo recompiles later lands in the counts of the case it hits.
+    compile_cache = (training.compile_cache_said(*(now - before for now, before in
+                                                   zip(training.compile_cache_counts(), cached)))
+                     if case.execution == "compile" else "")
     # Every execution alike: the peak from here on, graph pools added (timing.peak_memory_mib).
     reset_peak_memory(step.devices)
     job.launcher.barrier()
@@ -231,6 +236,7 @@ def time_case(job: Job, case: CaseSpec) -> dict:
     anatomy_started = time.perf_counter()
     breakdown = profile_anatomy(job, case, run, step.devices) if case.anatomy else None
     return {"step_ms": step_ms, "wall": trial_wall, "memory": memory, "work": work, "anatomy": breakdown,
+            "compile_cache": compile_cache,
             "anatomy_s": time.perf_counter() - anatomy_started, "where": job.whereabouts(), "phases": phases,
             "capped": capped, "screened": screened, "steps": steps}
 
