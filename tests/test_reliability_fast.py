@@ -664,7 +664,7 @@ def test_an_oom_kill_outside_the_cgroup_is_not_the_workers(monkeypatch):
 
 def test_what_counts_as_out_of_memory():
     """The allocator's error, the host's, and cuBLAS failing to allocate its workspace (as it did
-    on an H100 at the edge of memory: results/reference/h100/fit/fit.log); not any error."""
+    on an H100 at the edge of memory: a probe of results/reference/h100/fit/fit-h100.fit.json); not any error."""
     from bench.run.worker import is_oom
 
     assert is_oom(MemoryError("out of memory: 16.0 MiB of tensors"))
