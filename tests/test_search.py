@@ -851,7 +851,8 @@ def test_a_heavy_models_survey_is_whole_within_the_default_budget_once_it_races(
 
 def test_the_answer_says_where_a_searchs_time_went(tmp_path):
     """`bench answer` said the phases' seconds; it now also says how many survey cases stopped after
-    their short trial, and why, and what the compiled cases spent building and warming up."""
+    their short trial, and why, and what the compiled cases spent building and warming up, with how many
+    of their graphs came from inductor's cache."""
     from bench.report.answer_text import search_lines
 
     _, doc = device_search(tmp_path, gpus=(0, 1, 2, 3), names=EVERY_STRATEGY)
@@ -859,12 +860,14 @@ def test_the_answer_says_where_a_searchs_time_went(tmp_path):
                 and str(m.get("screened", "")).startswith("raced out"))
     rows = doc["rows"]
     compiled = [r for r in rows if r["status"] == "ok" and r["execution"] == "compile"]
-    for r in compiled:
-        r.update(build_s=4.0, warmup_s=20.0)
+    for i, r in enumerate(compiled):
+        r.update(build_s=4.0, warmup_s=20.0, graphs_from_cache=2 if i else 0, graphs_compiled=0 if i else 2)
     results.write(tmp_path / "run.json", rows, {"search": doc["search"]})
     text = "\n".join(search_lines(tmp_path / "run.json"))
     assert raced and f"survey cases stopped after a short trial: {raced} raced out;" in text, text
     assert f"compiled cases spent {24 * len(compiled)} s building and warming up" in text, text
+    cached = 2 * (len(compiled) - 1)
+    assert f"(mostly compiling, {cached} of {cached + 2} of their graphs from inductor's cache)" in text, text
 
 
 def test_a_first_look_is_measured_in_full_when_the_run_is_resumed(tmp_path):

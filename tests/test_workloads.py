@@ -103,6 +103,7 @@ def test_a_compiled_row_says_whether_its_graphs_came_from_inductors_cache(toy, t
     assert graphs >= 2, said  # a forward and a backward graph at least
     assert said[0] == f"0 of {graphs} graphs from the cache in {cache}, {graphs} compiled afresh", said
     assert said[1] == f"{graphs} of {graphs} graphs from the cache in {cache}", said
+    assert (rows["compile"]["graphs_from_cache"], rows["compile"]["graphs_compiled"]) == (graphs, 0)
 
 
 def test_the_same_step_in_every_strategy_for_a_users_workload(toy, monkeypatch):

@@ -53,8 +53,9 @@ FIGURES = [
     "notes",  # what the strategy did with the knobs that they alone do not say (Strategy.notes)
     "screened",  # a search's survey stopped the case after its short first trial, and why ('' where all ran)
     # A compiled case's graphs: how many of them inductor took from its cache (TORCHINDUCTOR_CACHE_DIR, which
-    # persists across runs) and how many it compiled afresh during the build and warm-up ('' when not compiled).
-    "compile_cache",
+    # persists across runs) and how many it compiled afresh during the build and warm-up, in words with the
+    # cache's folder and as counts (empty when not compiled).
+    "compile_cache", "graphs_from_cache", "graphs_compiled",
 ]
 ENVIRONMENT = [
     "gpu_name", "gpu_count_host", "gpu_memory_mib", "driver", "cuda", "cudnn", "nccl", "torch", "mxnet", "numpy",
@@ -72,7 +73,7 @@ STATUSES = ("ok", "oom", "error", "timeout", "skipped")
 INTEGER = {*COUNTERS[:-1], "items_per_sample", "n_gpus", "n_replicas", "nnodes", "gpus_per_node", "world_size",
            "batch_per_gpu", "warmup",
            "steps", "trials", "seed", "global_batch", "n_timed_steps",
-           "gpu_count_host", "anatomy_steps", "parameters", "host_cpus"}
+           "gpu_count_host", "anatomy_steps", "parameters", "host_cpus", "graphs_from_cache", "graphs_compiled"}
 FLOAT = {
     "items_per_s", "items_per_s_p10", "items_per_s_p90", "items_per_s_ci_lo", "items_per_s_ci_hi", "wall_items_per_s",
     "trial_items_per_s_min", "trial_items_per_s_max",

@@ -149,15 +149,16 @@ def compile_cache_counts() -> tuple[int, int]:
     return counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
 
 
-def compile_cache_said(hits: int, misses: int) -> str:
-    """A compiled case's `compile_cache` column: where its graphs came from, and which cache."""
+def compile_cache_columns(hits: int, misses: int) -> dict:
+    """A compiled case's graphs: how many came from inductor's cache and how many were compiled
+    afresh, and in words with the cache's folder (`compile_cache`)."""
     import os
 
     folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or "inductor's default folder"
-    if not hits + misses:
-        return "no graph compiled in this case: the worker held them from an earlier case"
-    return f"{hits} of {hits + misses} graphs from the cache in {folder}" + (
-        f", {misses} compiled afresh" if misses else "")
+    said = (f"{hits} of {hits + misses} graphs from the cache in {folder}" + (
+        f", {misses} compiled afresh" if misses else "") if hits + misses else
+        "no graph compiled in this case: the worker held them from an earlier case")
+    return {"compile_cache": said, "graphs_from_cache": hits, "graphs_compiled": misses}
 
 
 def shard(tensor: torch.Tensor, n: int, index: int) -> torch.Tensor:

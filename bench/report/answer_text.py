@@ -179,10 +179,13 @@ def search_lines(path: str, name: str | None = None) -> list[str]:
     lines = [f"Search of {source}: budget {log.get('budget_s', 0) / 60:g} min, spent "
              f"{log.get('spent_s', 0) / 60:.1f} min ({phases})."]
     raced = _stopped_early(log)
-    compiling = _compiling_s(path)
+    compiling, cached, compiled = _compiling(path)
     if raced or compiling:
+        graphs = (f", {cached} of {cached + compiled} of their graphs from inductor's cache" if cached + compiled
+                  else "")
         parts = ([f"survey cases stopped after a short trial: {raced}"] if raced else []) + (
-            [f"compiled cases spent {compiling:.0f} s building and warming up (mostly compiling)"] if compiling else [])
+            [f"compiled cases spent {compiling:.0f} s building and warming up (mostly compiling{graphs})"]
+            if compiling else [])
         lines.append(f"Where the time went: {'; '.join(parts)}.")
     for final in log.get("finals", []):
         g = final.get("group", {})
@@ -203,12 +206,16 @@ def _stopped_early(log: dict) -> str:
     return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
 
 
-def _compiling_s(path) -> float:
-    """Seconds the file's compiled rows spent building and warming up: mostly torch.compile."""
+def _compiling(path) -> tuple[float, int, int]:
+    """Seconds the file's compiled rows spent building and warming up (mostly torch.compile), and
+    how many of their graphs came from inductor's cache and how many were compiled afresh (rows
+    written before the counts: none)."""
     from bench.cases import results
 
-    return sum(float(r.get("build_s") or 0) + float(r.get("warmup_s") or 0) for r in results.load(path)
-               if r.get("status") == "ok" and r.get("execution") == "compile")
+    rows = [r for r in results.load(path) if r.get("status") == "ok" and r.get("execution") == "compile"]
+    return (sum(float(r.get("build_s") or 0) + float(r.get("warmup_s") or 0) for r in rows),
+            sum(int(r.get("graphs_from_cache") or 0) for r in rows),
+            sum(int(r.get("graphs_compiled") or 0) for r in rows))
 
 
 def _ties(r: dict) -> str:

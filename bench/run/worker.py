@@ -189,9 +189,9 @@ def time_case(job: Job, case: CaseSpec) -> dict:
     phase("warmup_s")
     # Where the compiled graphs came from (inductor's cache persists across runs: a cold one costs
     # the warm-up minutes); a graph dynamo recompiles later lands in the counts of the case it hits.
-    compile_cache = (training.compile_cache_said(*(now - before for now, before in
-                                                   zip(training.compile_cache_counts(), cached)))
-                     if case.execution == "compile" else "")
+    compile_cache = (training.compile_cache_columns(*(now - before for now, before in
+                                                      zip(training.compile_cache_counts(), cached)))
+                     if case.execution == "compile" else {})
     # Every execution alike: the peak from here on, graph pools added (timing.peak_memory_mib).
     reset_peak_memory(step.devices)
     job.launcher.barrier()

@@ -28,7 +28,7 @@ def assemble(case: CaseSpec, per_rank: list[dict], figures: dict) -> dict:
     figures = dict(figures)
     memory = {(r["where"]["node"], k): v for r in per_rank for k, v in r["memory"].items()}
     figures["cpus_per_rank"] = ";".join(r["where"]["cpus"] for r in per_rank)
-    figures["compile_cache"] = per_rank[0].get("compile_cache", "")  # every rank compiles the same graphs
+    figures.update(per_rank[0].get("compile_cache") or {})  # every rank compiles the same graphs
     figures.update({name: round(max(r["phases"][name] for r in per_rank), 3) for name in per_rank[0]["phases"]})
     # The most capped GPU of any rank (None where no rank could read its counters).
     figures.update({column: max((r["capped"][column] for r in per_rank if r["capped"][column] is not None),
