@@ -630,7 +630,7 @@ def _raced(monkeypatch, race: str, step_ms: float, leaders: dict | None, best_se
     monkeypatch.setattr(worker, "StepClock", FakeClock)
     counted = []
     monkeypatch.setattr(worker.counters, "count_step",
-                        lambda run, devices: counted.append(1) or {k: 0 for k in counters.COUNTERS})
+                        lambda run, devices, detach=True: counted.append(1) or {k: 0 for k in counters.COUNTERS})
     made = Case.make("dp", "fp32", "resnet18-small", Placement((), 1), 10, "eager",
                      settings(warmup=1, steps=20, trials=3)).spec()
     case = replace(made, group="g", race=race)
