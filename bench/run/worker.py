@@ -227,10 +227,12 @@ def time_case(job: Job, case: CaseSpec) -> dict:
                            "its build() must pass the model through training.maybe_compile")
     memory = peak_memory_mib(step.devices)
     # After the timing (the profiler never touches it), and only for a row the answer may show: a
-    # case stopped after its short trial is behind or tied at best, and its counting would cost as much.
+    # settled case ties the leader at best and may stand as its runner-up; one raced out is far
+    # behind and a first look is a row of the survey alone, and their counting would cost as much.
     # With an anatomy to follow, the profiler stays attached: the anatomy lets go after its windows
     # (bench/measure/capture.py), with no teardown and attaching again between the two.
-    work = counters.count_step(run, step.devices, detach=case.anatomy is None) if not screened else None
+    counted = not screened or screened.startswith("settled")
+    work = counters.count_step(run, step.devices, detach=case.anatomy is None) if counted else None
     clock.synchronize()
     phase("counters_s")
     anatomy_started = time.perf_counter()
