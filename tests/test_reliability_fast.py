@@ -341,6 +341,18 @@ def test_with_no_run_of_your_own_answer_and_report_say_how_to_make_one(tmp_path,
 
 # --- compare ------------------------------------------------------------------------------
 
+def test_compare_reads_a_row_stopped_after_its_short_trial_as_the_trial_that_ran():
+    """A survey row stopped after its short first trial keeps the asked protocol in its warmup, steps
+    and trials columns (the case's identity); compare read them and held its 5 steps as 3 trials of 20."""
+    from bench.report.compare import protocol_difference
+
+    full = {"warmup": 10, "steps": 20, "trials": 3, "n_timed_steps": 60, "screened": ""}
+    short = dict(full, n_timed_steps=5, screened="raced out: a short trial of 5 steps read 100 img/s")
+    assert protocol_difference(full, short) == "steps 20 -> 5, trials 3 -> 1"
+    assert protocol_difference(short, short) == "" and protocol_difference(full, dict(full)) == ""
+
+
+
 def test_compare_counts_no_skipped_row_as_new_and_notes_another_protocol(tmp_path, capsys):
     baseline = results_file(tmp_path / "base.json", "2026-11-01")
     doc = json.loads(baseline.read_text())

@@ -176,10 +176,19 @@ def compare(baseline: list[dict], current: list[dict], th: Thresholds, across_ha
 PROTOCOL = ("warmup", "steps", "trials")
 
 
+def protocol(row: dict) -> dict:
+    """What ran: a row a search's survey stopped after its short first trial (`screened`) keeps the
+    protocol asked for in its warmup/steps/trials, but measured one trial of `n_timed_steps`."""
+    if row.get("screened") and row.get("n_timed_steps"):
+        return {"warmup": row.get("warmup"), "steps": row["n_timed_steps"], "trials": 1}
+    return {name: row.get(name) for name in PROTOCOL}
+
+
 def protocol_difference(base: dict, cur: dict) -> str:
     """'warmup 3 -> 1, steps 6 -> 2' where the two rows were measured differently, else ''."""
-    return ", ".join(f"{name} {base.get(name)} -> {cur.get(name)}" for name in PROTOCOL
-                     if base.get(name) is not None and cur.get(name) is not None and base[name] != cur[name])
+    before, after = protocol(base), protocol(cur)
+    return ", ".join(f"{name} {before[name]} -> {after[name]}" for name in PROTOCOL
+                     if before[name] is not None and after[name] is not None and before[name] != after[name])
 
 
 # An allowance this wide is no judgement: a case 90% slower passed a noise allowance of over 100% on
