@@ -200,13 +200,19 @@ def main() -> None:
         found["host_bound"] = []
         for turn in range(2):
             for beside in (False, True):
+                started = time.time()
                 compiling = (child("side", args, folder / f"beside-{turn}", threads=args.threads, wait=False)
                              if beside else None)
                 timing = child("host-bound", args, folder / f"alone-{turn}")
-                if compiling is not None:
-                    compiling.wait()
-                found["host_bound"].append({"turn": turn, "beside_a_compile": beside,
-                                            **quantiles(timing["step_ms"])})
+                timed_until = time.time()
+                entry = {"turn": turn, "beside_a_compile": beside, "timed_s": timed_until - started}
+                if compiling is not None:  # the compile must have run, and beside the timing
+                    out, _ = compiling.communicate()
+                    if compiling.returncode:
+                        raise SystemExit(f"the side compile beside turn {turn} exited {compiling.returncode}")
+                    entry.update(side_compile_s=json.loads(out.strip().splitlines()[-1])["compile_s"],
+                                 side_ended_after_timing_s=time.time() - timed_until)
+                found["host_bound"].append({**entry, **quantiles(timing["step_ms"])})
     for part in ("cold", "after_side"):
         found[part]["step"] = quantiles(found[part].pop("step_ms"))
     text = json.dumps(found, indent=1)

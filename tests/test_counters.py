@@ -199,3 +199,14 @@ def test_the_anatomys_profiler_stays_attached_between_its_windows_and_lets_go_af
     stops.clear()
     capture.capture(lambda: None, gpu, 2, str(tmp_path), 0)
     assert stops == ["0", "0", "1"], stops
+    # A window that fails still lets go after it: the worker's next cases run detached.
+    monkeypatch.setattr(counters, "_SET_HERE", [])
+    monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
+    stops.clear()
+
+    def fails():
+        raise RuntimeError("CUDA error")
+
+    with pytest.raises(RuntimeError):
+        capture.capture(fails, gpu, 2, str(tmp_path), 0)
+    assert stops == ["0", "1"], stops

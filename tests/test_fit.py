@@ -629,8 +629,13 @@ def test_what_a_real_world_holds_beside_the_allocator_is_held_back_by_default(tm
     reserve.choose(None, [3], [0, 1, 2, 3], "2.30.1", "h", "610", tmp_path, measure=fake_measure)
     assert [gpus[:2] for gpus, *_ in measured[2:]] == [(2, 3), (3, 0)]  # the fit's GPU and the next: not 0 and 1
 
-    def failing(cmd, **kwargs):  # torchrun ends its output with a banner of asterisks after the error
-        said = "RuntimeError: NCCL error: unhandled cuda error\n" + "*" * 41 + "\n"
+    def failing(cmd, **kwargs):  # torchrun's output when a rank raised: its banner, the rank's error, its summary
+        said = "\n".join(["*" * 41, "Setting OMP_NUM_THREADS environment variable for each process to be 1", "*" * 41,
+                          "Traceback (most recent call last):", '  File "comm_memory.py", line 9, in <module>',
+                          "RuntimeError: NCCL error: unhandled cuda error", "E1129 19:03:57 failed (exitcode: 1)",
+                          "Traceback (most recent call last):",
+                          "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "=" * 60,
+                          "bench.fit.comm_memory FAILED", "-" * 60, "Root Cause (first observed failure):", "=" * 60])
         return subprocess.CompletedProcess(cmd, 1, "", said)
 
     monkeypatch.setattr(reserve.subprocess, "run", failing)
@@ -1002,8 +1007,54 @@ def test_a_language_models_fit_holds_back_its_largest_block_where_a_real_run_may
     assert {(c["strategy"], c["batch_per_gpu"]): c["fit_says"] for c in after}[("zero1", 35)] == "not decided"
     said = judged({"status": "ok", "peak_alloc_mib": 130_000, "peak_reserved_mib": 134_000,
                    "largest_block_mib": 6_000}, 141_629, 2_833)
-    assert said["status"] == "tight" and "largest block (6000 MiB)" in said["reason"], said
+    assert said["status"] == "tight" and said["reason"] == (
+        "fit with 7629 MiB to spare, under the 8833 MiB it must leave free: 2833 for the allocator's fragmentation "
+        "and its largest block, 6000 MiB, which a real run may need afresh; a real run may not fit"), said
     assert judged({**said, "status": "ok", "largest_block_mib": 4_000}, 141_629, 2_833)["status"] == "ok"
+    # The allocator freed its cache to retry a request (Memory.largest_block: None): its largest block is unknown.
+    retried = judged({**said, "status": "ok", "largest_block_mib": None}, 141_629, 2_833)
+    assert retried["status"] == "tight" and "freed its cache to retry a request" in retried["reason"], retried
+
+
+def test_the_communicators_memory_is_measured_on_the_fits_own_gpu_under_cuda_visible_devices(monkeypatch):
+    """--gpus counts within CUDA_VISIBLE_DEVICES; the measurement names the host's GPUs: with 2,3
+    visible, --gpus 0 is the host's GPU 2, and the pair measured is 2 and 3, not 0 and 1."""
+    from types import SimpleNamespace
+
+    from bench.cli import fit as cli_fit
+    from bench.fit import reserve
+    from bench.measure import envinfo
+
+    monkeypatch.setattr(envinfo, "gpus_on_host", lambda: [{"index": i, "driver": "580"} for i in range(4)])
+    monkeypatch.setattr(envinfo, "runtime_libraries", lambda: {"nccl": "2.28.9"})
+    seen = []
+    monkeypatch.setattr(reserve, "choose", lambda given, gpus, visible, *rest: seen.append((gpus, visible)) or
+                        reserve.Reserve(0.0, ""))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    cli_fit._reserve(SimpleNamespace(reserve_mib=None, results_dir="r"), [0])
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    cli_fit._reserve(SimpleNamespace(reserve_mib=None, results_dir="r"), [1])
+    assert seen == [([2], [2, 3]), ([1], [0, 1, 2, 3])]
+
+
+def test_a_gpu_fit_made_before_the_largest_block_is_not_resumed_and_a_cpu_fit_is(tmp_path):
+    """Its probes were judged by another rule: resumed, one fit would hold verdicts of two. A CPU fit
+    holds no blocks back (its budget counts tensors), so an older one resumes as before."""
+    import shutil
+
+    from bench.cli.fit import _resumed
+    from bench.cli.common import UsageError
+
+    old = tmp_path / "old.fit.json"
+    shutil.copy(GPT_FIT, old)
+    from bench.core.knobs import BY_NAME as KNOB
+
+    legacy = {k: KNOB[k].legacy for k in KNOB if KNOB[k].fit}  # knobs the file predates: what it measured
+    settings = {**legacy, **json.loads(old.read_text())["settings"], "largest_block": True}
+    with pytest.raises(UsageError, match="made before its probes held back their largest block"):
+        _resumed(old, settings, ["gpt2-1.5b"])
+    rows, _, _ = _resumed(old, {**settings, "largest_block": False}, ["gpt2-1.5b"])
+    assert len(rows) == 63
 
 
 @pytest.mark.parametrize("value", ["-1", "50", "nan"])

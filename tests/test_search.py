@@ -870,6 +870,11 @@ def test_the_answer_says_where_a_searchs_time_went(tmp_path):
     assert f"compiled cases spent {24 * len(compiled)} s building and warming up" in text, text
     cached = 2 * (len(compiled) - 1)
     assert f"(mostly compiling, {cached} of {cached + 2} of their graphs from inductor's cache)" in text, text
+    compiled[0].update(graphs_from_cache=None, graphs_compiled=None)  # a row that did not count them
+    results.write(tmp_path / "run.json", rows, {"search": doc["search"]})
+    text = "\n".join(search_lines(tmp_path / "run.json"))
+    assert (f"{cached} of {cached} of their graphs from inductor's cache (counted in {len(compiled) - 1} of the "
+            f"{len(compiled)} cases)") in text, text
 
 
 def test_a_first_look_is_measured_in_full_when_the_run_is_resumed(tmp_path):

@@ -106,6 +106,20 @@ def test_a_compiled_row_says_whether_its_graphs_came_from_inductors_cache(toy, t
     assert (rows["compile"]["graphs_from_cache"], rows["compile"]["graphs_compiled"]) == (graphs, 0)
 
 
+def test_a_compiled_rows_graph_counts_say_what_inductors_cache_did():
+    """Hits, graphs compiled into the cache and outside it (a graph it declines, or the cache off), and
+    a case whose graphs dynamo made with no count at all: unknown, not 0."""
+    from bench.engine.training import compile_cache_columns
+
+    both = compile_cache_columns(1, 1, 2, traced=3)
+    assert (both["graphs_from_cache"], both["graphs_compiled"]) == (1, 3)
+    assert both["compile_cache"].endswith(", 1 compiled afresh, 2 compiled outside the cache"), both
+    off = compile_cache_columns(0, 0, 0, traced=1)
+    assert off["graphs_from_cache"] is None and off["graphs_compiled"] is None and "no count" in off["compile_cache"]
+    held = compile_cache_columns(0, 0, 0, traced=0)
+    assert held["graphs_compiled"] == 0 and "held them from an earlier case" in held["compile_cache"]
+
+
 def test_the_same_step_in_every_strategy_for_a_users_workload(toy, monkeypatch):
     """Parity holds for any workload, its own loss included (label smoothing here)."""
     from bench.checks.parity import CPU_TOLERANCE, all_close, parity_case, reference_parameters, run_parity

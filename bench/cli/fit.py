@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 import socket
 from pathlib import Path
 
@@ -26,6 +27,12 @@ def _reserve(args, gpus: list[int]):
         visible = [g["index"] for g in on_host]
         driver = on_host[0]["driver"] if on_host else None
         nccl = envinfo.runtime_libraries().get("nccl")
+        # --gpus counts within CUDA_VISIBLE_DEVICES where it is set (as the worker's does, _worker_env), the
+        # measurement's CUDA_VISIBLE_DEVICES names the host's GPUs: the fit's own and the next it may see.
+        shown = [int(v) for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip().isdigit()]
+        if shown:
+            visible = [v for v in shown if v in visible]
+            gpus = [shown[gpus[0]]] if gpus[0] < len(shown) else gpus
     try:
         return reserve.choose(args.reserve_mib, gpus, visible, nccl, socket.gethostname(), driver,
                               Path(args.results_dir))
@@ -164,7 +171,7 @@ def cmd_fit(args) -> int:
         knobs = make_settings(warmup=args.warmup, steps=args.steps, trials=1, **requested)
         settings = {"models": models, "strategies": chosen, "precisions": precisions, "devices": devices, "gpus": gpus,
                     "memory_budget_mib": budget, "reserve_mib": held.mib, "reserve_source": held.source,
-                    "headroom": headroom, "largest_block": True,
+                    "headroom": headroom, "largest_block": bool(gpus),  # a GPU probe's largest block held back too
                     **requested, "warmup": args.warmup,
                     "steps": args.steps, **search, "first": list(search["first"]) if search["first"] else None,
                     "probe_timeout_s": args.probe_timeout,
@@ -270,6 +277,10 @@ def _resumed(out: Path, settings: dict, models: list[str]) -> tuple[list[dict], 
         # older files: none held back, no headroom, no block, a knob they predate as what they measured (its legacy)
         was = (0.0 if key in ("reserve_mib", "headroom") else False if key == "largest_block"
                else KNOB[key].legacy if key in KNOB else None)
+        if key == "largest_block" and doc["settings"].get(key, was) != settings[key]:
+            raise UsageError(f"--resume: {out} was made before its probes held back their largest block "
+                             "(bench/fit/worker.py `judged`): its verdicts would mix two rules; make the fit afresh "
+                             "with another --out")
         if doc["settings"].get(key, was) != settings[key]:
             raise UsageError(f"--resume: {out} was made with {key} {doc['settings'].get(key)!r}, "
                              f"not {settings[key]!r}: give the same settings, or another --out")

@@ -141,24 +141,34 @@ def compiled_graphs() -> int:
     return counters["stats"]["unique_graphs"]
 
 
-def compile_cache_counts() -> tuple[int, int]:
-    """Graphs inductor took from its cache and compiled afresh in this process so far (its FX graph
-    cache's hits and misses: a forward and a backward graph each)."""
+def compile_cache_counts() -> tuple[int, int, int]:
+    """Graphs inductor took from its FX graph cache, compiled afresh into it, and compiled outside it
+    (the cache off, or a graph it declines to cache) in this process so far: a forward and a
+    backward graph each."""
     from torch._dynamo.utils import counters
 
-    return counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
+    inductor = counters["inductor"]
+    return inductor["fxgraph_cache_hit"], inductor["fxgraph_cache_miss"], inductor["fxgraph_cache_bypass"]
 
 
-def compile_cache_columns(hits: int, misses: int) -> dict:
+def compile_cache_columns(hits: int, misses: int, bypassed: int, traced: int) -> dict:
     """A compiled case's graphs: how many came from inductor's cache and how many were compiled
-    afresh, and in words with the cache's folder (`compile_cache`)."""
+    (afresh into the cache, or outside it), and in words with the cache's folder (`compile_cache`).
+    `traced`: the graphs dynamo made for the case, which says whether any was compiled at all."""
     import os
 
     folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or "inductor's default folder"
-    said = (f"{hits} of {hits + misses} graphs from the cache in {folder}" + (
-        f", {misses} compiled afresh" if misses else "") if hits + misses else
-        "no graph compiled in this case: the worker held them from an earlier case")
-    return {"compile_cache": said, "graphs_from_cache": hits, "graphs_compiled": misses}
+    compiled = misses + bypassed
+    if hits + compiled:
+        said = f"{hits} of {hits + compiled} graphs from the cache in {folder}" + (
+            f", {misses} compiled afresh" if misses else "") + (
+            f", {bypassed} compiled outside the cache" if bypassed else "")
+    elif traced:  # counts unknown: none rather than a false 0
+        return {"compile_cache": "graphs compiled with no count from inductor's cache (is it off, "
+                                 "TORCHINDUCTOR_FX_GRAPH_CACHE=0?)", "graphs_from_cache": None, "graphs_compiled": None}
+    else:
+        said = "no graph compiled in this case: the worker held them from an earlier case"
+    return {"compile_cache": said, "graphs_from_cache": hits, "graphs_compiled": compiled}
 
 
 def shard(tensor: torch.Tensor, n: int, index: int) -> torch.Tensor:

@@ -93,15 +93,24 @@ def measure(gpus: list[int], folder: Path, host: str, driver: str) -> list[dict]
         raise ReserveError("measuring the communicator's memory took over 600 s: give --reserve-mib instead") from None
     entries = [{**e, "host": host, "driver": driver} for e in _entries(proc.stdout)]
     if proc.returncode != 0 or not entries:
-        # the last line that says something: torchrun closes its output with a banner of asterisks
-        said = [line for line in proc.stderr.splitlines() if line.strip().strip("*")]
-        tail = next((line for line in reversed(said) if "Error" in line), said[-1] if said else "no output").strip()
+        tail = error_line(proc.stderr)
         raise ReserveError(f"measuring the communicator's memory on GPUs {gpus[:2]} failed ({tail[:200]}): "
                            "give --reserve-mib instead")
     Path(folder).mkdir(parents=True, exist_ok=True)
     with open(Path(folder) / KEPT, "a") as fh:
         fh.writelines(json.dumps(e) + "\n" for e in entries)
     return entries
+
+
+def error_line(stderr: str) -> str:
+    """The line of torchrun's output that says what failed: a rank's own exception, not torchrun's
+    ChildFailedError and its summary of = lines, nor the banner of asterisks it starts with."""
+    import re
+
+    said = [line.strip() for line in stderr.splitlines() if line.strip().strip("*=-")]
+    raised = [line for line in said
+              if re.match(r"[\w.]+(Error|Exception)\b.*:", line) and "ChildFailedError" not in line]
+    return (raised or said or ["no output"])[-1]
 
 
 def choose(given: float | None, gpus: list[int], visible: list[int], nccl: str | None, host: str, driver: str | None,

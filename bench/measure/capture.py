@@ -35,31 +35,35 @@ def capture(run, devices, steps: int, folder: str, rank: int) -> None:
     def write(path):
         return lambda prof: prof.export_chrome_trace(path)
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=steps),
-                 on_trace_ready=write(trace_path(folder, rank))) as prof:
-        for i in range(steps + 1):
-            run()
-            if i in (0, steps):
-                synchronize()  # the window starts and ends with idle queues
+    try:
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=steps),
+                     on_trace_ready=write(trace_path(folder, rank))) as prof:
+            for i in range(steps + 1):
+                run()
+                if i in (0, steps):
+                    synchronize()  # the window starts and ends with idle queues
+                prof.step()
+        if not cuda:
+            return
+        with profile(activities=[ProfilerActivity.CUDA], schedule=schedule(wait=0, warmup=1, active=1),
+                     on_trace_ready=write(timeline_path(folder, rank))) as prof:
+            run()  # the profiler's own warm-up
+            synchronize()
             prof.step()
-    if not cuda:
-        return
-    with profile(activities=[ProfilerActivity.CUDA], schedule=schedule(wait=0, warmup=1, active=1),
-                 on_trace_ready=write(timeline_path(folder, rank))) as prof:
-        run()  # the profiler's own warm-up
-        synchronize()
-        prof.step()
-        synchronize()  # marks the start of the window (cudaDeviceSynchronize)
-        for _ in range(steps):
-            run()
-        synchronize()
-        prof.add_metadata("parabench_steps", str(steps))
-        prof.step()
-    # The profiler lets go of the GPU in an empty window of its own: on 2 H200s under torchrun the GPU
-    # timeline of a window that let go as it stopped held no GPU activity on either rank, and with
-    # TEARDOWN_CUPTI=0 throughout the same test passed (tests/gpu-logs/h200x2-1b07625.log and
-    # h200x2-1b07625-attached.log); so it passed at 14f3745 (h200x2-14f3745-anatomy.log).
-    detach_profiler_afterwards()
-    with profile(activities=[ProfilerActivity.CUDA]):
-        pass
+            synchronize()  # marks the start of the window (cudaDeviceSynchronize)
+            for _ in range(steps):
+                run()
+            synchronize()
+            prof.add_metadata("parabench_steps", str(steps))
+            prof.step()
+    finally:
+        if cuda:
+            # The profiler lets go of the GPU in an empty window of its own, also after a failed window (the
+            # worker's next cases must not run with it attached): on 2 H200s under torchrun the GPU timeline
+            # of a window that let go as it stopped held no GPU activity on either rank, and with
+            # TEARDOWN_CUPTI=0 throughout the same test passed (tests/gpu-logs/h200x2-1b07625.log and
+            # h200x2-1b07625-attached.log); so it passed at 14f3745 (h200x2-14f3745-anatomy.log).
+            detach_profiler_afterwards()
+            with profile(activities=[ProfilerActivity.CUDA]):
+                pass

@@ -179,10 +179,11 @@ def search_lines(path: str, name: str | None = None) -> list[str]:
     lines = [f"Search of {source}: budget {log.get('budget_s', 0) / 60:g} min, spent "
              f"{log.get('spent_s', 0) / 60:.1f} min ({phases})."]
     raced = _stopped_early(log)
-    compiling, cached, compiled = _compiling(path)
+    compiling, cached, compiled, counted, cases = _compiling(path)
     if raced or compiling:
         graphs = (f", {cached} of {cached + compiled} of their graphs from inductor's cache" if cached + compiled
-                  else "")
+                  else "") + (f" (counted in {counted} of the {cases} cases)" if cached + compiled and counted < cases
+                              else "")
         parts = ([f"survey cases stopped after a short trial: {raced}"] if raced else []) + (
             [f"compiled cases spent {compiling:.0f} s building and warming up (mostly compiling{graphs})"]
             if compiling else [])
@@ -206,16 +207,18 @@ def _stopped_early(log: dict) -> str:
     return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
 
 
-def _compiling(path) -> tuple[float, int, int]:
-    """Seconds the file's compiled rows spent building and warming up (mostly torch.compile), and
-    how many of their graphs came from inductor's cache and how many were compiled afresh (rows
-    written before the counts: none)."""
+def _compiling(path) -> tuple[float, int, int, int, int]:
+    """Seconds the file's compiled rows spent building and warming up (mostly torch.compile); how
+    many of their graphs came from inductor's cache and how many were compiled, over the rows that
+    counted them (rows written before the counts, or with inductor's cache off, did not); how many
+    rows counted them, of how many."""
     from bench.cases import results
 
     rows = [r for r in results.load(path) if r.get("status") == "ok" and r.get("execution") == "compile"]
+    counted = [r for r in rows if r.get("graphs_from_cache") is not None and r.get("graphs_compiled") is not None]
     return (sum(float(r.get("build_s") or 0) + float(r.get("warmup_s") or 0) for r in rows),
-            sum(int(r.get("graphs_from_cache") or 0) for r in rows),
-            sum(int(r.get("graphs_compiled") or 0) for r in rows))
+            sum(int(r["graphs_from_cache"]) for r in counted), sum(int(r["graphs_compiled"]) for r in counted),
+            len(counted), len(rows))
 
 
 def _ties(r: dict) -> str:

@@ -188,9 +188,11 @@ def time_case(job: Job, case: CaseSpec) -> dict:
     clock.synchronize()
     phase("warmup_s")
     # Where the compiled graphs came from (inductor's cache persists across runs: a cold one costs
-    # the warm-up minutes); a graph dynamo recompiles later lands in the counts of the case it hits.
+    # the warm-up minutes): those compiled in the build and warm-up; a recompile in the timed trials
+    # is in no row's counts.
     compile_cache = (training.compile_cache_columns(*(now - before for now, before in
-                                                      zip(training.compile_cache_counts(), cached)))
+                                                      zip(training.compile_cache_counts(), cached)),
+                                                    traced=training.compiled_graphs() - graphs)
                      if case.execution == "compile" else {})
     # Every execution alike: the peak from here on, graph pools added (timing.peak_memory_mib).
     reset_peak_memory(step.devices)
