@@ -41,6 +41,9 @@ SPEC_VERSION = 4  # 2: the parity check's fields left the case; 3: the anatomy r
 # short first trial and the rest only where it may lead its group; the short trial alone (the
 # survey's share of the budget was spent: a first look rather than no row).
 RACES = ("full", "race", "short")
+# How a row's `screened` begins where the survey stopped the case after its short first trial
+# (bench/run/worker.py `race`): far behind its group's leader, or a tie at best.
+RACED_OUT, SETTLED = "raced out", "settled"
 FIRST_LOOK = "a first look"  # in the `screened` of a row that ran its short trial alone
 
 

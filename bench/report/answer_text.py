@@ -14,7 +14,7 @@ import pandas as pd
 import strategies
 from bench.cases.caveats import CAPPED_PCT
 from bench.core.knobs import optimizer_state_words, state_copies
-from bench.core.step import FIRST_LOOK
+from bench.core.step import FIRST_LOOK, RACED_OUT, SETTLED
 from bench.report.answer import search_log
 from bench.report.findings import efficiency_cell, rate, reference_pairs
 from bench.report.frame import run_name
@@ -202,7 +202,7 @@ def _stopped_early(log: dict) -> str:
     for m in log.get("measurements", []):
         why = str(m.get("screened") or "")
         if m.get("phase") == "survey" and why:
-            kind = why.split(":")[0] if why.startswith(("raced out", "settled")) else FIRST_LOOK
+            kind = why.split(":")[0] if why.startswith((RACED_OUT, SETTLED)) else FIRST_LOOK
             counts[kind] = counts.get(kind, 0) + 1
     return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
 

@@ -39,7 +39,7 @@ from bench.core.stats import summarize
 from bench.measure.throttle import ClockLimits
 from bench.measure.timing import StepClock, peak_memory_mib, reset_peak_memory
 from bench.core.launch_spec import LaunchSpec
-from bench.core.step import FIRST_LOOK, CaseSpec, WorkerContext
+from bench.core.step import FIRST_LOOK, RACED_OUT, SETTLED, CaseSpec, WorkerContext
 
 
 def configure_backends(case: CaseSpec) -> None:
@@ -233,7 +233,7 @@ def time_case(job: Job, case: CaseSpec) -> dict:
     # behind and a first look is a row of the survey alone, and their counting would cost as much.
     # With an anatomy to follow, the profiler stays attached: the anatomy lets go after its windows
     # (bench/measure/capture.py), with no teardown and attaching again between the two.
-    counted = not screened or screened.startswith("settled")
+    counted = not screened or screened.startswith(SETTLED)
     work = counters.count_step(run, step.devices, detach=case.anatomy is None) if counted else None
     clock.synchronize()
     phase("counters_s")
@@ -276,10 +276,10 @@ def race(job: Job, case: CaseSpec, short_ms: list[float], wall_s: float) -> str:
               "items_per_s_ci_hi": leader["hi"]}
     said = f"the leader at this batch ({leader['items_per_s']:.0f}, {leader['lo']:.0f}-{leader['hi']:.0f})"
     if ranking.beats(as_row, trial):
-        return f"raced out: {read}, below {said}"
+        return f"{RACED_OUT}: {read}, below {said}"
     lo, hi = ranking.interval(trial)
     if (hi - lo) / trial["items_per_s"] <= SETTLED_WIDTH and hi < leader["items_per_s"] * (1 + ranking.THRESHOLD):
-        return (f"settled: {read}, which cannot pass {said} by {ranking.THRESHOLD:.0%}: more trials would not "
+        return (f"{SETTLED}: {read}, which cannot pass {said} by {ranking.THRESHOLD:.0%}: more trials would not "
                 "change the answer")
     return ""
 

@@ -40,7 +40,7 @@ def assemble(case: CaseSpec, per_rank: list[dict], figures: dict) -> dict:
         figures.update(hosts=";".join(nodes[n]["host"] for n in sorted(nodes)),
                        node_gpu_names=";".join(nodes[n]["gpu"] for n in sorted(nodes)))
     # Counters of the busiest rank (ranks of a data-parallel step do the same work); none where the
-    # case was not counted (stopped after a survey's short trial).
+    # case was not counted (a survey's case raced out, or given a first look alone).
     if all(r["work"] is not None for r in per_rank):
         figures.update({k: max(r["work"][k] for r in per_rank) for k in counters.COUNTERS},
                        counters_scope=counters.SCOPE)
