@@ -41,6 +41,8 @@ MOVED = [
     ("/tmp/r/fit-check-20261129-094242", "results/reference/h200x2/fit-gpt2-1.5b"),
     # `make fit-check GPUS=2,3 MODEL=gpt2-1.5b RESULTS=/tmp/r` on 2 of 4 H200s (scripts/pending_x2.sh).
     ("/tmp/r/fit-check-20261129-191019", "results/reference/h200x4/fit-gpt2-1.5b"),
+    # fsdp2's real runs of that fit (FIT_STRATEGIES=fsdp2), later, on 2 H200s: rows added to its file.
+    ("/tmp/r/fit-check-20261129-214521", "results/reference/h200x4/fit-gpt2-1.5b"),
     # A ddp run beside nvidia-smi's log on the same host (NVML's power-cap share against the clocks).
     ("results/throttle", "results/reference/h200x4/throttle"),
 ]
@@ -58,9 +60,10 @@ UNIONS = {
                                                               for s in ("ddp", "zero1", "fsdp2")}
        for where, model, n in (("h200x2/fit-check", "vit-large", 2), ("h200x2/fit-check-resnet50", "timm:resnet50", 2),
                                ("h200x4/fit-check", "vit-large", 4), ("h200x2/fit-gpt2-1.5b", "gpt2-1.5b", 2))},
-    # The fit-check's time limit ended it before fsdp2's real run.
+    # The fit-check's time limit ended it before fsdp2's real run, which a later fit-check of that
+    # fit alone ran on a machine of 2 H200s (FIT_STRATEGIES=fsdp2).
     "results/reference/h200x4/fit-gpt2-1.5b/real-gpt2-1.5b-x2.json": {
-        "real-gpt2-1.5b-ddp-x2.json", "real-gpt2-1.5b-zero1-x2.json"},
+        "real-gpt2-1.5b-ddp-x2.json", "real-gpt2-1.5b-zero1-x2.json", "real-gpt2-1.5b-fsdp2-x2.json"},
     # scripts/answer_proof.sh's three listings (a CUDA graph, compile reduce-overhead, its foreach SGD), in one file.
     **{f"results/reference/{where}/answer/listings.json": {"listing-graph.json", "listing-compile-ro.json",
                                                            "listing-compile-ro-foreach.json"}
