@@ -160,6 +160,79 @@ def test_where_the_count_before_fit_more_the_next_count_backs_off_from_it_instea
     assert_bracketed(far, later, truth(4_000 + 60_000, 171.5, 143_000))
 
 
+def test_the_next_strategy_starts_where_the_one_before_found_the_limit_and_closes_the_same_bracket():
+    """gpt2-1.5b on one H200 (results/reference/h200x4/fit-gpt2-1.5b): ddp, zero1 and fsdp2 each
+    took 10 probes at n = 1 from the line's first batches, and each fit 31. A strategy whose state
+    holds a little more or less than the one before starts at that one's largest fit, with its
+    slope, and closes on the same bracket as a search of its own in fewer probes; one far lower
+    still finds its own."""
+    def gpt(state_mib):  # memory as a line: state + 3,230 MiB a sequence (the probes' slope near 31)
+        return linear(state_mib, 3_230, 139_800, optimizer_peak_mib=36_000)
+
+    how = search.Search(limit_mib=139_800, first=(1, 8))
+    ddp = search.run(how, gpt(26_500))
+    for state in (25_000, 26_500, 28_000, 70_000):
+        cold = search.run(how, gpt(state))
+        after = search.start_after(how, ddp, [])
+        assert after.first == (search.bracket(ddp)[0],) and after.slope_mib == pytest.approx(3_230)
+        carried = search.run(after, gpt(state))
+        assert_bracketed(carried, after, truth(state, 3_230, 139_800))
+        assert search.bracket(carried) == search.bracket(cold)
+        # Close to the one before: at most 4 probes, against 6-8 from the first batches; far lower, the
+        # two probes at the start that ran out of memory cost at most one more than a cold start.
+        most = 4 if state < 70_000 else len(cold) + 1
+        assert len(carried) <= most and (state == 70_000 or len(carried) < len(cold)), \
+            ([p["batch"] for p in carried], [p["batch"] for p in cold])
+    # Nothing to start from (nothing fit before), or a search already begun: its own start.
+    assert search.start_after(how, [{"batch": 1, "status": "oom"}], []) == how
+    assert search.start_after(how, ddp, [{"batch": 1, "status": "ok", "peak_alloc_mib": 1.0}]) == how
+
+
+def test_a_gpu_workers_rows_are_made_once_for_the_largest_batch_and_equal_each_batch_made_alone():
+    """Near its limit the search probes batches a few percent apart; each made its rows afresh
+    (bench/fit/worker.py HeldRows). A smaller batch takes the first rows of a larger one, equal to
+    its own; a larger one, another model or seed makes them again; on the CPU every probe makes its
+    own (its tracker counts what it is given)."""
+    import dataclasses
+
+    import torch
+
+    from bench.cases.case import Case, Settings
+    from bench.core.placement import Placement
+    from bench.fit.worker import HeldRows
+    from bench.workloads import get_workload
+
+    made = []
+
+    class Job:
+        rank, world_size = 0, 2
+
+        class launcher:  # noqa: N801 - a fake world: rank 0's rows of the global batch
+            @staticmethod
+            def rows(rank, world_size, global_batch):
+                return 0, global_batch // world_size
+
+        def data(self, case):
+            made.append((case.model, case.global_batch // 2))
+            return get_workload(case.model).synthetic_rows(0, case.global_batch // 2, case.seed)
+
+    case = dataclasses.replace(Case.make("ddp", "fp32", "resnet18-small", Placement((), 2), 1, "eager",
+                                         Settings()).spec(), gpus=(0,))  # as if on a GPU
+    rows, job = HeldRows(), Job()
+    for batch in (40, 100, 70, 100, 99):
+        sized = dataclasses.replace(case, batch_per_gpu=batch, global_batch=2 * batch)
+        inputs, targets = rows(job, sized)
+        alone = get_workload("resnet18-small").synthetic_rows(0, batch, case.seed)
+        assert torch.equal(inputs, alone[0]) and torch.equal(targets, alone[1]) and len(inputs) == batch
+    assert made == [("resnet18-small", 40), ("resnet18-small", 100)]
+    rows(job, dataclasses.replace(case, seed=case.seed + 1, global_batch=20))
+    rows(job, dataclasses.replace(case, model="gpt-tiny", global_batch=20))
+    assert made[2:] == [("resnet18-small", 10), ("gpt-tiny", 10)]
+    on_cpu = dataclasses.replace(case, gpus=(), global_batch=20)
+    rows(job, on_cpu), rows(job, on_cpu)
+    assert made[4:] == [("resnet18-small", 10)] * 2
+
+
 def test_errors_and_timeouts_count_as_not_fitting_and_two_end_the_search():
     """A probe that dies or hangs is no fit, and the search bisects below it; a second such
     failure ends it, with what fit so far."""
@@ -290,6 +363,10 @@ def test_fit_on_the_cpu_finds_the_largest_batch_each_strategy_fits_in_a_small_bu
     assert found[("fsdp2", 4)]["largest_fit"] > found[("ddp", 4)]["largest_fit"]
     ddp = [found[("ddp", n)]["largest_fit"] for n in (1, 4)]
     assert max(ddp) - min(ddp) <= max(1, int(max(ddp) * 0.02))
+    # zero1 and fsdp2 start at 1 device where ddp found its limit there (search.start_after).
+    for strategy in ("zero1", "fsdp2"):
+        first = next(r for r in rows if (r["strategy"], r["devices"]) == (strategy, 1))
+        assert first["batch_per_gpu"] == ddp[0], (strategy, first["batch_per_gpu"], ddp[0])
     # Resumed with the same settings, every search is over already: nothing is measured again.
     again = fit_cli("--memory-budget", "16", "--models", "tinynets:widenet", "--devices", "1,4", "--first-batches",
                     "2,8", "--out", str(out), "--resume")

@@ -50,6 +50,19 @@ class Search:
         return dataclasses.replace(self, first=(lo,) if lo else self.first, slope_mib=slope)
 
 
+def start_after(how: Search, before: list[dict] | None, probes: list[dict]) -> Search:
+    """The search of a strategy at its first device count, after another strategy of the same model
+    and precision searched there (`before`, its probes): it starts at the largest batch that fit
+    for that one, with its slope, as the next device count does (`at_next_count`); the strategies
+    differ there by what their state holds, a few percent (gpt2-1.5b on one H200: ddp, zero1 and
+    fsdp2 all fit 31 sequences, after 10 probes each from the line's first batches). The start
+    only saves probes: from any start the search closes on a batch that fit and one within its
+    resolution above it that did not. A search already begun (`probes`) keeps its own start."""
+    if not before or probes or not bracket(before)[0]:
+        return how
+    return how.at_next_count(before)
+
+
 def _ok(probes: list[dict]) -> list[dict]:
     """The probes that ran to their end (tight ones too: their peaks are measured), by batch."""
     return sorted((p for p in probes if p["status"] in (FITS, TIGHT) and p.get("peak_alloc_mib") is not None),
