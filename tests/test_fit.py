@@ -105,6 +105,39 @@ def test_a_caching_allocator_holding_memory_up_to_the_limit_does_not_slow_the_se
     assert len(probes) <= 10, [p["batch"] for p in probes]
 
 
+def test_the_line_aims_where_verdicts_turn_tight_with_the_largest_block_and_reserved_memory_counted():
+    """resnet18 amp-bf16 at 224 px on one H200 (results/reference/h200/fit-resnet18): 12.0 MiB an
+    image allocated, a largest block of 3.1 MiB an image (24.4 GiB at 7961) and 15-20% reserved
+    beyond the peak, all of which a verdict weighs (worker.judged). A line on allocated memory
+    alone aimed at 11,600, then bisected down through tight probes to 7961: 12 probes at 1 device
+    and 8 at 4, of 9-23 s each near the limit. On what a verdict weighs it brackets the edge in 6
+    and then 2."""
+    from bench.fit.worker import judged
+
+    usable, headroom = 142_629.0, 2_853.0
+
+    def resnet18(gap):
+        def probe(batch):
+            alloc, block = 300 + 12.04 * batch, 3.06 * batch
+            if alloc * (1 + gap) > usable:
+                return {"status": "oom", "peak_alloc_mib": alloc, "peak_reserved_mib": usable,
+                        "largest_block_mib": block}
+            return judged({"status": "ok", "peak_alloc_mib": alloc, "peak_reserved_mib": alloc * (1 + gap),
+                           "largest_block_mib": block}, usable, headroom)
+        return probe
+
+    for gap in (0.05, 0.2):
+        edge = int((usable - headroom - 300 * (1 + gap)) / (12.04 * (1 + gap) + 3.06))  # the last batch promised
+        how = search.Search(limit_mib=usable - headroom)
+        one = search.run(how, resnet18(gap))
+        lo, hi = search.bracket(one)
+        assert lo <= edge < hi and hi - lo <= max(1, int(lo * how.resolution)), (gap, lo, edge, hi)
+        assert len(one) <= 6, [p["batch"] for p in one]
+        later = how.at_next_count(one)
+        four = search.run(later, resnet18(gap))
+        assert search.bracket(four) == (lo, hi) and len(four) <= 2, [p["batch"] for p in four]
+
+
 def test_a_failure_at_the_lines_guess_backs_off_from_it_instead_of_bisecting_from_far_below():
     """timm:resnet50 amp-bf16 on one H200 (2026-11-27, `make fit-check GPUS=0,1 MODEL=timm:resnet50`):
     42.7 MiB an image on a line through 64 and 512, the line's guess 3328 out of memory (the

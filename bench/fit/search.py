@@ -7,11 +7,13 @@ of memory (`oom`), with its peak memory; a probe that fit with less than the hea
 search. Memory grows about linearly
 with the batch (the training state is fixed, activations are per image), so a line through
 what fit predicts where the limit is: its slope from the smallest and the largest batch that
-fit (or, with one point, the slope found at another device count, `slope_mib`: activations
-per image do not change with n), anchored at the largest batch's allocated memory (an upper
-bound of the limit: fragmentation comes on top; reserved memory is no anchor, a caching
-allocator near the limit holds it up to there at every batch). The next probe goes just under
-the predicted limit, the one after just over it. Below the first batch that failed near the line (or
+fit (or, with one point, the slope found at another device count or strategy, `slope_mib`:
+activations per image do not change with n), anchored at the largest batch's memory. The line
+is drawn on what a probe's verdict weighs (`needed`: the larger of its peak allocated and
+reserved, plus its largest block, bench/fit/worker.py `judged`), so that it aims where verdicts
+turn from fits to tight: on one H200 resnet18's largest block was a quarter of its peak, and a
+line on allocated memory alone aimed 40% past the batches that were promised. The next probe
+goes just under the predicted limit, the one after just over it. Below the first batch that failed near the line (or
 the largest batch of the count before, where it fails at this one), one probe goes a resolution
 under it; then bisection closes what is left, until
 the smallest batch that failed is within `resolution` (a fraction) of the largest that fit.
@@ -63,10 +65,22 @@ def start_after(how: Search, before: list[dict] | None, probes: list[dict]) -> S
     return how.at_next_count(before)
 
 
+def needed(probe: dict) -> float:
+    """MiB a probe's verdict weighs (bench/fit/worker.py `judged`): the larger of its peak allocated
+    and peak reserved, and its largest block, which a real run may need afresh (none on the CPU)."""
+    return max(probe["peak_alloc_mib"], probe.get("peak_reserved_mib") or 0.0) + (probe.get("largest_block_mib") or 0.0)
+
+
+def allocated(probe: dict) -> float:
+    """MiB a probe's step asked of its allocator: its peak allocated and its largest block."""
+    return probe["peak_alloc_mib"] + (probe.get("largest_block_mib") or 0.0)
+
+
 def _ok(probes: list[dict]) -> list[dict]:
-    """The probes that ran to their end (tight ones too: their peaks are measured), by batch."""
-    return sorted((p for p in probes if p["status"] in (FITS, TIGHT) and p.get("peak_alloc_mib") is not None),
-                  key=lambda p: p["batch"])
+    """The probes that ran to their end (tight ones too: their peaks are measured), by batch; not
+    one whose largest block is unknown (its allocator freed its cache to retry)."""
+    return sorted((p for p in probes if p["status"] in (FITS, TIGHT) and p.get("peak_alloc_mib") is not None
+                   and not ("largest_block_mib" in p and p["largest_block_mib"] is None)), key=lambda p: p["batch"])
 
 
 def bracket(probes: list[dict]) -> tuple[int, int | None]:
@@ -83,29 +97,37 @@ def smallest_oom(probes: list[dict]) -> int | None:
     return min((p["batch"] for p in probes if p["status"] == "oom" and p["batch"] > lo), default=None)
 
 
-def measured_slope(probes: list[dict]) -> float | None:
+def measured_slope(probes: list[dict], weigh=needed) -> float | None:
     """MiB per image near the largest batch that fit: between it and the largest that fit at
-    3/4 of it or less (or the smallest), on allocated memory (reserved memory grows in
-    segments). Small batches peak in the optimiser's step, where activations are gone, so a
-    slope taken there alone is too low; the search's jumps are capped for that reason."""
+    3/4 of it or less (or the smallest), on what a verdict weighs (`needed`). Small batches peak
+    in the optimiser's step, where activations are gone, so a slope taken there alone is too
+    low; the search's jumps are capped for that reason."""
     ok = _ok(probes)
     if len(ok) < 2 or ok[-1]["batch"] == ok[0]["batch"]:
         return None
     top = ok[-1]
     other = next((p for p in reversed(ok[:-1]) if p["batch"] <= 0.75 * top["batch"]), ok[0])
-    slope = (top["peak_alloc_mib"] - other["peak_alloc_mib"]) / (top["batch"] - other["batch"])
+    slope = (weigh(top) - weigh(other)) / (top["batch"] - other["batch"])
     return slope if slope > 0 else None
 
 
 def predicted_limit(probes: list[dict], search: Search) -> float | None:
     """The batch at which the line reaches the limit, or None without a line; anchored at the
-    largest batch's allocated memory (the module's docstring says why)."""
+    largest batch's `needed` memory (the module's docstring says why). Where two fits lie at the
+    line's limit, reserved memory has stopped growing with the batch (a caching allocator holds
+    memory up to the limit, and without headroom such a probe still fits): the line is drawn on
+    what the step asked of its allocator instead (`allocated`). On one H100, with verdicts on
+    allocated memory alone, a line on reserved memory crept up 1% a probe."""
     ok = _ok(probes)
     slope = measured_slope(probes) or search.slope_mib
     if not ok or not slope:
         return None
-    top = ok[-1]
-    return top["batch"] + (search.limit_mib - top["peak_alloc_mib"]) / slope
+    top, weigh = ok[-1], needed
+    at_limit = [p for p in ok if p["status"] == FITS
+                and search.limit_mib - needed(p) < slope * _resolution(p["batch"], search)]
+    if len(at_limit) >= 2:
+        weigh, slope = allocated, measured_slope(probes, allocated) or slope
+    return top["batch"] + (search.limit_mib - weigh(top)) / slope
 
 
 def _resolution(lo: int, search: Search) -> int:
@@ -148,16 +170,18 @@ def next_batch(probes: list[dict], search: Search) -> int | None:
     for start in search.first:
         if start not in tried and lo < start < reach:
             return start
-    # On allocated memory: against reserved memory, which a caching allocator near the limit
-    # holds up to it, the line put the limit just past every batch that fit (on one H100,
-    # resnet18's search crept up 1% a probe).
+    # On what a verdict weighs, reserved memory included: a caching allocator near the limit holds
+    # memory up to it, and such a probe is tight, not a fit. (While verdicts weighed allocated
+    # memory alone, a line on reserved memory put the limit just past every batch that fit: on one
+    # H100, resnet18's search crept up 1% a probe.)
     predicted = predicted_limit(probes, search)
     if predicted is not None:
         step = _resolution(lo, search)
         # Just under the predicted limit (a fit there leaves little to close), then just over it.
         # Below a batch that failed, only a guess more than a step below it: the line was wrong there.
         below = reach if hi is None else hi - step
-        for guess in (math.floor(predicted - step / 4), math.ceil(predicted + step / 4)):
+        # Just over it is a step past the largest fit at least: closer, a fit there would creep.
+        for guess in (math.floor(predicted - step / 4), max(math.ceil(predicted + step / 4), lo + step)):
             if lo < guess < min(reach, below) and guess not in tried:
                 return guess
     if hi is None:  # the line points past the jump, or there is none (a flat start): as far as a jump goes
