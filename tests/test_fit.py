@@ -106,7 +106,7 @@ def test_a_caching_allocator_holding_memory_up_to_the_limit_does_not_slow_the_se
 
 
 def test_the_line_aims_where_verdicts_turn_tight_with_the_largest_block_and_reserved_memory_counted():
-    """resnet18 amp-bf16 at 224 px on one H200 (results/reference/h200/fit-resnet18): 12.0 MiB an
+    """resnet18 amp-bf16 at 224 px on one H200 (tests/fixtures/timings/h200-fit-resnet18-before.fit.json): 12.0 MiB an
     image allocated, a largest block of 3.1 MiB an image (24.4 GiB at 7961) and 15-20% reserved
     beyond the peak, all of which a verdict weighs (worker.judged). A line on allocated memory
     alone aimed at 11,600, then bisected down through tight probes to 7961: 12 probes at 1 device
