@@ -52,27 +52,28 @@ class Search:
         return dataclasses.replace(self, first=(lo,) if lo else self.first, slope_mib=slope)
 
 
-def start_after(how: Search, before: list[dict] | None, probes: list[dict]) -> Search:
+def start_after(how: Search, before: list[dict] | None) -> Search:
     """The search of a strategy at its first device count, after another strategy of the same model
     and precision searched there (`before`, its probes): it starts at the largest batch that fit
     for that one, with its slope, as the next device count does (`at_next_count`); the strategies
     differ there by what their state holds, a few percent (gpt2-1.5b on one H200: ddp, zero1 and
     fsdp2 all fit 31 sequences, after 10 probes each from the line's first batches). The start
     only saves probes: from any start the search closes on a batch that fit and one within its
-    resolution above it that did not. A search already begun (`probes`) keeps its own start."""
-    if not before or probes or not bracket(before)[0]:
+    resolution above it that did not. A worker started again after the strategy before finished
+    in another has none of its probes, and starts from the first batches."""
+    if not before or not bracket(before)[0]:
         return how
     return how.at_next_count(before)
 
 
 def needed(probe: dict) -> float:
     """MiB a probe's verdict weighs (bench/fit/worker.py `judged`): the larger of its peak allocated
-    and peak reserved, and its largest block, which a real run may need afresh (none on the CPU)."""
+    and peak reserved, plus its largest block, which a real run may need afresh (none on the CPU)."""
     return max(probe["peak_alloc_mib"], probe.get("peak_reserved_mib") or 0.0) + (probe.get("largest_block_mib") or 0.0)
 
 
-def allocated(probe: dict) -> float:
-    """MiB a probe's step asked of its allocator: its peak allocated and its largest block."""
+def asked(probe: dict) -> float:
+    """MiB a probe's step asked of its allocator: its peak allocated plus its largest block."""
     return probe["peak_alloc_mib"] + (probe.get("largest_block_mib") or 0.0)
 
 
@@ -99,14 +100,18 @@ def smallest_oom(probes: list[dict]) -> int | None:
 
 def measured_slope(probes: list[dict], weigh=needed) -> float | None:
     """MiB per image near the largest batch that fit: between it and the largest that fit at
-    3/4 of it or less (or the smallest), on what a verdict weighs (`needed`). Small batches peak
-    in the optimiser's step, where activations are gone, so a slope taken there alone is too
-    low; the search's jumps are capped for that reason."""
+    3/4 of it or less, on what a verdict weighs (`needed`); None without such a pair (the slope
+    carried from another count or strategy serves then). Between two batches a step apart the
+    reserved memory's noise is the slope: resnet18's read 16 to 104 MiB an image where it is
+    about 18. Small batches peak in the optimiser's step, where activations are gone, so a slope
+    taken there alone is too low; the search's jumps are capped for that reason."""
     ok = _ok(probes)
-    if len(ok) < 2 or ok[-1]["batch"] == ok[0]["batch"]:
+    if len(ok) < 2:
         return None
     top = ok[-1]
-    other = next((p for p in reversed(ok[:-1]) if p["batch"] <= 0.75 * top["batch"]), ok[0])
+    other = next((p for p in reversed(ok[:-1]) if p["batch"] <= 0.75 * top["batch"]), None)
+    if other is None:
+        return None
     slope = (weigh(top) - weigh(other)) / (top["batch"] - other["batch"])
     return slope if slope > 0 else None
 
@@ -114,10 +119,11 @@ def measured_slope(probes: list[dict], weigh=needed) -> float | None:
 def predicted_limit(probes: list[dict], search: Search) -> float | None:
     """The batch at which the line reaches the limit, or None without a line; anchored at the
     largest batch's `needed` memory (the module's docstring says why). Where two fits lie at the
-    line's limit, reserved memory has stopped growing with the batch (a caching allocator holds
-    memory up to the limit, and without headroom such a probe still fits): the line is drawn on
-    what the step asked of its allocator instead (`allocated`). On one H100, with verdicts on
-    allocated memory alone, a line on reserved memory crept up 1% a probe."""
+    line's limit and no probe was tight, reserved memory has stopped growing with the batch (a
+    caching allocator holds memory up to the limit, and without headroom such a probe still
+    fits): the line is drawn on what the step asked of its allocator instead (`asked`). With
+    headroom such probes are tight, and the line stays. On one H100, with verdicts on allocated
+    memory alone, a line on reserved memory crept up 1% a probe."""
     ok = _ok(probes)
     slope = measured_slope(probes) or search.slope_mib
     if not ok or not slope:
@@ -125,8 +131,8 @@ def predicted_limit(probes: list[dict], search: Search) -> float | None:
     top, weigh = ok[-1], needed
     at_limit = [p for p in ok if p["status"] == FITS
                 and search.limit_mib - needed(p) < slope * _resolution(p["batch"], search)]
-    if len(at_limit) >= 2:
-        weigh, slope = allocated, measured_slope(probes, allocated) or slope
+    if len(at_limit) >= 2 and not any(p["status"] == TIGHT for p in probes):
+        weigh, slope = asked, measured_slope(probes, asked) or slope
     return top["batch"] + (search.limit_mib - weigh(top)) / slope
 
 
@@ -180,9 +186,10 @@ def next_batch(probes: list[dict], search: Search) -> int | None:
         # Just under the predicted limit (a fit there leaves little to close), then just over it.
         # Below a batch that failed, only a guess more than a step below it: the line was wrong there.
         below = reach if hi is None else hi - step
-        # Just over it is a step past the largest fit at least: closer, a fit there would creep.
+        # Each a step past the largest fit at least: closer, a fit there gains less than the
+        # resolution, and the search would creep.
         for guess in (math.floor(predicted - step / 4), max(math.ceil(predicted + step / 4), lo + step)):
-            if lo < guess < min(reach, below) and guess not in tried:
+            if lo + step <= guess < min(reach, below) and guess not in tried:
                 return guess
     if hi is None:  # the line points past the jump, or there is none (a flat start): as far as a jump goes
         return min(search.max_jump * lo, search.max_batch)

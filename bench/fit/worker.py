@@ -93,7 +93,9 @@ class HeldRows:
             return job.data(case)
         start, stop = job.launcher.rows(job.rank, job.world_size, case.global_batch)
         key = (case.model, case.seed, start)
-        if self.key != key or len(self.inputs) < stop - start:
+        # Made again where a batch asks more, or under half of what is held: a probe far past the
+        # limit (the line's first guess) must not keep gigabytes of host memory for the rest.
+        if self.key != key or not stop - start <= len(self.inputs) <= 2 * (stop - start):
             self.key = self.inputs = self.targets = None  # the old rows go before the new are made
             self.inputs, self.targets = job.data(case)
             self.key = key
@@ -366,13 +368,13 @@ def main(spec_path: str) -> None:
     template = get_workload(spec.model).build(seed=spec.seed)
     memory = Memory("cuda" if gpus else "cpu", spec.budget_mib)
     world, rows = None, HeldRows()
-    found: dict[str, list[dict]] = {}  # precision -> the probes of its first strategy at the first count
+    first_count: dict[str, list[dict]] = {}  # precision -> its first strategy's probes at the first count
     for item in spec.plan:  # one (precision, strategy): its device counts in increasing order
         how = search.Search(limit_mib=limit, **item.search)
         for i, n in enumerate(item.devices):
             probes = list(item.done.get(str(n), []))
             if i == 0:
-                how = search.start_after(how, found.get(item.precision), probes)
+                how = search.start_after(how, first_count.get(item.precision))
             case = item.cases[str(n)]
             if search.next_batch(probes, how) is not None and world != n:
                 if dist.is_initialized():
@@ -396,7 +398,7 @@ def main(spec_path: str) -> None:
                 if not recovered(before):
                     sys.exit(0)  # so does it where a probe left memory behind: the next starts clean
             if i == 0 and search.bracket(probes)[0]:
-                found.setdefault(item.precision, probes)
+                first_count.setdefault(item.precision, probes)
             how = how.at_next_count(probes)
     if dist.is_initialized():
         dist.destroy_process_group()
