@@ -249,6 +249,30 @@ def test_where_memory_per_device_stays_the_next_count_closes_on_the_two_batches_
     assert_bracketed(fell, later, truth(1_500, 180, 80_000))
 
 
+def test_a_carried_start_neither_jumps_without_a_slope_nor_repeats_a_hang_nor_creeps_on_a_stale_slope():
+    """Three ways the carry to the next count could cost probes: every fit near the largest gives
+    no slope to carry (a jump of max_jump past the limit followed); a batch that hung is no memory
+    verdict to repeat; a carried slope ten times this count's made each guess fall short."""
+    def heavy(batch):  # 62 GB of state, 7 GB an image: the limit at 10
+        return linear(62_000, 7_000, 140_000)(batch)
+
+    how = search.Search(limit_mib=140_000)
+    one = search.run(how, heavy)
+    later = how.at_next_count(one)
+    assert later.slope_mib is not None, one
+    again = search.run(later, heavy)
+    assert search.bracket(again) == search.bracket(one) and len(again) <= 3, [p["batch"] for p in again]
+
+    hung = [{"batch": 7803, "status": "ok", "peak_alloc_mib": 94_000.0},
+            {"batch": 7959, "status": "timeout"}]
+    assert how.at_next_count(hung).first == (7803,)
+
+    slow = search.Search(limit_mib=140_000, first=(8000,), slope_mib=30.0)
+    probes = search.run(slow, linear(100_000, 3, 140_000))
+    assert_bracketed(probes, slow, truth(100_000, 3, 140_000))
+    assert len(probes) <= 8, [p["batch"] for p in probes]
+
+
 def test_a_gpu_workers_rows_are_made_once_for_the_largest_batch_and_equal_each_batch_made_alone():
     """Near its limit the search probes batches a few percent apart; each made its rows afresh
     (bench/fit/worker.py HeldRows). A smaller batch takes the first rows of a larger one, equal to

@@ -6,9 +6,10 @@ of memory (`oom`), with its peak memory; a probe that fit with less than the hea
 (`error`, `timeout`) counts as not fitting, and `max_errors` failures other than memory end the
 search. Memory grows about linearly
 with the batch (the training state is fixed, activations are per image), so a line through
-what fit predicts where the limit is: its slope from the smallest and the largest batch that
-fit (or, with one point, the slope found at another device count or strategy, `slope_mib`:
-activations per image do not change with n), anchored at the largest batch's memory. The line
+what fit predicts where the limit is: its slope between the largest batch that ran and the
+largest at 3/4 of it or less (else the slope found at another device count or strategy,
+`slope_mib`: activations per image do not change with n, or one a count's own nearer probes
+give where that is lower), anchored at the largest batch's memory. The line
 is drawn on what a probe's verdict weighs (`needed`: the larger of its peak allocated and
 reserved, plus its largest block, bench/fit/worker.py `judged`), so that it aims where verdicts
 turn from fits to tight: on one H200 resnet18's largest block was a quarter of its peak, and a
@@ -42,22 +43,25 @@ class Search:
     max_batch: int = 65536  # the search's ceiling: a batch that fits there is reported as "at least"
     max_errors: int = 2  # failures other than out of memory that end the search (a broken case)
     max_jump: int = 8  # a probe goes at most this many times past the largest batch that fit
-    slope_mib: float | None = None  # MiB per image measured at another device count, for a one-point line
+    slope_mib: float | None = None  # MiB per image measured at another device count or strategy
     asked_mib: float | None = None  # what the first batch asked at the count or strategy before (`asked`)
 
     def at_next_count(self, probes: list[dict]) -> "Search":
         """The search for the next device count of the same case: it starts at the largest batch
         that fit here (the memory per device does not grow with n), with this count's slope; where
-        that batch asks the same memory there (ddp's at every n >= 2), next at the smallest that
-        failed above it, which closes the search. Both are batches the worker has run, whose rows
-        it holds and whose kernels it has chosen: on one H200 resnet18's probes at a batch run
-        before took 2.3-2.7 s, at a new one near the limit 8.8-19.6 s."""
+        that batch asks no less memory there (ddp's, the same at every n >= 2), next at the
+        smallest batch above it that did not fit for want of memory (tight or out of memory; not
+        one that errored or hung), which closes the search where this one finished. Both are
+        batches the worker has run, whose rows it holds and whose kernels it has chosen: on one
+        H200 resnet18's probes at a batch run before took 2.3-2.7 s, at a new one near the
+        limit 8.8-19.6 s."""
         lo, hi = bracket(probes)
-        slope = measured_slope(probes) or self.slope_mib
+        slope = measured_slope(probes) or self.slope_mib or measured_slope(probes, near=True)
         if not lo:
             return dataclasses.replace(self, slope_mib=slope)
         at_lo = next((p for p in _ok(probes) if p["batch"] == lo), None)
-        return dataclasses.replace(self, first=(lo, hi) if hi else (lo,), slope_mib=slope,
+        short = hi is not None and next(p for p in probes if p["batch"] == hi)["status"] in ("oom", TIGHT)
+        return dataclasses.replace(self, first=(lo, hi) if short else (lo,), slope_mib=slope,
                                    asked_mib=None if at_lo is None else asked(at_lo))
 
 
@@ -107,18 +111,19 @@ def smallest_oom(probes: list[dict]) -> int | None:
     return min((p["batch"] for p in probes if p["status"] == "oom" and p["batch"] > lo), default=None)
 
 
-def measured_slope(probes: list[dict], weigh=needed) -> float | None:
+def measured_slope(probes: list[dict], weigh=needed, near: bool = False) -> float | None:
     """MiB per image near the largest batch that fit: between it and the largest that fit at
     3/4 of it or less, on what a verdict weighs (`needed`); None without such a pair (the slope
-    carried from another count or strategy serves then). Between two batches a step apart the
-    reserved memory's noise is the slope: resnet18's read 16 to 104 MiB an image where it is
-    about 18. Small batches peak in the optimiser's step, where activations are gone, so a slope
-    taken there alone is too low; the search's jumps are capped for that reason."""
+    carried from another count or strategy serves then), unless `near` takes the nearest below
+    it. Between two batches a step apart the reserved memory's noise is the slope: resnet18's
+    read 16 to 104 MiB an image where it is about 18. Small batches peak in the optimiser's step,
+    where activations are gone, so a slope taken there alone is too low; the search's jumps are
+    capped for that reason."""
     ok = _ok(probes)
-    if len(ok) < 2:
+    if len(ok) < 2 or ok[0]["batch"] == ok[-1]["batch"]:
         return None
     top = ok[-1]
-    other = next((p for p in reversed(ok[:-1]) if p["batch"] <= 0.75 * top["batch"]), None)
+    other = next((p for p in reversed(ok[:-1]) if p["batch"] <= 0.75 * top["batch"]), ok[-2] if near else None)
     if other is None:
         return None
     slope = (weigh(top) - weigh(other)) / (top["batch"] - other["batch"])
@@ -137,6 +142,11 @@ def predicted_limit(probes: list[dict], search: Search) -> float | None:
     slope = measured_slope(probes) or search.slope_mib
     if not ok or not slope:
         return None
+    nearer = measured_slope(probes, near=True)
+    if search.slope_mib and nearer and nearer < slope:
+        # This count's own probes say its memory grows more slowly than the slope carried to it:
+        # a guess short of the limit would creep. Down by half at most a guess (their slope is noisy).
+        slope = max(nearer, slope / 2)
     top, weigh = ok[-1], needed
     at_limit = [p for p in ok if p["status"] == FITS
                 and search.limit_mib - needed(p) < slope * _resolution(p["batch"], search)]
@@ -156,13 +166,17 @@ def _back(failed: int, search: Search) -> int:
 
 def _worth_repeating(start: int, probes: list[dict], search: Search) -> bool:
     """Whether to probe `start`, a first batch. The batch that failed at the count before
-    (`at_next_count`) only where the batch that fit there asks the same memory here, within half
-    a step's worth: where memory per device fell, the line goes further."""
+    (`at_next_count`) only where the batch that fit there asks no less memory here (half a step's
+    worth less at most, or half the resolution of it without a slope): where memory per device
+    fell, the line goes further."""
     if search.asked_mib is None or start == search.first[0]:
         return True
     here = next((p for p in _ok(probes) if p["batch"] == search.first[0]), None)
-    slope = search.slope_mib or 0.0
-    return here is not None and abs(asked(here) - search.asked_mib) <= slope * _resolution(here["batch"], search) / 2
+    if here is None:
+        return False
+    step = _resolution(here["batch"], search)
+    slack = search.slope_mib * step / 2 if search.slope_mib else search.asked_mib * search.resolution / 2
+    return asked(here) >= search.asked_mib - slack
 
 
 def done(probes: list[dict], search: Search) -> bool:

@@ -77,9 +77,10 @@ def count_gradients(step) -> None:
 
 
 class HeldRows:
-    """A GPU worker's rows of the model's fixed synthetic batch, made once for the largest batch
-    asked so far: a smaller batch takes their first rows, which equal its own (any slice equals
-    that slice of a larger batch: bench/workloads/data.py), and placing copies them to the GPU.
+    """A GPU worker's rows of the model's fixed synthetic batch, made for a batch and kept while the
+    batches asked lie between half of it and it: a smaller batch takes their first rows, which equal
+    its own (any slice equals that slice of a larger batch: bench/workloads/data.py), and placing
+    copies them to the GPU.
     Near the limit the search probes batches a few percent apart, and each made its rows afresh on
     the CPU: for resnet18 at 11,000 images of 224 px, 172 blocks of random images, seconds per
     probe. On the CPU a probe's tracker counts the tensors it is given: there each probe makes its
