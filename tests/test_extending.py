@@ -453,7 +453,7 @@ def test_every_message_that_crosses_a_process_is_typed_and_versioned(tmp_path):
                                       search={"first": [8]}, done={"1": [{"batch": 8, "status": "ok"}]}),))
     fit_back = FitWorkerSpec.from_json(json.loads(json.dumps(fit.to_json())))
     assert fit_back == fit and fit_back.plan[0].cases["2"].n_replicas == 2
-    with pytest.raises(SpecError, match="fit plan item fields cases_at are not in version 1"):
+    with pytest.raises(SpecError, match="fit plan item fields cases_at are not in version 2"):
         FitWorkerSpec.from_json({**fit.to_json(), "plan": [{**fit.plan[0].to_json(), "cases_at": {}}]})
 
     # Nothing that reads a spec reads it by string key.

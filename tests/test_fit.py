@@ -273,6 +273,29 @@ def test_a_carried_start_neither_jumps_without_a_slope_nor_repeats_a_hang_nor_cr
     assert len(probes) <= 8, [p["batch"] for p in probes]
 
 
+def test_a_worker_started_again_is_handed_where_the_strategy_before_found_the_limit():
+    """A worker that leaves (an error, memory left behind, --resume) leaves the probes it made
+    with the parent; a fresh one for the next strategy gets the first strategy's probes at the
+    first count in its plan (FitItem.after), and starts there rather than at the first batches."""
+    from bench.fit import fit
+    from bench.fit.spec import FitItem
+
+    items = [{"precision": "amp-bf16", "strategy": s, "devices": [1, 2], "cases": {}, "rows": {}}
+             for s in ("ddp", "zero1", "fsdp2")]
+    job = fit.Fit("resnet18", items, [0], None, {"first": [8, 64]}, limit_mib=139_776.0)
+    ddp_at_1 = [{"batch": 7866, "status": "ok", "peak_alloc_mib": 94_707.0, "peak_reserved_mib": 113_836.0,
+                 "largest_block_mib": 24_070.0},
+                {"batch": 7995, "status": "tight", "peak_alloc_mib": 96_256.0, "peak_reserved_mib": 117_242.0,
+                 "largest_block_mib": 24_464.0}]
+    job.done[("amp-bf16", "ddp")] = {1: ddp_at_1, 2: ddp_at_1}
+    left = job.left()
+    assert [i.strategy for i in left] == ["zero1", "fsdp2"]
+    assert all(list(i.after) == ddp_at_1 for i in left)
+    read = FitItem.from_json(json.loads(json.dumps(left[0].to_json())))
+    how = search.start_after(search.Search(limit_mib=139_776.0), list(read.after))
+    assert how.first == (7866, 7995) and search.next_batch([], how) == 7866
+
+
 def test_a_gpu_workers_rows_are_made_once_for_the_largest_batch_and_equal_each_batch_made_alone():
     """Near its limit the search probes batches a few percent apart; each made its rows afresh
     (bench/fit/worker.py HeldRows). A smaller batch takes the first rows of a larger one, equal to

@@ -122,12 +122,16 @@ class Fit:
     def left(self) -> list[FitItem]:
         """The items with a search still open, each with what it has done, as the worker reads them."""
         out = []
+        first: dict[str, tuple] = {}  # precision -> its first strategy's probes at the first count
         for item in self.items:
             done = self.done.setdefault((item["precision"], item["strategy"]), {})
+            after = first.get(item["precision"], ())
+            if item["precision"] not in first:
+                first[item["precision"]] = tuple(done.get(item["devices"][0], ()))
             if self.limit_mib is None or _replay(item, done, self.search, self.limit_mib):
                 out.append(FitItem(precision=item["precision"], strategy=item["strategy"],
                                    devices=tuple(item["devices"]), cases=item["cases"], search=self.search,
-                                   done={str(n): p for n, p in done.items()}))
+                                   done={str(n): p for n, p in done.items()}, after=after))
         return out
 
     def record(self, event: dict) -> dict:

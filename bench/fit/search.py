@@ -73,7 +73,7 @@ def start_after(how: Search, before: list[dict] | None) -> Search:
     fsdp2 all fit 31 sequences, after 10 probes each from the line's first batches). The start
     only saves probes: from any start the search closes on a batch that fit and one within its
     resolution above it that did not. A worker started again after the strategy before finished
-    in another has none of its probes, and starts from the first batches."""
+    in another is handed those probes in its plan (bench/fit/spec.py FitItem.after)."""
     if not before or not bracket(before)[0]:
         return how
     return how.at_next_count(before)

@@ -15,12 +15,16 @@ class FitItem(Message):
     """One (precision, strategy): its case at each device count, searched in increasing order."""
 
     KIND: ClassVar[str] = "fit plan item"
+    VERSION: ClassVar[int] = 2  # 2: `after`
     precision: str
     strategy: str
     devices: tuple[int, ...]
     cases: dict[str, CaseSpec]  # str(n) -> the case at n devices (batch set by each probe)
     search: dict = field(default_factory=dict)  # bench.fit.search.Search's fields other than the limit
     done: dict = field(default_factory=dict)  # str(n) -> the probes already measured there
+    # The first strategy of this precision, its probes at the first count, measured by an earlier
+    # worker: where this one starts its own search there (bench.fit.search.start_after).
+    after: tuple[dict, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -375,7 +375,7 @@ def main(spec_path: str) -> None:
         for i, n in enumerate(item.devices):
             probes = list(item.done.get(str(n), []))
             if i == 0:
-                how = search.start_after(how, first_count.get(item.precision))
+                how = search.start_after(how, first_count.get(item.precision) or list(item.after))
             case = item.cases[str(n)]
             if search.next_batch(probes, how) is not None and world != n:
                 if dist.is_initialized():
