@@ -73,6 +73,10 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
     if args.budget is not None and not args.search:
         raise UsageError("--budget bounds a search: drop --no-search" if on_gpu else
                          "--budget bounds a --search: add --search")
+    if args.side_compile and not args.search:
+        raise UsageError("--side-compile compiles a search's levers beside its survey: drop it, or add --search")
+    if args.side_compile is None:
+        args.side_compile = sweep_default("side_compile", on_gpu)
     if args.search:
         args.budget = BUDGET_MIN if args.budget is None else args.budget
         if not (math.isfinite(args.budget) and 0 < args.budget <= 24 * 60):
@@ -284,7 +288,8 @@ def _search(args, sweep, cases, settings, reporter, started: float) -> list[dict
     from bench.run.search import Search
 
     executions = sorted({c.execution for c in cases}, key=lambda e: e != "eager")
-    search = Search(sweep, settings, 60 * args.budget, asked_of(settings, executions[0]), reporter, started=started)
+    search = Search(sweep, settings, 60 * args.budget, asked_of(settings, executions[0]), reporter, started=started,
+                    side_compiles=args.side_compile)
     return search.run(cases)
 
 
@@ -346,6 +351,10 @@ def add_parser(sub) -> None:
     run.add_argument("--budget", type=float, help="minutes the whole --search may take (default "
                      f"{BUDGET_MIN:g}: every strategy at every batch, then each regime's executions at every "
                      "batch, on 2 H200s); what it cannot hold is recorded as not tried")
+    run.add_argument("--side-compile", action=argparse.BooleanOptionalAction,
+                     help="compile the graphs a --search's levers will most likely measure in processes of their own "
+                     "(nice 19) while the survey measures, so that their workers load them from inductor's cache "
+                     f"(bench/run/precompile.py; default {said('side_compile')})")
     run.add_argument("--anatomy", action="store_true",
                      help="after each case's timing, profile a few steps on every rank: traces under "
                           "<results folder>/traces/<results name>/ and the step's breakdown in anatomy_* columns")

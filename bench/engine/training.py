@@ -108,10 +108,30 @@ def inputs_to(inputs: torch.Tensor, device: torch.device, ctx: WorkerContext) ->
     return inputs.contiguous(memory_format=memory_format(ctx)) if inputs.dim() == 4 else inputs
 
 
+# A process that compiles a case's graphs without running them (bench/run/precompile.py) sets
+# this: a function of the compile mode that gives torch.compile's backend in place of inductor.
+side_backend = None
+
+
 def maybe_compile(module: nn.Module, ctx: WorkerContext) -> nn.Module:
     if ctx.execution != "compile":
         return module
-    return torch.compile(module, mode=None if ctx.compile_mode == "default" else ctx.compile_mode)
+    lower_backward_with_forward()
+    mode = None if ctx.compile_mode == "default" else ctx.compile_mode
+    if side_backend is not None:
+        return torch.compile(module, backend=side_backend(mode))
+    return torch.compile(module, mode=mode)
+
+
+def lower_backward_with_forward() -> None:
+    """AOTAutograd lowers a graph's backward when it lowers the forward, not at the first backward
+    (the same kernels, compiled earlier): a process that compiles a case without running it
+    (bench/run/precompile.py) then leaves both in inductor's cache. The setting is part of the
+    cache's key, so every process that compiles sets it, or none would find the other's graphs."""
+    import torch._functorch.config as functorch_config
+
+    if hasattr(functorch_config, "force_non_lazy_backward_lowering"):
+        functorch_config.force_non_lazy_backward_lowering = True
 
 
 class LossOf(nn.Module):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from bench.cases import ranking
 from bench.cases.case import Case, identity
-from bench.cases.levers import Lever, execution_of, levers
+from bench.cases.levers import EXECUTION_LEVERS, Lever, execution_of, levers
 from bench.run.search_state import BEATS, FIRST_TIER, Leader, SearchState, group_dict, label, unavailable, where
 
 
@@ -53,6 +53,32 @@ def ordered_levers(state: SearchState, key, leader: Leader, dimension: str, grou
                                   order.index(execution_of(lever.case))
                                   if execution_of(lever.case) in order else len(order)))
     return [(lever, execution_of(lever.case) in first) for lever in found]
+
+
+def likely_compiles(state: SearchState, cases: list[Case]) -> list[Case]:
+    """The compiled cases the levers will most likely measure, to compile beside the survey
+    (bench/run/precompile.py): the execution levers that compile, on the configurations that
+    most often lead as the survey measures them (the reference strategy at each device count of
+    several, the baseline at one), in the order the levers come: the first tier's execution at
+    every count and batch (the largest count first), then the others."""
+    import strategies
+
+    def likely_leader(case: Case) -> bool:
+        declared = strategies.info(case.strategy)
+        return declared is not None and bool(declared.reference if case.n_replicas > 1 else declared.baseline)
+
+    order = [execution if mode == "default" else f"{execution}:{mode}" for execution, mode in EXECUTION_LEVERS]
+    found = {}
+    for case in cases:
+        if case.n_replicas not in state.counts or not likely_leader(case) or unavailable(case):
+            continue
+        for lever in levers(case, "execution"):
+            execution = execution_of(lever.case)
+            if lever.case.execution == "compile" and not unavailable(lever.case):
+                rank = (execution not in FIRST_TIER, order.index(execution), state.counts.index(case.n_replicas),
+                        case.batch_per_gpu)
+                found[lever.case.key()] = (rank, lever.case)
+    return [case for _, case in sorted(found.values(), key=lambda v: v[0])]
 
 
 def try_levers(state: SearchState, dimension: str, leaders: dict, known: set, groups: dict) -> None:

@@ -22,6 +22,7 @@ class Runner:
         self.sweep = sweep
         self.log = log
         self.clock = clock
+        self.side = None  # the search's side compiles (bench/run/precompile.py), settled before a measurement
 
     def row(self, case: Case) -> dict | None:
         return self.sweep.rows.get(identity(self.sweep.row_of(case)))
@@ -30,6 +31,8 @@ class Runner:
         if not cases:
             return
         began = self.clock()
+        if self.side is not None:
+            self.side.settle(cases)  # on the clock: a wait for a running side compile is part of the phase
         self.sweep.run(cases, again=again)
         for case in cases:
             row = self.row(case)

@@ -40,7 +40,8 @@ from __future__ import annotations
 from bench.cases.case import Case, identity
 from bench.cases.levers import DIMENSIONS
 from bench.run.finals import finals
-from bench.run.lever_trials import try_levers
+from bench.run.lever_trials import likely_compiles, try_levers
+from bench.run.precompile import SideCompiles
 from bench.run.search_state import DEFAULT_BUDGET_MIN, SCHEMA, SearchState  # noqa: F401 - read from here
 from bench.run.survey import survey, survey_again
 
@@ -51,6 +52,18 @@ class Search(SearchState):
     def run(self, cases: list[Case]) -> list[dict]:
         self.counts = sorted({c.n_replicas for c in cases}, key=lambda n: (n == 1, -n))
         self.log["device_order"] = self.counts
+        if self.side_compiles:
+            self.runner.side = SideCompiles()
+            try:
+                self.runner.side.submit(likely_compiles(self, cases))
+                return self._phases(cases)
+            finally:
+                self.runner.side.close()
+                self.log["side_compiles"] = self.runner.side.summary()
+                self.sweep.save()
+        return self._phases(cases)
+
+    def _phases(self, cases: list[Case]) -> list[dict]:
         survey(self, cases)
         survey_again(self, cases)
         groups = self.runner.ok_rows(cases)

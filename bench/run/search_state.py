@@ -53,8 +53,10 @@ class SearchState:
     the order they are served, and the questions every phase asks of the rows so far."""
 
     def __init__(self, sweep, settings, budget_s: float, asked: dict, reporter, clock=time.monotonic,
-                 started: float | None = None):
+                 started: float | None = None, side_compiles: bool = False):
         self.sweep = sweep
+        # Compile the likely levers' graphs beside the survey (bench/run/precompile.py).
+        self.side_compiles = side_compiles
         self.settings = settings
         self.reporter = reporter
         self.budget = Budget(budget_s, lambda: sweep.rows.values(), clock, started)
