@@ -2,8 +2,10 @@
 cell (one strategy, eager, a small batch) measured by `bench run` alone and with the search's side
 compiles running beside it, in turns (alone, beside, alone, beside, ...), every figure in one file:
 
-  python scripts/side_compile_check.py --out FILE.json [--gpus 0] [--turns 3] [--strategy single]
+  python scripts/side_compile_check.py --out FILE.json [--gpus 0] [--turns 3] [--strategies single]
       [--model resnet18-small] [--batch 256] [--side-gpus 0,1]
+
+Each measurement is one `bench run --no-search` of --strategies at --batch per GPU on all of --gpus.
 
 The side compiles are those a search's survey has beside it: compile reduce-overhead and compile
 of the reference strategy on --side-gpus and of the baseline on the first of them, at 256, 1024 and
@@ -27,13 +29,15 @@ FIGURES = ("items_per_s", "items_per_s_p10", "items_per_s_p90", "step_ms_p50", "
 
 
 def measure(args, out: Path) -> dict:
-    cmd = [sys.executable, "-m", "bench", "run", "--no-search", "--gpus", args.gpus, "--strategies", args.strategy,
-           "--models", args.model, "--precisions", "amp-bf16", "--batch-sizes", str(args.batch), "--out", str(out)]
+    cmd = [sys.executable, "-m", "bench", "run", "--no-search", "--gpus", args.gpus, "--gpu-counts",
+           str(len(args.gpus.split(","))), "--strategies", args.strategies, "--models", args.model, "--precisions",
+           "amp-bf16", "--batch-sizes", str(args.batch), "--out", str(out)]
     started = time.monotonic()
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    row = json.loads(out.read_text())["rows"][0] if out.exists() else {}
-    return {"exit": done.returncode, "wall_s": round(time.monotonic() - started, 1), "status": row.get("status"),
-            **{k: row.get(k) for k in FIGURES}, "tail": done.stdout[-300:] if done.returncode else ""}
+    rows = json.loads(out.read_text())["rows"] if out.exists() else []
+    return {"exit": done.returncode, "wall_s": round(time.monotonic() - started, 1),
+            "rows": {r["strategy"]: {"status": r["status"], **{k: r.get(k) for k in FIGURES}} for r in rows},
+            "tail": done.stdout[-300:] if done.returncode else ""}
 
 
 def side_cases(args):
@@ -59,7 +63,7 @@ def main() -> None:
     parser.add_argument("--gpus", default="0")
     parser.add_argument("--side-gpus", default="0,1")
     parser.add_argument("--turns", type=int, default=3)
-    parser.add_argument("--strategy", default="single")
+    parser.add_argument("--strategies", default="single")
     parser.add_argument("--model", default="resnet18-small")
     parser.add_argument("--batch", type=int, default=256)
     args = parser.parse_args()
