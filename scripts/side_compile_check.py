@@ -82,8 +82,12 @@ def main() -> None:
         side.close()
         os.environ.pop("TORCHINDUCTOR_CACHE_DIR")
         turns.append({"alone": alone, "beside": beside, "side_running_at_end": running, "side": side.summary()})
-        print(json.dumps(turns[-1])[:600], flush=True)
-    Path(args.out).write_text(json.dumps({"args": vars(args), "cpus": os.cpu_count(), "turns": turns}, indent=1))
+        # Written after every turn: a call cut short keeps the turns it finished.
+        Path(args.out).write_text(json.dumps({"args": vars(args), "cpus": os.cpu_count(), "turns": turns}, indent=1))
+        for how in ("alone", "beside"):
+            print(f"turn {turn + 1} {how}: " + ", ".join(
+                f"{name} {r.get('items_per_s') or 0:.0f} ({r.get('items_per_s_p10') or 0:.0f}-"
+                f"{r.get('items_per_s_p90') or 0:.0f})" for name, r in turns[-1][how]["rows"].items()), flush=True)
 
 
 if __name__ == "__main__":

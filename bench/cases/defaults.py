@@ -38,10 +38,7 @@ BUDGET_MIN = 9.0
 # can do: bf16 autocast, and the search (bench/run/search.py) within BUDGET_MIN; on the CPU, fp32 and
 # the plain sweep. The per-GPU batches are each kind of data's own (bench/workloads/data.py `batches`).
 SWEEP = {"precisions": ("amp-bf16", "fp32"),
-         "search": (True, False),
-         # A search's compiles beside its survey (bench/run/precompile.py): on the CPU they would
-         # share the cores the measured step runs on.
-         "side_compile": (True, False)}
+         "search": (True, False)}
 
 
 def sweep_default(name: str, on_gpu: bool):

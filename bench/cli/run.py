@@ -75,8 +75,6 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
                          "--budget bounds a --search: add --search")
     if args.side_compile and not args.search:
         raise UsageError("--side-compile compiles a search's levers beside its survey: drop it, or add --search")
-    if args.side_compile is None:
-        args.side_compile = sweep_default("side_compile", on_gpu)
     if args.search:
         args.budget = BUDGET_MIN if args.budget is None else args.budget
         if not (math.isfinite(args.budget) and 0 < args.budget <= 24 * 60):
@@ -351,10 +349,11 @@ def add_parser(sub) -> None:
     run.add_argument("--budget", type=float, help="minutes the whole --search may take (default "
                      f"{BUDGET_MIN:g}: every strategy at every batch, then each regime's executions at every "
                      "batch, on 2 H200s); what it cannot hold is recorded as not tried")
-    run.add_argument("--side-compile", action=argparse.BooleanOptionalAction,
+    run.add_argument("--side-compile", action=argparse.BooleanOptionalAction, default=False,
                      help="compile the graphs a --search's levers will most likely measure in processes of their own "
                      "(nice 19) while the survey measures, so that their workers load them from inductor's cache "
-                     f"(bench/run/precompile.py; default {said('side_compile')})")
+                     "(bench/run/precompile.py; default off: not yet shown to leave host-bound rows undisturbed, "
+                     "docs/search.md)")
     run.add_argument("--anatomy", action="store_true",
                      help="after each case's timing, profile a few steps on every rank: traces under "
                           "<results folder>/traces/<results name>/ and the step's breakdown in anatomy_* columns")
