@@ -17,6 +17,7 @@ from bench.cases.grid import build_cases
 from bench.cases.levers import execution_of
 from bench.cases.ranking import asked_of
 from bench.core.placement import Placement
+from bench.core.protocol import LOWER_BACKWARD_ENV
 from bench.run import precompile
 from bench.run.precompile import SideCompiles
 from tests.conftest import rows_of, run_cli
@@ -26,9 +27,12 @@ from tests.conftest import rows_of, run_cli
 def test_a_side_compile_leaves_every_graph_its_worker_then_loads(tmp_path):
     """DDP on 2 CPU ranks, its graph split at bucket boundaries (resnet18-small's 45 MB in 25 MB buckets), built in a
     fake world of 2: the side process compiles every graph afresh into an empty cache without
-    running the step, and the real worker's row then says every graph came from that cache. A
-    worker whose compile differed from the side's (another mode, the backward lowered lazily: a
-    different cache key) would compile afresh, and the last assertion fails."""
+    running the step, and the real worker's row then says every graph came from that cache. A side
+    process that left the backward to the first backward (which it never runs) would compile the
+    forwards alone, and a worker whose compile differed from the side's (another mode: a different
+    cache key) would compile afresh: either assertion fails. (A worker that lowers its backwards
+    lazily, as PyTorch does by default, found 4 of these 6 graphs and compiled 2: a search's
+    workers lower them with the forward while side compiles run, LOWER_BACKWARD_ENV.)"""
     cache = tmp_path / "cache"
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache)  # the side processes take the workers' environment
     try:
@@ -46,12 +50,14 @@ def test_a_side_compile_leaves_every_graph_its_worker_then_loads(tmp_path):
     assert item.state == "done", item.said
     said = json.loads(item.said)
     assert said["from_cache"] == 0 and said["compiled"] >= 4, said  # a forward and a backward per piece, >= 2 pieces
+    assert said["compiled"] % 2 == 0, said
 
     out = tmp_path / "run.json"
     done = run_cli("run", "--gpus", "", "--cpu-replicas", "2", "--strategies", "ddp", "--models", "resnet18-small",
                    "--precisions", "fp32", "--execution", "compile", "--compile-mode", "reduce-overhead",
                    "--batch-sizes", "2", "--warmup", "1", "--steps", "2",
-                   "--trials", "1", "--out", str(out), env={"TORCHINDUCTOR_CACHE_DIR": str(cache)})
+                   "--trials", "1", "--out", str(out),
+                   env={"TORCHINDUCTOR_CACHE_DIR": str(cache), LOWER_BACKWARD_ENV: "1"})  # as a search's worker
     assert done.returncode == 0, done.stdout + done.stderr
     [row] = rows_of(out)
     assert row["status"] == "ok", row.get("reason")
@@ -96,7 +102,10 @@ def test_the_search_compiles_its_likely_levers_beside_the_survey_and_settles_eac
 
     def run(cases=None, again=False):
         calls.append(("measure", [c.key() for c in cases or []]))
+        lowered.add(os.environ.get(LOWER_BACKWARD_ENV))
         return original(cases, again)
+
+    lowered = set()
 
     sweep.run = run
     search_module.Search(sweep, s, 300, asked_of(s, "eager"), Quiet(), clock=clock, side_compiles=True).run(cases)
@@ -113,17 +122,28 @@ def test_the_search_compiles_its_likely_levers_beside_the_survey_and_settles_eac
         assert calls[index - 1][0] == "settle" and key in calls[index - 1][1], key
     doc = json.loads((tmp_path / "run.json").read_text())
     assert side.closed and doc["search"]["side_compiles"] == {"processes": 12, "done": 12}
+    # Every worker of the search lowered its backwards as the side processes do; the setting ends with the search.
+    assert lowered == {"1"} and LOWER_BACKWARD_ENV not in os.environ
 
 
 def sleeper(side: SideCompiles, seconds: float):
-    """Side processes that sleep instead of compiling: `_start` runs `sleep` for each."""
+    """Side processes that sleep instead of compiling, then report as a side compile does."""
     from bench.run.procs import Worker
 
     def start(item):
-        item.worker = Worker([sys.executable, "-c", f"import time; time.sleep({seconds})"], dict(os.environ), ".")
+        script = f"import time; time.sleep({seconds}); print({precompile.REPORT!r} + '{{}}')"
+        item.worker = Worker([sys.executable, "-c", script], dict(os.environ), ".")
         item.state, item.started = "running", side.clock()
 
     side._start = start
+
+
+def until(condition, seconds: float = 60.0) -> None:
+    """Wait for `condition()`, failing after `seconds` rather than hanging."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
 
 
 def cases_at(*batches) -> list[Case]:
@@ -131,76 +151,101 @@ def cases_at(*batches) -> list[Case]:
 
 
 def test_settling_drops_a_queued_side_compile_waits_for_a_running_one_and_stops_one_past_its_limit():
-    side = SideCompiles(slots=1)
-    sleeper(side, 0.3)
-    first, second = cases_at(2, 4)
-    side.submit([first, second])
-    deadline = time.monotonic() + 10
-    while side.items[0].state == "queued" and time.monotonic() < deadline:
-        time.sleep(0.05)
-    side.settle([first, second], limit_s=30)  # the first runs (waited for); the second is still queued (dropped)
-    assert [i.state for i in side.items] == ["done", "dropped"]
-    assert side.items[0].seconds >= 0.3
+    side, slow = SideCompiles(slots=1), SideCompiles(slots=1)
+    try:
+        sleeper(side, 0.3)
+        first, second = cases_at(2, 4)
+        side.submit([first, second])
+        until(lambda: side.items[0].state != "queued")
+        side.settle([first, second], limit_s=30)  # the first runs (waited for); the second is still queued (dropped)
+        assert [i.state for i in side.items] == ["done", "dropped"]
+        assert side.items[0].seconds >= 0.3
 
-    slow = SideCompiles(slots=1)
-    sleeper(slow, 60)
-    [third] = cases_at(8)
-    slow.submit([third])
-    while slow.items[0].state == "queued":
-        time.sleep(0.05)
-    began = time.monotonic()
-    slow.settle([third], limit_s=0.5)
-    assert slow.items[0].state == "stopped" and time.monotonic() - began < 30
-    slow.close()
-    side.close()
+        sleeper(slow, 60)
+        [third] = cases_at(8)
+        slow.submit([third])
+        until(lambda: slow.items[0].state != "queued")
+        began = time.monotonic()
+        slow.settle([third], limit_s=0.5)
+        assert slow.items[0].state == "stopped" and time.monotonic() - began < 30
+    finally:
+        slow.close()
+        side.close()
     assert slow.summary()["stopped"] == 1 and side.summary()["dropped"] == 1
 
 
-def test_close_stops_every_side_process_and_a_finished_one_bounds_the_wait_for_the_next():
-    side = SideCompiles(slots=2)
-    sleeper(side, 0.2)
-    quick, slow_case = cases_at(2, 4)
-    side.submit([quick])
-    deadline = time.monotonic() + 10
-    while side.items[0].state != "done" and time.monotonic() < deadline:  # the side's own thread ends it
-        time.sleep(0.05)
-    assert side.items[0].state == "done"
-    sleeper(side, 60)
-    side.submit([slow_case])
-    while side.items[1].state == "queued":
-        time.sleep(0.05)
-    began = time.monotonic()
-    side.settle([slow_case], limit_s=60)  # 1.5 times the 0.2 s that finished, not 60 s
-    assert side.items[1].state == "stopped" and time.monotonic() - began < 20
+def test_once_the_survey_is_over_a_measurement_waits_for_every_side_compile_and_close_stops_them_all():
+    side, more = SideCompiles(slots=2), SideCompiles(slots=1)
+    try:
+        sleeper(side, 0.2)
+        quick, slow_case, other = cases_at(2, 4, 8)
+        side.submit([quick])
+        until(lambda: side.items[0].state == "done")  # the side's own thread ends it
+        sleeper(side, 60)
+        side.submit([slow_case])
+        until(lambda: side.items[1].state != "queued")
+        side.survey_over = True
+        began = time.monotonic()
+        side.settle([other], limit_s=60)  # not its own, but the survey is over: 1.5 times the 0.2 s that finished
+        assert side.items[1].state == "stopped" and time.monotonic() - began < 20
 
-    more = SideCompiles(slots=1)
-    sleeper(more, 60)
-    more.submit(cases_at(16, 32))
-    while more.items[0].state == "queued":
-        time.sleep(0.05)
-    pid = more.items[0].worker.proc.pid
-    more.close()
+        sleeper(more, 60)
+        more.submit(cases_at(16, 32))
+        until(lambda: more.items[0].state != "queued")
+        pid = more.items[0].worker.proc.pid
+    finally:
+        more.close()
+        side.close()
     assert [i.state for i in more.items] == ["stopped", "dropped"]
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
 
 
+def test_a_case_that_cannot_be_prepared_is_a_failed_side_compile_and_the_rest_go_on(monkeypatch):
+    from bench.run import workers
+
+    side = SideCompiles(slots=1)
+    try:
+        sleeper(side, 0.1)
+        broken, fine = cases_at(2, 4)
+        real = workers.worker_spec
+        monkeypatch.setattr(workers, "worker_spec", lambda cases, folder: (
+            (None, [(cases[0], OSError("disk full"))]) if cases[0] == broken else real(cases, folder)))
+        side.submit([broken, fine])
+        until(lambda: side.items[1].state == "done")
+    finally:
+        side.close()
+    assert (side.items[0].state, side.items[0].said) == ("failed", "OSError: disk full")
+    assert side.summary()["failures"][0]["said"] == "OSError: disk full"
+
+
+def test_the_answer_says_what_ran_beside_the_survey():
+    from bench.report.answer_text import search_lines
+
+    path = "tests/fixtures/timings/h200x2-search-5min-side.json"
+    said = [line for line in search_lines(path) if line.startswith("Side compiles:")]
+    assert said == ["Side compiles: 18 of 18 finished beside the survey (645 s of their processes' wall time); "
+                    "the survey's rows were measured beside them."]
+
+
 def test_the_side_backend_compiles_with_the_modes_settings_and_stops_a_real_call():
-    """The backend is inductor's own wrapper for the mode (its settings are in the cache key), and
-    a call on real tensors stops while one on fake tensors (DDP's graph splitting) goes through."""
+    """The backend is inductor's own wrapper with the mode's settings (they are in the cache key:
+    reduce-overhead's CUDA graphs among them), and a compiled graph called on real tensors stops.
+    (DDP's graph splitting calls each piece on fake tensors, which go through: the slow test above.)"""
     import torch
 
-    backend = precompile.compile_only("reduce-overhead")
-    assert isinstance(backend, torch._TorchCompileInductorWrapper)
-    assert backend.config == torch._TorchCompileInductorWrapper("reduce-overhead", None, None).config
-    model = torch.nn.Linear(3, 2)
-    compiled = torch.compile(model, backend=precompile.compile_only(None))
+    assert precompile.compile_only("reduce-overhead").config["triton.cudagraphs"] is True
+    assert "triton.cudagraphs" not in precompile.compile_only(None).config
+    compiled = torch.compile(torch.nn.Linear(3, 2), backend=precompile.compile_only(None))
     with pytest.raises(precompile.Compiled):
         compiled(torch.ones(4, 3))
 
 
-def test_side_compiles_are_a_searchs_and_the_flag_alone_is_refused():
-    done = run_cli("run", "--gpus", "", "--no-search", "--side-compile", "--strategies", "single", "--batch-sizes", "2")
-    assert done.returncode == 2
-    assert "--side-compile compiles a search's levers beside its survey: drop it, or add --search" in done.stderr
-    assert "Traceback" not in done.stderr
+def test_side_compiles_are_a_gpu_searchs_and_are_refused_elsewhere_in_one_line():
+    for flags, said in ((["--no-search"], "--side-compile compiles a search's levers beside its survey: drop it, "
+                                          "or add --search"),
+                        (["--search"], "--side-compile compiles beside GPU measurements; on the CPU it would take "
+                                       "the cores being measured: drop it")):
+        done = run_cli("run", "--gpus", "", *flags, "--side-compile", "--strategies", "single", "--batch-sizes", "2")
+        assert done.returncode == 2 and said in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr

@@ -41,7 +41,11 @@ class Lever:
 
 def execution_of(case: Case) -> str:
     """The execution with its compile mode: "eager", "compile", "compile:reduce-overhead", "cuda-graph"."""
-    return case.execution if case.compile_mode == "default" else f"{case.execution}:{case.compile_mode}"
+    return execution_name(case.execution, case.compile_mode)
+
+
+def execution_name(execution: str, mode: str) -> str:
+    return execution if mode == "default" else f"{execution}:{mode}"
 
 
 def _with_knobs(case: Case, **values) -> Case:

@@ -75,6 +75,9 @@ def _settings(args, on_gpu: bool, strategy_names: list[str]):
                          "--budget bounds a --search: add --search")
     if args.side_compile and not args.search:
         raise UsageError("--side-compile compiles a search's levers beside its survey: drop it, or add --search")
+    if args.side_compile and not on_gpu:
+        raise UsageError("--side-compile compiles beside GPU measurements; on the CPU it would take the cores being "
+                         "measured: drop it")
     if args.search:
         args.budget = BUDGET_MIN if args.budget is None else args.budget
         if not (math.isfinite(args.budget) and 0 < args.budget <= 24 * 60):

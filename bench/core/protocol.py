@@ -13,6 +13,9 @@ import os
 
 ENV = "PARABENCH_EVENTS"
 NODE_RANK_ENV = "PARABENCH_NODE_RANK"  # the worker's node in a multi-node sweep (bench/run/nodes.py)
+# Set ("1") in a search's workers while side processes compile beside it (bench/run/precompile.py):
+# they lower each backward with its forward as the side processes do (training.lower_backward_with_forward).
+LOWER_BACKWARD_ENV = "PARABENCH_LOWER_BACKWARD_WITH_FORWARD"
 
 # Exit codes a worker uses after it reported a failed case.
 EXIT_AFTER_OOM = 75

@@ -5,9 +5,12 @@ Strategies import this inside their hooks, in the worker; nothing that reads res
 """
 from __future__ import annotations
 
+import os
+
 import torch
 from torch import nn
 
+from bench.core import protocol
 from bench.core.step import TrainStep, WorkerContext
 
 # The same optimiser in every strategy (and, for SGD, in both frameworks). SGD with momentum is
@@ -113,25 +116,27 @@ def inputs_to(inputs: torch.Tensor, device: torch.device, ctx: WorkerContext) ->
 side_backend = None
 
 
-def maybe_compile(module: nn.Module, ctx: WorkerContext) -> nn.Module:
-    if ctx.execution != "compile":
-        return module
-    lower_backward_with_forward()
-    mode = None if ctx.compile_mode == "default" else ctx.compile_mode
-    if side_backend is not None:
-        return torch.compile(module, backend=side_backend(mode))
-    return torch.compile(module, mode=mode)
-
-
 def lower_backward_with_forward() -> None:
     """AOTAutograd lowers a graph's backward when it lowers the forward, not at the first backward
-    (the same kernels, compiled earlier): a process that compiles a case without running it
-    (bench/run/precompile.py) then leaves both in inductor's cache. The setting is part of the
-    cache's key, so every process that compiles sets it, or none would find the other's graphs."""
+    (the same kernels, compiled earlier): a process that never runs a backward leaves it in
+    inductor's cache all the same."""
     import torch._functorch.config as functorch_config
 
     if hasattr(functorch_config, "force_non_lazy_backward_lowering"):
         functorch_config.force_non_lazy_backward_lowering = True
+
+
+def maybe_compile(module: nn.Module, ctx: WorkerContext) -> nn.Module:
+    if ctx.execution != "compile":
+        return module
+    # A search's workers beside side compiles: they find the side processes' graphs in the cache only so
+    # (lowered lazily, the backwards of DDP's split pieces came out with other keys and were compiled afresh).
+    if os.environ.get(protocol.LOWER_BACKWARD_ENV) == "1":
+        lower_backward_with_forward()
+    mode = None if ctx.compile_mode == "default" else ctx.compile_mode
+    if side_backend is not None:
+        return torch.compile(module, backend=side_backend(mode))
+    return torch.compile(module, mode=mode)
 
 
 class LossOf(nn.Module):

@@ -186,7 +186,8 @@ def _host_memory() -> int:
 
 # The variables that change what a run measures, recorded as they were in force: NCCL's, and
 # whether the profiler lets go of the GPU after a case's counting (bench/measure/counters.py).
-VARIABLE_PREFIXES = ("NCCL_", "CUDA_VISIBLE_DEVICES", "TORCH_NCCL_", "OMP_NUM_THREADS", "TEARDOWN_CUPTI")
+VARIABLE_PREFIXES = ("NCCL_", "CUDA_VISIBLE_DEVICES", "TORCH_NCCL_", "OMP_NUM_THREADS", "TEARDOWN_CUPTI",
+                     "PARABENCH_LOWER_BACKWARD")  # a search's workers beside side compiles (bench/run/precompile.py)
 
 
 def variables() -> dict:

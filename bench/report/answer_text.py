@@ -187,12 +187,13 @@ def search_lines(path: str, name: str | None = None) -> list[str]:
         parts = ([f"survey cases stopped after a short trial: {raced}"] if raced else []) + (
             [f"compiled cases spent {compiling:.0f} s building and warming up (mostly compiling{graphs})"]
             if compiling else [])
-        side = log.get("side_compiles")
-        if side and side.get("processes"):
-            # Off the clock: CPU time of processes beside the measurements (bench/run/precompile.py).
-            parts.append(f"beside the survey, {side.get('done', 0)} of {side['processes']} side compiles finished "
-                         f"({side.get('cpu_wall_s', 0):.0f} s of their processes' time, off the clock)")
         lines.append(f"Where the time went: {'; '.join(parts)}.")
+    side = log.get("side_compiles")
+    if side and side.get("processes"):
+        # Beside the measurements, not on the clock (bench/run/precompile.py); the key's older name too.
+        wall = side.get("process_wall_s", side.get("cpu_wall_s", 0))
+        lines.append(f"Side compiles: {side.get('done', 0)} of {side['processes']} finished beside the survey "
+                     f"({wall:.0f} s of their processes' wall time); the survey's rows were measured beside them.")
     for final in log.get("finals", []):
         g = final.get("group", {})
         where = f"{g.get('model')} {g.get('precision')} x{g.get('devices')} at {g.get('batch_per_gpu')}/GPU"

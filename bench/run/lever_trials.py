@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from bench.cases import ranking
 from bench.cases.case import Case, identity
-from bench.cases.levers import EXECUTION_LEVERS, Lever, execution_of, levers
+from bench.cases.levers import EXECUTION_LEVERS, Lever, execution_name, execution_of, levers
 from bench.run.search_state import BEATS, FIRST_TIER, Leader, SearchState, group_dict, label, unavailable, where
 
 
@@ -67,10 +67,11 @@ def likely_compiles(state: SearchState, cases: list[Case]) -> list[Case]:
         declared = strategies.info(case.strategy)
         return declared is not None and bool(declared.reference if case.n_replicas > 1 else declared.baseline)
 
-    order = [execution if mode == "default" else f"{execution}:{mode}" for execution, mode in EXECUTION_LEVERS]
+    order = [execution_name(execution, mode) for execution, mode in EXECUTION_LEVERS]
     found = {}
     for case in cases:
-        if case.n_replicas not in state.counts or not likely_leader(case) or unavailable(case):
+        # One host's cache: a run across hosts would warm only node 0's.
+        if case.n_replicas not in state.counts or case.nnodes > 1 or not likely_leader(case) or unavailable(case):
             continue
         for lever in levers(case, "execution"):
             execution = execution_of(lever.case)

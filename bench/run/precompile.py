@@ -8,13 +8,18 @@ torch.compile's backend swapped for one that compiles each graph exactly as indu
 case's mode and stops before any graph runs: no kernel of the model runs (its weights and batch
 are placed on the device, nothing is computed). A strategy of several processes is built as each
 local rank in a fake world of n (bench/fit/world.py: rank 0 of n, collectives that do nothing) on
-that rank's device, one side process per rank: inductor keys a graph by its inputs' device. Every
-compiling process lowers the backward with the forward (training.lower_backward_with_forward).
+that rank's device, one side process per rank: inductor keys a graph by its inputs' device. A side
+process lowers each backward with its forward (training.lower_backward_with_forward), so that the
+backward is in the cache too, and so do the search's workers while side compiles run
+(protocol.LOWER_BACKWARD_ENV): lowered lazily, the backwards of DDP's split pieces came out with
+other cache keys and were compiled afresh.
 
 Side processes run at the lowest priority (nice 19) with few compile threads, a few at a time; one
-that fails costs nothing but its CPU time (the worker compiles as it would have). Before a case
-is measured the search settles its side compiles: a queued one is dropped, a running one is waited
-for (it is ahead of a fresh compile) up to a limit, then stopped.
+that fails costs nothing but its CPU time (the worker compiles as it would have). Each holds a CUDA
+context, the model's weights and a batch on the device of the rank it compiles for, beside the
+case being measured there. Before a case is measured the search settles its side compiles: a
+queued one is dropped, a running one is waited for (it is ahead of a fresh compile) up to a limit,
+then stopped; once the survey is over no side compile runs beside a measurement (`survey_over`).
 
 Usage (by the search, never by hand): python -m bench.run.precompile SPEC.json LOCAL_RANK
 """
@@ -42,8 +47,16 @@ COMPILE_THREADS = "4"
 SETTLE_S = 60.0
 
 
+# The line a side process reports its figures on (its output's other lines are PyTorch's warnings).
+REPORT = "side compile: "
+
+
 class Compiled(Exception):
-    """Raised where a side process's first graph would run: everything is compiled by then."""
+    """Raised where a side process's first compiled graph would run on real tensors: that frame's
+    graphs (every piece of DDP's split graph, each with its backward) are compiled by then; a graph
+    after a graph break, which the step would reach only by running, is not."""
+
+
 
 
 def compile_only(mode):
@@ -82,11 +95,12 @@ def compile_case(spec, local_rank: int) -> dict:
 
         if spec.gpus:
             torch.cuda.set_device(spec.gpus[local_rank % len(spec.gpus)])
-        dist.init_process_group("fake", store=fake_store(), rank=0, world_size=spec.n_replicas)
+        dist.init_process_group("fake", store=fake_store(), rank=local_rank, world_size=spec.n_replicas)
         job = worker.Job(spec, local_rank, spec.n_replicas, local_rank, launcher=FAKE_WORLD)
     else:
         job = worker.Job(spec, 0, 1, 0, launcher=launcher)
     worker.configure_backends(case)
+    training.lower_backward_with_forward()
     training.side_backend = compile_only
     started = time.perf_counter()
     _, run = worker.build_step(job, case)
@@ -121,9 +135,12 @@ class SideCompiles:
     parent starts them as others end), settled before their case is measured, all ended by `close`."""
 
     def __init__(self, slots: int | None = None, clock=time.monotonic):
-        self.slots = slots or max(1, (os.cpu_count() or 1) // CPUS_PER_SIDE)
+        from bench.run.limits import usable_cores
+
+        self.slots = slots or max(1, usable_cores() // CPUS_PER_SIDE)
         self.clock = clock
         self.items: list[SideCompile] = []
+        self.survey_over = False  # from then on a measurement waits for every running side compile, not only its own
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._closed = False
@@ -132,39 +149,46 @@ class SideCompiles:
         self._env: dict | None = None
 
     def submit(self, cases: list[Case]) -> None:
-        """Queue each compiled case's side compiles (one per local rank), in order; a case already
-        queued is not queued again."""
-        from bench.engine.launchers import worker_environment
-        from bench.run.procs import Scratch
-        from bench.run.workers import inductor_cache_dir, launcher_of, worker_env, worker_spec, write_spec
-
-        known = {i.case.key() for i in self.items}
+        """Queue each compiled case's side compiles (one per local rank on GPUs), in order; a case
+        already queued is not queued again, and one that cannot be prepared is recorded as failed."""
+        known = {(i.case.key(), i.case.gpus) for i in self.items}
         for case in cases:
-            if case.execution != "compile" or case.key() in known:
+            if case.execution != "compile" or (case.key(), case.gpus) in known:
                 continue
-            known.add(case.key())
-            if self._scratch is None:
-                self._scratch = Scratch()
-                # The workers' environment, their cache folder named as theirs is (bench/run/attempt.py).
-                self._env = {**worker_env(), "TORCHINDUCTOR_COMPILE_THREADS": COMPILE_THREADS}
-                self._env.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor_cache_dir())
-            folder = self._scratch.folder("side-")
-            spec, failed = worker_spec([case], folder)
-            if failed:
-                continue
-            spec_path = os.path.join(folder, "spec.json")
-            write_spec(spec, spec_path)
-            launcher = launcher_of(case)
-            env = {**worker_environment(launcher, case.placement, dict(self._env)), "TMPDIR": folder}
+            known.add((case.key(), case.gpus))
+            try:
+                items = self._prepare(case)
+            except Exception as exc:  # noqa: BLE001 - an optional speed-up: the worker compiles as it would have
+                items = [SideCompile(case, 0, "", {}, state="failed", said=f"{type(exc).__name__}: {exc}"[:500])]
             with self._lock:
-                # One per local rank on GPUs (each rank's device is in its graphs' keys); on the CPU
-                # every rank compiles the same graphs.
-                for rank in range(launcher.processes_per_host(case.placement) if case.gpus else 1):
-                    self.items.append(SideCompile(case, rank, spec_path, env))
+                self.items += items
         if self._thread is None and self.items:
             self._thread = threading.Thread(target=self._pump, daemon=True)
             self._thread.start()
         self._wake.set()
+
+    def _prepare(self, case: Case) -> list[SideCompile]:
+        from bench.engine.launchers import worker_environment
+        from bench.run.procs import Scratch
+        from bench.run.workers import inductor_cache_dir, launcher_of, worker_env, worker_spec, write_spec
+
+        if self._scratch is None:
+            self._scratch = Scratch()
+            # The workers' environment, their cache folder named as theirs is (bench/run/attempt.py).
+            self._env = {**worker_env(), "TORCHINDUCTOR_COMPILE_THREADS": COMPILE_THREADS}
+            self._env.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor_cache_dir())
+        folder = self._scratch.folder("side-")
+        spec, failed = worker_spec([case], folder)
+        if failed:
+            raise failed[0][1]
+        spec_path = os.path.join(folder, "spec.json")
+        write_spec(spec, spec_path)
+        launcher = launcher_of(case)
+        env = {**worker_environment(launcher, case.placement, dict(self._env)), "TMPDIR": folder}
+        # One per local rank on GPUs (each rank's device is in its graphs' keys); on the CPU every
+        # rank compiles the same graphs.
+        ranks = launcher.processes_per_host(case.placement) if case.gpus else 1
+        return [SideCompile(case, rank, spec_path, env) for rank in range(ranks)]
 
     def _pump(self) -> None:
         while not self._closed:
@@ -173,7 +197,10 @@ class SideCompiles:
                     self._finish(item)
                 running = sum(i.state == "running" for i in self.items)
                 for item in [i for i in self.items if i.state == "queued"][:max(0, self.slots - running)]:
-                    self._start(item)
+                    try:
+                        self._start(item)
+                    except Exception as exc:  # noqa: BLE001 - this thread owns the side processes: it must live on
+                        item.state, item.said = "failed", f"{type(exc).__name__}: {exc}"[:500]
             self._wake.wait(0.2)
             self._wake.clear()
 
@@ -189,21 +216,24 @@ class SideCompiles:
         if state == "stopped":
             item.worker.kill()
         code = item.worker.proc.wait()
+        item.worker.drain()  # every line read before the report is looked for
         item.seconds = round(self.clock() - item.started, 3)
-        item.said = item.worker.output_tail(lines=1, chars=500)
-        item.state = state or ("done" if code == 0 else "failed")
+        lines = item.worker.output_tail(lines=80, chars=100_000).splitlines()
+        reported = [line[len(REPORT):] for line in lines if line.startswith(REPORT)]
+        item.said = (reported[-1] if reported else (lines[-1] if lines else ""))[:500]
+        item.state = state or ("done" if code == 0 and reported else "failed")
         item.worker = None
 
     def settle(self, cases: list[Case], limit_s: float = SETTLE_S) -> None:
-        """Before `cases` are measured: drop their queued side compiles, wait for their running
-        ones (at most `limit_s` in all, and no longer than one and a half times the longest that
-        finished), stop what is still running then."""
-        wanted = {c.key() for c in cases}
+        """Before `cases` are measured: drop their queued side compiles and wait for their running
+        ones (every running one once the survey is over), at most `limit_s` in all and no longer
+        than one and a half times the longest that finished; stop what is still running then."""
+        wanted = {(c.key(), c.gpus) for c in cases}
         deadline = self.clock() + limit_s
         took = sorted(i.seconds for i in self.items if i.state == "done")
         while True:
             with self._lock:
-                mine = [i for i in self.items if i.case.key() in wanted]
+                mine = [i for i in self.items if self.survey_over or (i.case.key(), i.case.gpus) in wanted]
                 for item in mine:
                     if item.state == "queued":
                         item.state = "dropped"
@@ -244,7 +274,7 @@ class SideCompiles:
         out = {"processes": len(self.items), "at_once": self.slots}
         for state in ("done", "failed", "dropped", "stopped"):
             out[state] = sum(i.state == state for i in self.items)
-        out["cpu_wall_s"] = round(sum(i.seconds for i in self.items), 1)
+        out["process_wall_s"] = round(sum(i.seconds for i in self.items), 1)  # wall seconds, summed over them
         out["failures"] = [{"case": f"{named(i.case)} at {i.case.batch_per_gpu}/GPU, {i.case.where()}",
                             "rank": i.local_rank, "said": i.said}
                            for i in self.items if i.state == "failed"][:5]
@@ -257,7 +287,7 @@ def main(argv: list[str]) -> None:
     os.nice(19)  # the measured workers come first
     with open(argv[0]) as fh:
         spec = LaunchSpec.from_json(json.load(fh))
-    print(json.dumps(compile_case(spec, int(argv[1]))), flush=True)
+    print(REPORT + json.dumps(compile_case(spec, int(argv[1]))), flush=True)
 
 
 if __name__ == "__main__":

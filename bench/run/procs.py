@@ -129,6 +129,10 @@ class Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def drain(self, timeout_s: float = 5.0) -> None:
+        """After the process has exited: wait until its last output is read into the tail."""
+        self._reader.join(timeout=timeout_s)
+
     def output_tail(self, lines: int = 40, chars: int = 4000) -> str:
         """The last `lines` lines, at most `chars` characters of them (the end): what a row keeps."""
         return "\n".join(list(self.tail)[-lines:])[-chars:]

@@ -37,7 +37,10 @@ the sweep and logging) and the ranking (bench/cases/ranking.py: what beats what)
 """
 from __future__ import annotations
 
+import os
+
 from bench.cases.case import Case, identity
+from bench.core.protocol import LOWER_BACKWARD_ENV
 from bench.cases.levers import DIMENSIONS
 from bench.run.finals import finals
 from bench.run.lever_trials import likely_compiles, try_levers
@@ -54,10 +57,17 @@ class Search(SearchState):
         self.log["device_order"] = self.counts
         if self.side_compiles:
             self.runner.side = SideCompiles()
+            # The workers started from here on lower each backward with its forward, as the side processes do.
+            before = os.environ.get(LOWER_BACKWARD_ENV)
+            os.environ[LOWER_BACKWARD_ENV] = "1"
             try:
                 self.runner.side.submit(likely_compiles(self, cases))
                 return self._phases(cases)
             finally:
+                if before is None:
+                    os.environ.pop(LOWER_BACKWARD_ENV, None)
+                else:
+                    os.environ[LOWER_BACKWARD_ENV] = before
                 self.runner.side.close()
                 self.log["side_compiles"] = self.runner.side.summary()
                 self.sweep.save()
@@ -66,6 +76,8 @@ class Search(SearchState):
     def _phases(self, cases: list[Case]) -> list[dict]:
         survey(self, cases)
         survey_again(self, cases)
+        if self.runner.side is not None:
+            self.runner.side.survey_over = True  # no side compile runs beside a lever or a final
         groups = self.runner.ok_rows(cases)
         leaders = {key: self.leaders_of(rows) for key, rows in sorted(groups.items(), key=lambda kv: self.serve(kv[0]))}
         self.budget.reserve_s = self.finals_reserve(leaders)
