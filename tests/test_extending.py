@@ -457,7 +457,7 @@ def test_every_message_that_crosses_a_process_is_typed_and_versioned(tmp_path):
         FitWorkerSpec.from_json({**fit.to_json(), "plan": [{**fit.plan[0].to_json(), "cases_at": {}}]})
 
     # Nothing that reads a spec reads it by string key.
-    for module in ("bench/run/worker.py", "bench/fit/worker.py", "bench/fit/world.py", "bench/engine/launchers.py",
+    for module in ("bench/run/worker.py", "bench/fit/worker.py", "bench/engine/launchers.py",
                    "bench/run/node_launches.py", "bench/checks/parity_worker.py", "strategies/gluon/worker.py",
                    "strategies/gluon/parity.py", "bench/link/probe.py"):
         tree = ast.parse((REPO / module).read_text())

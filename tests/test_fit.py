@@ -363,7 +363,7 @@ import torch, torch.distributed as dist
 from bench.cases.case import Case, settings
 from bench.core.placement import Placement
 from bench.fit import worker as fit_worker
-from bench.fit.world import FAKE_WORLD
+from bench.engine.launchers import FAKE_WORLD
 from bench.core.launch_spec import LaunchSpec
 from bench.run.worker import Job, configure_backends
 from bench.workloads import get_workload
@@ -430,12 +430,12 @@ def test_the_fake_process_group_is_where_fit_expects_it(monkeypatch):
     it, and a torch without it gets one line that names the module."""
     import torch.distributed as dist
 
-    from bench.fit import world
+    from bench.engine import launchers
 
-    assert world.fake_store() is not None and hasattr(dist.Backend, "FAKE")
+    assert launchers.fake_store() is not None and hasattr(dist.Backend, "FAKE")
     monkeypatch.setitem(sys.modules, "torch.testing._internal.distributed.fake_pg", None)  # as if it had moved
     with pytest.raises(RuntimeError, match="no fake process group at torch.testing._internal.distributed.fake_pg"):
-        world.fake_store()
+        launchers.fake_store()
 
 
 # --- the command -----------------------------------------------------------------------------------

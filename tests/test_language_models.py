@@ -123,7 +123,7 @@ from bench.cases.case import Case, settings
 from bench.core.placement import Placement
 from bench.fit import worker as fit_worker
 from bench.core.launch_spec import LaunchSpec
-from bench.fit.world import FAKE_WORLD
+from bench.engine.launchers import FAKE_WORLD
 from bench.run.worker import Job, configure_backends
 from bench.workloads import get_workload
 

@@ -1,7 +1,9 @@
 """`bench fit`: memory per device and the largest batch per device that fits, at any device
 count, measured on one device.
 
-- `world`: the fake world of n, one process as rank 0 of n ranks whose collectives do nothing;
+(The fake world of n it measures in, one process as rank 0 of n ranks whose collectives do
+nothing, is a launcher: bench/engine/launchers.py `FakeWorld`.)
+
 - `search`: the largest batch that fits, from probes of batch sizes;
 - `worker`: the process that runs the probes, one model after another;
 - `fit`: the parent side (plan, workers, the `*.fit.json` file, the sentences) and the fit

@@ -1,7 +1,7 @@
 """`bench fit`: memory per device and the largest batch per device that fits, at any device
 count, measured on one device.
 
-Each device count n is a fake world (bench.fit.world.FakeWorld): one process as rank
+Each device count n is a fake world (bench.engine.launchers.FakeWorld): one process as rank
 0 of n ranks whose collectives do nothing, so that its shards, DDP's buckets, FSDP2's
 gathered parameters and the optimiser's partition are what rank 0 of a real run of n holds,
 and its activations are those of its own batch. For every (precision, strategy, n) a search

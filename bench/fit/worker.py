@@ -1,5 +1,5 @@
 """`bench fit`'s worker: one process that measures one model's memory per device as rank 0
-of fake worlds of n (bench.fit.world.FakeWorld), probe after probe.
+of fake worlds of n (bench.engine.launchers.FakeWorld), probe after probe.
 
 For each (precision, strategy) in the plan, device counts in increasing order, it searches the
 largest batch that fits (bench.fit.search), and reports every probe on the events channel
@@ -351,7 +351,7 @@ def main(spec_path: str) -> None:
 
     from bench.core import protocol
     from bench.fit import search
-    from bench.fit.world import FAKE_WORLD
+    from bench.engine.launchers import FAKE_WORLD
     from bench.run.worker import Job, configure_backends
     from bench.workloads import get_workload
 

@@ -7,7 +7,7 @@ A side process builds the case's step as its worker does (bench/run/worker.py `b
 torch.compile's backend swapped for one that compiles each graph exactly as inductor does in the
 case's mode and stops before any graph runs: no kernel of the model runs (its weights and batch
 are placed on the device, nothing is computed). A strategy of several processes is built as each
-local rank in a fake world of n (bench/fit/world.py: rank 0 of n, collectives that do nothing) on
+local rank in a fake world of n (launchers.FakeWorld: rank 0 of n, collectives that do nothing) on
 that rank's device, one side process per rank: inductor keys a graph by its inputs' device. A side
 process lowers each backward with its forward (training.lower_backward_with_forward), so that the
 backward is in the cache too, and so do the search's workers while side compiles run
@@ -91,7 +91,7 @@ def compile_case(spec, local_rank: int) -> dict:
     case = spec.cases[0]
     launcher = launchers.by_name(spec.launcher)
     if launcher.multi_process:
-        from bench.fit.world import FAKE_WORLD, fake_store
+        from bench.engine.launchers import FAKE_WORLD, fake_store
 
         if spec.gpus:
             torch.cuda.set_device(spec.gpus[local_rank % len(spec.gpus)])
