@@ -153,13 +153,13 @@ def cases_at(*batches) -> list[Case]:
 def test_settling_drops_a_queued_side_compile_waits_for_a_running_one_and_stops_one_past_its_limit():
     side, slow = SideCompiles(slots=1), SideCompiles(slots=1)
     try:
-        sleeper(side, 0.3)
+        sleeper(side, 2)  # long enough that the second is still queued when the first is settled
         first, second = cases_at(2, 4)
         side.submit([first, second])
         until(lambda: side.items[0].state != "queued")
         side.settle([first, second], limit_s=30)  # the first runs (waited for); the second is still queued (dropped)
         assert [i.state for i in side.items] == ["done", "dropped"]
-        assert side.items[0].seconds >= 0.3
+        assert side.items[0].seconds >= 2
 
         sleeper(slow, 60)
         [third] = cases_at(8)
