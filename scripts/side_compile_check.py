@@ -1,22 +1,25 @@
-"""Does a side compile (bench/run/precompile.py) disturb what is measured beside it? A host-bound
-cell (one strategy, eager, a small batch) measured by `bench run` alone and with the search's side
-compiles running beside it, in turns (alone, beside, alone, beside, ...), every figure in one file:
+"""Does a side compile (bench/run/precompile.py) disturb what is measured beside it? Host-bound
+cells measured by the suite's own timing (bench/run/worker.py `measure_case`, in this process),
+back to back, in phases: alone, with the search's side compiles running beside them, alone again,
+with them pinned to whole cores of the last half of the CPUs (affinity.side_cpus), and so on for
+--turns turns. Every measurement lands in one file, written after every phase:
 
-  python scripts/side_compile_check.py --out FILE.json [--gpus 0] [--turns 3] [--strategies single]
-      [--model resnet18-small] [--batch 256] [--side-gpus 0,1]
+  python scripts/side_compile_check.py --out FILE.json [--gpus 0,1] [--turns 2] [--phase-s 25]
+      [--model resnet18-small] [--batch 256]
 
-Each measurement is one `bench run --no-search` of --strategies at --batch per GPU on all of --gpus.
-
-The side compiles are those a search's survey has beside it: compile reduce-overhead and compile
-of the reference strategy on --side-gpus and of the baseline on the first of them, at 256, 1024 and
-2048 per GPU, each turn into an empty cache folder of its own (so that they compile, not load).
+Measured: `single` on the first of --gpus and, where there are several, `dp` on all of them (one
+process driving every GPU: the most host-bound strategy), eager at --batch per GPU, amp-bf16 with
+channels_last, 10 warm-up steps and 3 trials of 20 steps each time, alternating.
+The side compiles are those a search's survey has beside it: compile reduce-overhead and compile of
+the reference strategy on --gpus and of the baseline on the first of them, at 256, 1024 and 2048
+per GPU, each phase into an empty cache folder of its own (so that they compile, not load).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import subprocess
+import statistics
 import sys
 import tempfile
 import time
@@ -25,19 +28,30 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-FIGURES = ("items_per_s", "items_per_s_p10", "items_per_s_p90", "step_ms_p50", "step_ms_p10", "step_ms_p90")
+FIGURES = ("items_per_s", "items_per_s_p10", "items_per_s_p90")
+ARMS = ("alone", "beside", "alone", "beside-pinned")
 
 
-def measure(args, out: Path) -> dict:
-    cmd = [sys.executable, "-m", "bench", "run", "--no-search", "--gpus", args.gpus, "--gpu-counts",
-           str(len(args.gpus.split(","))), "--strategies", args.strategies, "--models", args.model, "--precisions",
-           "amp-bf16", "--batch-sizes", str(args.batch), "--out", str(out)]
-    started = time.monotonic()
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    rows = json.loads(out.read_text())["rows"] if out.exists() else []
-    return {"exit": done.returncode, "wall_s": round(time.monotonic() - started, 1),
-            "rows": {r["strategy"]: {"status": r["status"], **{k: r.get(k) for k in FIGURES}} for r in rows},
-            "tail": done.stdout[-300:] if done.returncode else ""}
+def measured_cases(args):
+    from bench.cases.case import Case, settings
+    from bench.core.placement import Placement
+
+    gpus = tuple(int(g) for g in args.gpus.split(",") if g)  # none: the CPU (a smoke test)
+    s = settings(warmup=10, steps=20, trials=3, channels_last="on", cudnn_benchmark="on")
+    out = [Case.make("single", "amp-bf16", args.model, Placement(gpus[:1], 1), args.batch, "eager", s)]
+    if len(gpus) > 1:
+        out.append(Case.make("dp", "amp-bf16", args.model, Placement(gpus, len(gpus)), args.batch, "eager", s))
+    return out
+
+
+def measure(case) -> dict:
+    from bench.core.launch_spec import LaunchSpec
+    from bench.run.worker import Job, configure_backends, measure_case
+
+    spec = case.spec()
+    configure_backends(spec)
+    row = measure_case(Job(LaunchSpec.local("local", spec.gpus, cases=(spec,)), 0, 1, 0), spec)
+    return {k: row.get(k) for k in FIGURES}
 
 
 def side_cases(args):
@@ -46,48 +60,90 @@ def side_cases(args):
     from bench.cases.levers import levers
     from bench.core.placement import Placement
 
-    gpus = tuple(int(g) for g in args.side_gpus.split(","))
+    gpus = tuple(int(g) for g in args.gpus.split(",") if g)
     reference = next(n for n in strategies.names() if strategies.info(n).reference)
-    baseline = strategies.baseline()
     out = []
-    for strategy, placement in ((reference, Placement(gpus, len(gpus))), (baseline, Placement(gpus[:1], 1))):
+    pairs = ((reference, Placement(gpus, len(gpus))), (strategies.baseline(), Placement(gpus[:1], 1)))
+    for strategy, placement in pairs:
+        if strategy == reference and len(gpus) < 2:
+            continue
         for batch in (256, 1024, 2048):
             case = Case.make(strategy, "amp-bf16", args.model, placement, batch, "eager", settings())
             out += [lever.case for lever in levers(case, "execution") if lever.case.execution == "compile"]
     return out
 
 
+def summary(phases: list[dict]) -> dict:
+    """Per measured case: the median of each arm's measurements, and each side arm's phases against
+    the mean of the alone phases around them (the drift between phases cancels)."""
+    out = {}
+    names = sorted({m["case"] for p in phases for m in p["measurements"]})
+    for name in names:
+        def med(phase):
+            xs = [m["items_per_s"] for m in phase["measurements"] if m["case"] == name and m["items_per_s"]]
+            return statistics.median(xs) if xs else None
+
+        arms = {}
+        for i, phase in enumerate(phases):
+            arms.setdefault(phase["arm"], []).append(med(phase))
+            if phase["arm"] != "alone":
+                around = [med(q) for q in (phases[i - 1] if i else None, phases[i + 1] if i + 1 < len(phases) else None)
+                          if q is not None and q["arm"] == "alone" and med(q)]
+                if around and med(phase):
+                    arms.setdefault(phase["arm"] + " / alone around it", []).append(
+                        round(med(phase) / statistics.mean(around), 4))
+        out[name] = arms
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--gpus", default="0")
-    parser.add_argument("--side-gpus", default="0,1")
-    parser.add_argument("--turns", type=int, default=3)
-    parser.add_argument("--strategies", default="single")
+    parser.add_argument("--gpus", default="0,1")
+    parser.add_argument("--turns", type=int, default=2)
+    parser.add_argument("--phase-s", type=float, default=25.0)
     parser.add_argument("--model", default="resnet18-small")
     parser.add_argument("--batch", type=int, default=256)
     args = parser.parse_args()
+    import torch
+
     from bench.run.precompile import SideCompiles
 
+    torch.backends.cudnn.benchmark = True
     work = Path(tempfile.mkdtemp(prefix="side-check-"))
-    turns = []
+    cases = measured_cases(args)
+    for case in cases:
+        measure(case)  # cuDNN's choices and the allocator's pool made before any phase
+    phases = []
     for turn in range(args.turns):
-        alone = measure(args, work / f"alone-{turn}.json")
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(work / f"cache-{turn}")
-        side = SideCompiles()
-        side.submit(side_cases(args))
-        time.sleep(5)  # past their imports: compiling
-        beside = measure(args, work / f"beside-{turn}.json")
-        running = sum(i.state == "running" for i in side.items)
-        side.close()
-        os.environ.pop("TORCHINDUCTOR_CACHE_DIR")
-        turns.append({"alone": alone, "beside": beside, "side_running_at_end": running, "side": side.summary()})
-        # Written after every turn: a call cut short keeps the turns it finished.
-        Path(args.out).write_text(json.dumps({"args": vars(args), "cpus": os.cpu_count(), "turns": turns}, indent=1))
-        for how in ("alone", "beside"):
-            print(f"turn {turn + 1} {how}: " + ", ".join(
-                f"{name} {r.get('items_per_s') or 0:.0f} ({r.get('items_per_s_p10') or 0:.0f}-"
-                f"{r.get('items_per_s_p90') or 0:.0f})" for name, r in turns[-1][how]["rows"].items()), flush=True)
+        for arm in ARMS:
+            side = None
+            if arm != "alone":
+                os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(work / f"cache-{turn}-{arm}")
+                side = SideCompiles(pinned=arm.endswith("pinned"))
+                side.submit(side_cases(args))
+                time.sleep(3)  # started: importing, then compiling
+            measurements, started = [], time.monotonic()
+            while time.monotonic() - started < args.phase_s:
+                for case in cases:
+                    running = sum(i.state == "running" for i in side.items) if side else 0
+                    measurements.append({"case": f"{case.strategy} {case.n_replicas} GPU", "side_running": running,
+                                         **measure(case)})
+            record = {"turn": turn, "arm": arm, "measurements": measurements}
+            if side is not None:
+                side.close()
+                os.environ.pop("TORCHINDUCTOR_CACHE_DIR")
+                record["side"] = side.summary()
+            phases.append(record)
+            # Written after every phase: a call cut short keeps the phases it finished.
+            Path(args.out).write_text(json.dumps({"args": vars(args), "cpus": os.cpu_count(), "phases": phases,
+                                                 "summary": summary(phases)}, indent=1))
+            meds = summary([record])
+            print(f"turn {turn + 1} {arm}: " + "; ".join(
+                f"{name} median {v[arm][0] or 0:.0f} of {len(record['measurements']) // len(cases)}"
+                for name, v in meds.items()), flush=True)
+    for name, arms in summary(phases).items():
+        print(name, json.dumps(arms), flush=True)
 
 
 if __name__ == "__main__":

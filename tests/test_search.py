@@ -17,6 +17,7 @@ from bench.cases.grid import build_cases
 from bench.cases.ranking import asked_of
 from bench.cases.levers import execution_of
 from bench.core.imports import ROOT
+from bench.run import worker
 from bench.run.search import Search
 from tests.conftest import run_cli
 
@@ -387,9 +388,11 @@ class DeviceSweep(SimulatedSweep):
                         and Case.from_row(dict(r)).group_key() == case.group_key()], default=0.0)
             screened = ""
             if self.race_steps and identity(row) not in self.race_full:
-                # A short trial is race_steps of the 20 x 3 timed steps.
-                timed = self.timed_share(case)
-                short = seconds * (1 - timed * (1 - self.race_steps / 60))
+                # A short trial is race_steps of the 20 x 3 timed steps, after a warm-up shorter by as
+                # many of the 10 warm-up steps (bench/run/worker.py `warmup_steps`).
+                per_step = seconds * self.timed_share(case) / 60
+                warmed = 10 - max(10 - self.race_steps, worker.RACE_MIN_WARMUP)
+                short = seconds - per_step * (60 - self.race_steps + warmed)
                 if identity(row) in self.race_short:
                     screened, seconds = "a short trial: a first look", short
                 elif best and ips * 1.006 < best * 0.994 and best > ips * 1.02:  # the leader beats it (ranking.beats)
@@ -397,8 +400,8 @@ class DeviceSweep(SimulatedSweep):
                 elif (best and self.short_width and (width := self.short_width(case)) <= 0.01
                       and ips * (1 + width / 2) < best * 1.02):  # steady, and a tie at best (worker.SETTLED_WIDTH)
                     screened, seconds = "settled: a short trial", short
-                else:
-                    seconds += short - seconds * (1 - timed)  # the short trial, then every trial
+                else:  # the short trial, then every trial
+                    seconds += per_step * (self.race_steps - warmed)
             how = self.shaky.get((case.strategy, case.n_replicas, case.batch_per_gpu, case.execution))
             figures = measured(ips)
             if how and key not in self.rows:
@@ -407,10 +410,10 @@ class DeviceSweep(SimulatedSweep):
                            "slow-trials": measured(ips, spread=(0.9988, 1.0012), ci=(0.9995, 1.0005),
                                                    trials=(0.93, 0.995), wall=0.97)}[how]
             # A process group's compiled case runs in a worker of its own (bench/engine/launchers.py).
-            worker = (case.n_replicas, case.strategy in TORCHRUN, case.execution)
-            if worker in workers and not (case.strategy in TORCHRUN and case.execution == "compile"):
+            started_in = (case.n_replicas, case.strategy in TORCHRUN, case.execution)
+            if started_in in workers and not (case.strategy in TORCHRUN and case.execution == "compile"):
                 start = 0.0
-            workers.add(worker)
+            workers.add(started_in)
             figures.update(steps_of(figures, case.global_batch))
             self.rows[key] = {**row, "status": "ok", **figures, "flops_per_item": FLOPS, "elapsed_s": seconds,
                               "worker_start_s": start or None, "peak_alloc_mib": 700.0, "screened": screened}
@@ -626,18 +629,22 @@ def _raced(monkeypatch, race: str, step_ms: float, leaders: dict | None, best_se
             trials.append(steps)
             return [step_ms * (1 + jitter * (i % 3)) for i in range(steps)], steps * step_ms / 1000
 
-    monkeypatch.setattr(worker, "build_step", lambda job, case: (SimpleNamespace(devices=[]), lambda: None))
+    warmed = []  # the steps run outside a timed trial: the warm-up
+    monkeypatch.setattr(worker, "build_step", lambda job, case: (SimpleNamespace(devices=[]), lambda: warmed.append(1)))
     monkeypatch.setattr(worker, "StepClock", FakeClock)
     counted = []
     monkeypatch.setattr(worker.counters, "count_step",
                         lambda run, devices, detach=True: counted.append(1) or {k: 0 for k in counters.COUNTERS})
     made = Case.make("dp", "fp32", "resnet18-small", Placement((), 1), 10, "eager",
-                     settings(warmup=1, steps=20, trials=3)).spec()
+                     settings(warmup=10, steps=20, trials=3)).spec()
     case = replace(made, group="g", race=race)
     rule = None if leaders is None else RaceRule(short_steps=5, leaders=leaders)
     job = worker.Job(replace(LaunchSpec.local("local", cases=(case,)), race=rule), 0, 1, 0)
     job.best_seen.update(best_seen or {})
     row = worker.measure_case(job, case)
+    # A racing case's short trial is warm-up for its full trials: 5 warm-up steps and 5 short ones
+    # before the first full trial, as the 10 warm-up steps of a case that does not race.
+    assert len(warmed) == (10 if rule is None or race == "full" else 5), (race, len(warmed))
     # Only a row the answer may show is counted (the profiler's step and its parse cost as much): a full
     # row, or a settled one (a tie at best, it may stand as the leader's runner-up).
     shown = not row["screened"] or row["screened"].startswith("settled")
@@ -657,10 +664,11 @@ def test_a_racing_case_far_behind_stops_after_its_short_trial_and_a_close_one_ru
     leader = {"g": {"items_per_s": 1000.0, "lo": 990.0, "hi": 1010.0}}  # 10 images a step: 10 ms
     trials, row, _ = _raced(monkeypatch, "race", 100.0, leader)  # 100 img/s, a tenth of the leader
     assert trials == [5] and row["n_timed_steps"] == 5 and 99 < row["items_per_s"] < 101
-    assert row["screened"].startswith("raced out: a short trial of 5 steps read 100 img/s (interval 100-100), below "
-                                      "the leader at this batch (1000, 990-1010)"), row["screened"]
+    assert row["screened"].startswith("raced out: a short trial of 5 steps (after 5 warm-up steps) read 100 img/s "
+                                      "(interval 100-100), below the leader at this batch (1000, 990-1010)"), row
     trials, row, _ = _raced(monkeypatch, "race", 10.05, leader)  # 994 img/s, steady: a tie at best
-    assert trials == [5] and row["screened"].startswith("settled: a short trial of 5 steps read 994 img/s"), row
+    assert trials == [5] and row["screened"].startswith("settled: a short trial of 5 steps (after 5 warm-up steps) "
+                                                         "read 994 img/s"), row
     trials, row, job = _raced(monkeypatch, "race", 9.7, leader)  # 1031 img/s: it may pass the leader
     assert trials == [5, 20, 20, 20] and row["n_timed_steps"] == 60 and row["screened"] == ""
     assert job.best_seen["g"]["items_per_s"] == row["items_per_s"]  # the worker's leader for its next case
@@ -719,10 +727,11 @@ def test_the_default_budget_holds_the_whole_job_at_the_seconds_two_h200s_took(tm
     two-mode there: every strategy at every batch, then compile reduce-overhead at every batch of both
     device counts and the CUDA graph where the GPU idles, the two-mode row that may lead measured
     again, and the answer within 5% of the best in every cell. The survey races its cases (a short
-    first trial; every trial only for a case within reach of its group's leader): at 7 minutes the
-    same replay leaves one GPU's CUDA graph at 256/GPU out (the real run, before racing, left one
-    GPU's compile reduce-overhead at 2048/GPU out), and at 5 minutes every strategy still has a row
-    at every batch."""
+    first trial after a warm-up shorter by as many steps; every trial only for a case within reach
+    of its group's leader): at 6 minutes the same replay leaves one GPU's compile reduce-overhead at
+    1024 and 2048/GPU out, at 7 it holds every first-tier execution (the real run, before racing,
+    left one GPU's compile reduce-overhead at 2048/GPU out), and at 5 minutes every strategy still
+    has a row at every batch."""
     costs = MeasuredCosts(SEARCH_7MIN_2XH200)
     sweep, doc = device_search(tmp_path, shaky=TWO_MODE_2XH200, gpus=(0, 1), names=EVERY_STRATEGY, costs=costs)
     assert not [r for r in doc["rows"] if r["status"] == "skipped" and r["strategy"] != "mxnet-gluon"]
@@ -733,11 +742,13 @@ def test_the_default_budget_holds_the_whole_job_at_the_seconds_two_h200s_took(tm
     recs = {(r["devices"], r["batch_per_gpu"]): r for r in answers_all(tmp_path / "run.json")}
     for (n, batch), rec in recs.items():
         assert rec["recommended"] and rec["items_per_s"] >= 0.95 * best_measurable(n, batch, H200X2), rec
-    seven = tmp_path / "seven"
-    seven.mkdir()
-    _, short = device_search(seven, shaky=TWO_MODE_2XH200, gpus=(0, 1), names=EVERY_STRATEGY, costs=costs,
-                             budget_s=7 * 60)
-    assert first_tier_left_out(short) == [(1, 256, "execution=cuda-graph")]
+    ro = "execution=compile:reduce-overhead"
+    for minutes, left_out in ((6, [(1, 1024, ro), (1, 2048, ro)]), (7, [])):
+        folder = tmp_path / f"{minutes}min"
+        folder.mkdir()
+        _, short = device_search(folder, shaky=TWO_MODE_2XH200, gpus=(0, 1), names=EVERY_STRATEGY, costs=costs,
+                                 budget_s=minutes * 60)
+        assert first_tier_left_out(short) == left_out, minutes
     # The racing survey (bench/run/survey.py) keeps the comparison whole at 5 minutes: every strategy
     # has a row at every batch, the ones far behind after a short trial.
     five = tmp_path / "five"
@@ -762,16 +773,16 @@ def test_at_four_gpus_the_default_budget_holds_the_whole_job_and_five_minutes_do
     default budget every strategy at every batch, every first-tier execution at both device counts,
     and each of the six answers within 5% of the best. With the racing survey, at 5 minutes the
     survey keeps every strategy at every batch (before racing it lost five of dp-fn's and
-    dp-manual's cases); one GPU's compile reduce-overhead is left out (at every batch and 4 GPUs'
-    at 2048/GPU too with the cold run's seconds, at 1024 and 2048 with the warm run's), and those
-    cells are answered at under 0.9 of the best.
+    dp-manual's cases); one GPU's compile reduce-overhead at 1024 and 2048/GPU is left out (and 4
+    GPUs' at 2048/GPU too with the cold run's seconds), and those cells are answered at under 0.9 of
+    the best.
     The warm run's seconds fit the whole job in 6 minutes; the cold run's leave one GPU's compile
     reduce-overhead at 2048/GPU out at 7 and measure it at 8."""
     ro = "execution=compile:reduce-overhead"
     one_gpu = [(1, b, ro) for b in (256, 1024, 2048)]
     # Per run: execution cases at the default budget, and what each shorter budget leaves out of
     # compile reduce-overhead (an empty list: every first-tier execution measured).
-    expected = {"search-1": (8, {5: one_gpu + [(4, 2048, ro)], 7: [(1, 2048, ro)], 8: []}),
+    expected = {"search-1": (8, {5: one_gpu[1:] + [(4, 2048, ro)], 7: [(1, 2048, ro)], 8: []}),
                 "search-2": (14, {5: one_gpu[1:], 6: []})}
     # What the racing survey leaves unmeasured at 5 minutes (before it, dp-fn's and dp-manual's five cases).
     cut_from_survey = {"search-1": [], "search-2": []}
@@ -816,9 +827,11 @@ def test_a_heavy_models_survey_is_whole_within_the_default_budget_once_it_races(
     unmeasured at every batch. Replayed at the recorded seconds (a short trial cutting each case's
     timed steps and counting to 5 of 60 steps, its interval as wide as the recorded one at 5 steps),
     the racing survey, its bar on one GPU `single` itself, settles the steady cases after their
-    short trial: every strategy at every batch within 6 minutes, in under half the seconds of the
-    recorded survey; at 5 minutes fsdp2 is left out; without settling (a short trial too wide to
-    tell), even the default budget leaves the torchrun strategies out."""
+    short trial: every strategy at every batch within 5 minutes, in under half the seconds of the
+    recorded survey (before a racing case's warm-up gave the short trial's steps back, 5 minutes
+    left fsdp2 out, as the real run left zero1 and fsdp2); at 4 minutes zero1 and fsdp2 lose five of
+    their cases; without settling (a short trial too wide to tell), even the default budget leaves
+    zero1 and fsdp2 out."""
     from bench.cases.ranking import asked_of as asked
     from bench.run.search import DEFAULT_BUDGET_MIN
     from bench.run.survey import survey
@@ -833,7 +846,7 @@ def test_a_heavy_models_survey_is_whole_within_the_default_budget_once_it_races(
         # What a short trial cuts: the timed steps, and the counting it skips.
         timed[(r["strategy"], int(r["batch_per_gpu"]))] = (r["timed_s"] + r["counters_s"]) / r["elapsed_s"]
     unmeasured, spent = {}, {}
-    for settles, minutes in ((True, 6), (True, 5), (False, DEFAULT_BUDGET_MIN)):
+    for settles, minutes in ((True, 5), (True, 4), (False, DEFAULT_BUDGET_MIN)):
         s = settings(channels_last=True, warmup=10, steps=20, trials=3)
         cases = build_cases(EVERY_STRATEGY, ["amp-bf16"], ["timm:resnet50"], ["eager"], [0], [1], 1,
                             [256, 1024, 2048], s)
@@ -844,11 +857,13 @@ def test_a_heavy_models_survey_is_whole_within_the_default_budget_once_it_races(
         state = Search(sweep, s, 60 * minutes, asked(s, "eager"), Quiet(), clock=clock)
         state.counts = [1]
         survey(state, cases)  # a phase is a function over the search's state
-        unmeasured[(settles, minutes)] = sorted({r["strategy"] for r in sweep.rows.values()
-                                                 if r["status"] == "skipped" and r["strategy"] != "mxnet-gluon"})
+        unmeasured[(settles, minutes)] = sorted((r["strategy"], r["batch_per_gpu"]) for r in sweep.rows.values()
+                                                if r["status"] == "skipped" and r["strategy"] != "mxnet-gluon")
         spent[(settles, minutes)] = clock.now
-    assert unmeasured == {(True, 6): [], (True, 5): ["fsdp2"], (False, DEFAULT_BUDGET_MIN): ["ddp", "fsdp2", "zero1"]}
-    assert spent[(True, 6)] < 0.5 * sum(float(r["elapsed_s"]) + float(r.get("worker_start_s") or 0) for r in rows)
+    torchrun_but_ddp = [(name, b) for name in ("fsdp2", "zero1") for b in (256, 1024, 2048)]
+    assert unmeasured == {(True, 5): [], (True, 4): [c for c in torchrun_but_ddp if c != ("zero1", 256)],
+                          (False, DEFAULT_BUDGET_MIN): torchrun_but_ddp}, unmeasured
+    assert spent[(True, 5)] < 0.5 * sum(float(r["elapsed_s"]) + float(r.get("worker_start_s") or 0) for r in rows)
 
 
 def test_the_answer_says_where_a_searchs_time_went(tmp_path):

@@ -104,3 +104,16 @@ def bind(mode: str, local_rank: int, local_ranks: int, gpus: list[int]) -> list[
         except OSError:  # a thread that ended meanwhile
             pass
     return cpus
+
+
+def side_cpus(cpus: list[int]) -> list[int]:
+    """The CPUs left to work beside the measured workers (bench/run/precompile.py): the last half of
+    `cpus`, an even number of them, so that on these virtual machines (adjacent CPUs share a
+    physical core: the launch rates above) they are whole cores, and a worker the kernel places on
+    the first half has no busy sibling. Fewer than 4 CPUs: all of them."""
+    cpus = sorted(cpus)
+    if len(cpus) < 4:
+        return cpus
+    half = len(cpus) // 2
+    half -= half % 2
+    return cpus[len(cpus) - half:]

@@ -45,6 +45,8 @@ CPUS_PER_SIDE = 8
 COMPILE_THREADS = "4"
 # How long a case waits for its running side compile before its worker compiles it itself.
 SETTLE_S = 60.0
+# The CPUs a side process may run on, a list ("0-3,8"), set by SideCompiles where it pins them.
+CPUS_ENV = "PARABENCH_SIDE_CPUS"
 
 
 # The line a side process reports its figures on (its output's other lines are PyTorch's warnings).
@@ -134,10 +136,12 @@ class SideCompiles:
     """The side processes of one search: queued in order, a few running at once (a thread of the
     parent starts them as others end), settled before their case is measured, all ended by `close`."""
 
-    def __init__(self, slots: int | None = None, clock=time.monotonic):
+    def __init__(self, slots: int | None = None, clock=time.monotonic, pinned: bool = False):
         from bench.run.limits import usable_cores
 
         self.slots = slots or max(1, usable_cores() // CPUS_PER_SIDE)
+        # `pinned`: every side process on the last half of the CPUs (affinity.side_cpus), whole cores.
+        self.cpus = _side_cpus() if pinned else None
         self.clock = clock
         self.items: list[SideCompile] = []
         self.survey_over = False  # from then on a measurement waits for every running side compile, not only its own
@@ -185,6 +189,10 @@ class SideCompiles:
         write_spec(spec, spec_path)
         launcher = launcher_of(case)
         env = {**worker_environment(launcher, case.placement, dict(self._env)), "TMPDIR": folder}
+        if self.cpus:
+            from bench.run.affinity import cpu_ranges
+
+            env[CPUS_ENV] = cpu_ranges(self.cpus)
         # One per local rank on GPUs (each rank's device is in its graphs' keys); on the CPU every
         # rank compiles the same graphs.
         ranks = launcher.processes_per_host(case.placement) if case.gpus else 1
@@ -272,6 +280,10 @@ class SideCompiles:
         from bench.run.runner import named
 
         out = {"processes": len(self.items), "at_once": self.slots}
+        if self.cpus:
+            from bench.run.affinity import cpu_ranges
+
+            out["cpus"] = cpu_ranges(self.cpus)
         for state in ("done", "failed", "dropped", "stopped"):
             out[state] = sum(i.state == state for i in self.items)
         out["process_wall_s"] = round(sum(i.seconds for i in self.items), 1)  # wall seconds, summed over them
@@ -281,10 +293,23 @@ class SideCompiles:
         return out
 
 
+def _side_cpus() -> list[int] | None:
+    from bench.run.affinity import side_cpus
+
+    try:
+        return side_cpus(sorted(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux: the kernel places them
+        return None
+
+
 def main(argv: list[str]) -> None:
     from bench.core.launch_spec import LaunchSpec
 
     os.nice(19)  # the measured workers come first
+    if os.environ.get(CPUS_ENV) and hasattr(os, "sched_setaffinity"):
+        from bench.run.affinity import parse_ranges
+
+        os.sched_setaffinity(0, parse_ranges(os.environ[CPUS_ENV]))  # before torch: its threads inherit them
     with open(argv[0]) as fh:
         spec = LaunchSpec.from_json(json.load(fh))
     print(REPORT + json.dumps(compile_case(spec, int(argv[1]))), flush=True)

@@ -183,7 +183,8 @@ def time_case(job: Job, case: CaseSpec) -> dict:
     clock = StepClock(step.devices)
     clock.synchronize()
     phase("build_s")
-    for _ in range(case.warmup):
+    warmup = warmup_steps(job, case)
+    for _ in range(warmup):
         run()
     clock.synchronize()
     phase("warmup_s")
@@ -211,7 +212,7 @@ def time_case(job: Job, case: CaseSpec) -> dict:
             # The survey's first look: a short trial. Where it stops the case, it is the row;
             # elsewhere the full trials follow and it counts as warm-up.
             times, wall = clock.time_trial(run, job.spec.race.short_steps)
-            screened = race(job, case, times, wall)
+            screened = race(job, case, times, wall, warmup)
             if screened:
                 step_ms, trial_wall, steps = [times], [wall], len(times)
         if not screened:
@@ -245,13 +246,30 @@ def time_case(job: Job, case: CaseSpec) -> dict:
             "capped": capped, "screened": screened, "steps": steps}
 
 
+# The fewest warm-up steps before a racing case's short trial: an eager step is steady once the
+# first has chosen cuDNN's kernels and grown the allocator's pool, a compiled reduce-overhead step once
+# the third has recorded its graphs.
+RACE_MIN_WARMUP = 3
+
+
+def warmup_steps(job: Job, case: CaseSpec) -> int:
+    """The warm-up steps before the case's first timed step. A racing case's short trial is warm-up
+    for the full trials that may follow it, so its own warm-up is shorter by the short trial's
+    steps (at least RACE_MIN_WARMUP): a case that runs on has had --warmup steps before its first
+    full trial, as every case has, and one that stops after its short trial costs that much less (a
+    heavy model's step: timm:resnet50 at 2048 on one H200 took 0.4 s)."""
+    if job.spec.race is None or case.race == "full":
+        return case.warmup
+    return max(case.warmup - job.spec.race.short_steps, min(case.warmup, RACE_MIN_WARMUP))
+
+
 # A short trial whose interval is at most this wide (a share of its median) is settled where it
 # cannot pass its group's leader by THRESHOLD (bench/cases/ranking.py): a steady GPU-bound step
 # (timm:resnet50 on one H200: 60-step intervals of 0.02-0.15%) would read the same over every trial.
 SETTLED_WIDTH = ranking.THRESHOLD / 2
 
 
-def race(job: Job, case: CaseSpec, short_ms: list[float], wall_s: float) -> str:
+def race(job: Job, case: CaseSpec, short_ms: list[float], wall_s: float, warmup: int) -> str:
     """Why the case stops after its short first trial, or "": under a search's survey, where the
     trial's interval lies below its group's leader's beyond both (bench/cases/ranking.py `beats`),
     it cannot lead ("raced out"); where its interval is narrow (SETTLED_WIDTH) and cannot pass the
@@ -264,7 +282,8 @@ def race(job: Job, case: CaseSpec, short_ms: list[float], wall_s: float) -> str:
     data = get_workload(case.model).data
     trial = summarize(steps, [max(g[1] for g in gathered)], len(steps), case.global_batch * data.items_per_sample)
     # Of a few steps of one trial the bootstrap interval is about their range (of 5: 94% coverage).
-    read = (f"a short trial of {len(steps)} steps read {trial['items_per_s']:.0f} {data.unit.rate} "
+    read = (f"a short trial of {len(steps)} steps (after {warmup} warm-up steps) read "
+            f"{trial['items_per_s']:.0f} {data.unit.rate} "
             f"(interval {trial['items_per_s_ci_lo']:.0f}-{trial['items_per_s_ci_hi']:.0f})")
     if case.race == "short":
         return f"{read}, the survey's share of the budget spent: {FIRST_LOOK}, not {case.trials} trials"
