@@ -7,9 +7,8 @@ with them pinned to whole cores of the last half of the CPUs (affinity.side_cpus
   python scripts/side_compile_check.py --out FILE.json [--gpus 0,1] [--turns 2] [--phase-s 25]
       [--model resnet18-small] [--batch 256]
 
-Measured: `single` on the first of --gpus and, where there are several, `dp` on all of them (one
-process driving every GPU: the most host-bound strategy), eager at --batch per GPU, amp-bf16 with
-channels_last, 10 warm-up steps and 3 trials of 20 steps each time, alternating.
+Measured: `single` on the first of --gpus, eager at --batch, amp-bf16 with channels_last, 10
+warm-up steps and 3 trials of 20 steps each time (resnet18-small at 256 on one H200: host-bound).
 The side compiles are those a search's survey has beside it: compile reduce-overhead and compile of
 the reference strategy on --gpus and of the baseline on the first of them, at 256, 1024 and 2048
 per GPU, each phase into an empty cache folder of its own (so that they compile, not load).
@@ -38,10 +37,7 @@ def measured_cases(args):
 
     gpus = tuple(int(g) for g in args.gpus.split(",") if g)  # none: the CPU (a smoke test)
     s = settings(warmup=10, steps=20, trials=3, channels_last="on", cudnn_benchmark="on")
-    out = [Case.make("single", "amp-bf16", args.model, Placement(gpus[:1], 1), args.batch, "eager", s)]
-    if len(gpus) > 1:
-        out.append(Case.make("dp", "amp-bf16", args.model, Placement(gpus, len(gpus)), args.batch, "eager", s))
-    return out
+    return [Case.make("single", "amp-bf16", args.model, Placement(gpus[:1], 1), args.batch, "eager", s)]
 
 
 def measure(case) -> dict:
@@ -50,7 +46,7 @@ def measure(case) -> dict:
 
     spec = case.spec()
     configure_backends(spec)
-    row = measure_case(Job(LaunchSpec.local("local", spec.gpus, cases=(spec,)), 0, 1, 0), spec)
+    row = measure_case(Job(LaunchSpec.local("local", spec.gpus, spec.n_replicas, cases=(spec,)), 0, 1, 0), spec)
     return {k: row.get(k) for k in FIGURES}
 
 

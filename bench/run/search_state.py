@@ -27,7 +27,7 @@ SURVEY_SHARE = 0.6
 # keeps a row at every batch, said to be a first look.
 RACE_STEPS_SHARE = 0.25
 RACE_MIN_STEPS = 5
-FIRST_LOOK_SHARE = 0.7
+FIRST_LOOK_SHARE = 0.8
 # The finals' share of what the budget has left after the survey: held back while levers are tried.
 FINALS_SHARE = 0.2
 BEATS = "beats the intervals"  # a lever's verdict where its interval lies above the leader's

@@ -56,13 +56,18 @@ def survey(state: SearchState, cases: list[Case]) -> None:
             # The bar (the reference strategy at the largest count) and the divisor of every
             # speed-up (the baseline at one device) are always measured; the rest race within the share.
             held = [c for c in todo if c in always]
-            # A kind of worker not yet measured at this count is priced at twice the run's
-            # mean: on 4 H200s a one-process strategy's case cost several times a torchrun one's.
+            # A kind of worker not yet measured at this count: on several devices its cases are
+            # priced at twice the run's mean (on 4 H200s a one-process strategy's case cost several
+            # times a torchrun one's); on one device every strategy runs the same step on one GPU,
+            # so the kind costs its worker's start more (the dearest this run has paid), not twice.
             kind = (worker_of(chunk[0]), chunk[0].n_replicas)
             known_kind = bool(held) or any((worker_of(c := Case.from_row(dict(r))), c.n_replicas) == kind
                                            for r in state.budget.ok())  # the bar's chunk pays its start anyway
-            unknown = 1 if known_kind else 2
+            one_device = chunk[0].n_replicas == 1
+            unknown = 1 if known_kind or one_device else 2
             total = sum(state.budget.cost(c) for c in held)
+            if not known_kind and one_device:
+                total += max((float(r.get("worker_start_s") or 0) for r in state.budget.ok()), default=0.0)
             for case in todo:
                 if case in held:
                     continue
@@ -75,7 +80,7 @@ def survey(state: SearchState, cases: list[Case]) -> None:
             short = []
             for case in todo:
                 if case not in held:
-                    cost = state.budget.short_cost(case, fraction) * unknown
+                    cost = first_look_cost(state, case, fraction) * unknown
                     if state.budget.spent() + total + cost > FIRST_LOOK_SHARE * state.budget.budget_s:
                         break
                     total += cost
@@ -102,6 +107,14 @@ def racing_cost(state: SearchState, case: Case) -> float:
     racing = state.sweep.race_full | state.sweep.race_short  # full trials, or a first look: not a race
     raced = [r for r in state.budget.ok(execution_of(case), case.n_replicas) if identity(r) not in racing]
     return Budget.mean_cost(raced) if raced else state.budget.cost(case)
+
+
+def first_look_cost(state: SearchState, case: Case, fraction: float) -> float:
+    """Seconds a case will take as its short trial alone: the mean of this run's cases of its
+    execution and device count that stopped after their short trial (raced out, settled or first
+    looks: a short trial each, as this one); the budget's estimate before any stopped."""
+    stopped = [r for r in state.budget.ok(execution_of(case), case.n_replicas) if r.get("screened")]
+    return Budget.mean_cost(stopped) if stopped else state.budget.short_cost(case, fraction)
 
 
 def survey_again(state: SearchState, cases: list[Case]) -> None:
