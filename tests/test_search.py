@@ -834,7 +834,6 @@ def test_a_heavy_models_survey_is_whole_within_the_default_budget_once_it_races(
     too wide to tell), 5 minutes leave the torchrun strategies out."""
     from bench.cases.ranking import asked_of as asked
     from bench.core.step import FIRST_LOOK
-    from bench.run.search import DEFAULT_BUDGET_MIN
     from bench.run.survey import survey
 
     rows = [r for r in json.loads(RESNET50_SURVEY.read_text())["rows"] if r["status"] == "ok"]
