@@ -219,6 +219,33 @@ def test_a_case_that_cannot_be_prepared_is_a_failed_side_compile_and_the_rest_go
     assert side.summary()["failures"][0]["said"] == "OSError: disk full"
 
 
+def test_side_processes_run_on_whole_cores_of_the_last_half_of_the_cpus(monkeypatch):
+    """A measured worker the kernel places on the first half of the CPUs shares no core with a
+    compile (adjacent CPUs are one core's on the lent machines: bench/run/affinity.py); a side
+    process pins itself before torch starts a thread, so every thread it starts stays there."""
+    from bench.run import affinity
+
+    assert affinity.side_cpus(list(range(32))) == list(range(16, 32))
+    assert affinity.side_cpus(list(range(6))) == [4, 5]  # an even count: whole cores
+    assert affinity.side_cpus([0, 1, 2]) == [0, 1, 2]  # too few to split
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)))
+    assert SideCompiles(slots=1, pinned=False).cpus is None
+    side = SideCompiles(slots=1)
+    pinned = []
+    try:
+        (item,) = side._prepare(cases_at(2)[0])
+        assert item.env[precompile.CPUS_ENV] == "16-31"
+        monkeypatch.setattr(os, "nice", lambda n: None)
+        monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cpus: pinned.append(sorted(cpus)))
+        monkeypatch.setattr(precompile, "compile_case", lambda spec, rank: {"graphs": 0})
+        monkeypatch.setenv(precompile.CPUS_ENV, item.env[precompile.CPUS_ENV])
+        precompile.main([item.spec_path, "0"])
+    finally:
+        side.close()
+    assert pinned == [list(range(16, 32))]
+    assert side.summary()["cpus"] == "16-31"
+
+
 def test_the_answer_says_what_ran_beside_the_survey():
     from bench.report.answer_text import search_lines
 

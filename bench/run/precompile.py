@@ -14,8 +14,9 @@ backward is in the cache too, and so do the search's workers while side compiles
 (protocol.LOWER_BACKWARD_ENV): lowered lazily, the backwards of DDP's split pieces came out with
 other cache keys and were compiled afresh.
 
-Side processes run at the lowest priority (nice 19) with few compile threads, a few at a time; one
-that fails costs nothing but its CPU time (the worker compiles as it would have). Each holds a CUDA
+Side processes run at the lowest priority (nice 19) with few compile threads, a few at a time, on
+the last half of the CPUs (whole cores: bench/run/affinity.py `side_cpus`); one that fails costs
+nothing but its CPU time (the worker compiles as it would have). Each holds a CUDA
 context, the model's weights and a batch on the device of the rank it compiles for, beside the
 case being measured there. Before a case is measured the search settles its side compiles: a
 queued one is dropped, a running one is waited for (it is ahead of a fresh compile) up to a limit,
@@ -136,11 +137,13 @@ class SideCompiles:
     """The side processes of one search: queued in order, a few running at once (a thread of the
     parent starts them as others end), settled before their case is measured, all ended by `close`."""
 
-    def __init__(self, slots: int | None = None, clock=time.monotonic, pinned: bool = False):
+    def __init__(self, slots: int | None = None, clock=time.monotonic, pinned: bool = True):
         from bench.run.limits import usable_cores
 
         self.slots = slots or max(1, usable_cores() // CPUS_PER_SIDE)
-        # `pinned`: every side process on the last half of the CPUs (affinity.side_cpus), whole cores.
+        # `pinned`: every side process on the last half of the CPUs (affinity.side_cpus), whole cores,
+        # so that a measured worker the kernel places on the first half shares no core with a compile
+        # (docs/search.md: beside unpinned side compiles a host-bound cell read lower; pinned, less so).
         self.cpus = _side_cpus() if pinned else None
         self.clock = clock
         self.items: list[SideCompile] = []
