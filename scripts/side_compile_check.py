@@ -5,7 +5,10 @@ with them pinned to whole cores of the last half of the CPUs (affinity.side_cpus
 --turns turns. Every measurement lands in one file, written after every phase:
 
   python scripts/side_compile_check.py --out FILE.json [--gpus 0,1] [--turns 2] [--phase-s 25]
-      [--model resnet18-small] [--batch 256]
+      [--model resnet18-small] [--batch 256] [--measure-on-first-half]
+
+--measure-on-first-half pins this process (the measured one) to the CPUs the side compiles leave
+(the first half): a host-bound cell then runs on cores no compile shares, and on no others.
 
 Measured: `single` on the first of --gpus, eager at --batch, amp-bf16 with channels_last, 10
 warm-up steps and 3 trials of 20 steps each time (resnet18-small at 256 on one H200: host-bound).
@@ -100,7 +103,13 @@ def main() -> None:
     parser.add_argument("--phase-s", type=float, default=25.0)
     parser.add_argument("--model", default="resnet18-small")
     parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--measure-on-first-half", action="store_true")
     args = parser.parse_args()
+    if args.measure_on_first_half:
+        from bench.run.affinity import side_cpus
+
+        every = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, sorted(set(every) - set(side_cpus(every))))  # before torch's threads start
     import torch
 
     from bench.run.precompile import SideCompiles
