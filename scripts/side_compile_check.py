@@ -109,7 +109,10 @@ def main() -> None:
         from bench.run.affinity import side_cpus
 
         every = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, sorted(set(every) - set(side_cpus(every))))  # before torch's threads start
+        first_half = sorted(set(every) - set(side_cpus(every)))
+        if not first_half:
+            parser.error(f"--measure-on-first-half needs 2 cores or more; this process may use {len(every)} CPUs")
+        os.sched_setaffinity(0, first_half)  # before torch's threads start
     import torch
 
     from bench.run.precompile import SideCompiles

@@ -349,8 +349,12 @@ class DeviceSweep(SimulatedSweep):
     spread and a median's interval of +-12%, host-bound steps on a noisy minute), "slow-trials" (steady
     steps, but a trial's mean 7% below the p10: one slow step)."""
 
-    def __init__(self, out, clock, shaky=None, table=None, costs=None, short_width=None, timed_share=None):
+    def __init__(self, out, clock, shaky=None, table=None, costs=None, short_width=None, timed_share=None,
+                 steady=None):
         super().__init__(out, {}, clock)
+        # Whether a racing case's shortened warm-up comes out steady (bench/run/worker.py `warm_up`):
+        # a GPU-bound step's does; a host-bound one's jitters and runs every warm-up step.
+        self.steady = steady or (lambda case: False)
         # The share of a case's seconds its timed steps took (a short trial cuts that part).
         self.timed_share = timed_share or (lambda case: TIMED_SHARE)
         self.shaky = dict(shaky or {})
@@ -389,9 +393,10 @@ class DeviceSweep(SimulatedSweep):
             screened = ""
             if self.race_steps and identity(row) not in self.race_full:
                 # A short trial is race_steps of the 20 x 3 timed steps, after a warm-up shorter by as
-                # many of the 10 warm-up steps (bench/run/worker.py `warmup_steps`).
+                # many of the 10 warm-up steps where it is steady (bench/run/worker.py `warm_up`).
                 per_step = seconds * self.timed_share(case) / 60
-                warmed = 10 - max(10 - self.race_steps, worker.RACE_MIN_WARMUP)
+                least = max(case.warmup - self.race_steps, min(case.warmup, worker.RACE_MIN_WARMUP))
+                warmed = case.warmup - least if self.steady(case) else 0
                 short = seconds - per_step * (60 - self.race_steps + warmed)
                 if identity(row) in self.race_short:
                     screened, seconds = "a short trial: a first look", short
@@ -625,8 +630,11 @@ def _raced(monkeypatch, race: str, step_ms: float, leaders: dict | None, best_se
         def synchronize(self):
             pass
 
-        def time_trial(self, run, steps):
-            trials.append(steps)
+        def time_trial(self, run, steps, lead_in=1):
+            if lead_in == 0:  # a racing case's timed warm-up (worker.warm_up)
+                warmed.extend([1] * steps)
+            else:
+                trials.append(steps)
             return [step_ms * (1 + jitter * (i % 3)) for i in range(steps)], steps * step_ms / 1000
 
     warmed = []  # the steps run outside a timed trial: the warm-up
@@ -643,13 +651,35 @@ def _raced(monkeypatch, race: str, step_ms: float, leaders: dict | None, best_se
     job.best_seen.update(best_seen or {})
     row = worker.measure_case(job, case)
     # A racing case's short trial is warm-up for its full trials: 5 warm-up steps and 5 short ones
-    # before the first full trial, as the 10 warm-up steps of a case that does not race.
-    assert len(warmed) == (10 if rule is None or race == "full" else 5), (race, len(warmed))
+    # before the first full trial, as the 10 warm-up steps of a case that does not race; where the
+    # 5 warm-up steps are not steady (jitter over 0.5%), all 10 of them.
+    steady = jitter * 2 <= worker.STEADY_SPREAD
+    assert len(warmed) == (10 if rule is None or race == "full" or not steady else 5), (race, jitter, len(warmed))
     # Only a row the answer may show is counted (the profiler's step and its parse cost as much): a full
     # row, or a settled one (a tie at best, it may stand as the leader's runner-up).
     shown = not row["screened"] or row["screened"].startswith("settled")
     assert bool(counted) == shown and (row.get("ops_per_step") is None) == (not shown), row["screened"]
     return trials, row, job
+
+
+def test_a_racing_cases_warmup_gives_its_short_trial_back_but_keeps_three_steps():
+    """The fewest warm-up steps (bench/run/worker.py `warmup_steps`): --warmup less the short trial's
+    5 steps for a racing case or a first look, never under 3 (a compiled reduce-overhead step records
+    its graphs in the third) nor over --warmup; every step of --warmup for a case that does not race."""
+    from dataclasses import replace
+
+    from bench.cases.case import Case, settings
+    from bench.core.launch_spec import LaunchSpec, RaceRule
+    from bench.core.placement import Placement
+
+    made = Case.make("dp", "fp32", "resnet18-small", Placement((), 1), 10, "eager", settings()).spec()
+    racing = worker.Job(replace(LaunchSpec.local("local", cases=(made,)), race=RaceRule(short_steps=5)), 0, 1, 0)
+    plain = worker.Job(LaunchSpec.local("local", cases=(made,)), 0, 1, 0)
+    for warmup, least in ((0, 0), (2, 2), (3, 3), (6, 3), (10, 5), (12, 7)):
+        for race in ("race", "short"):
+            assert worker.warmup_steps(racing, replace(made, warmup=warmup, race=race)) == least, (warmup, race)
+        assert worker.warmup_steps(racing, replace(made, warmup=warmup, race="full")) == warmup
+        assert worker.warmup_steps(plain, replace(made, warmup=warmup, race="race")) == warmup
 
 
 def test_a_racing_case_far_behind_stops_after_its_short_trial_and_a_close_one_runs_every_trial(monkeypatch):
@@ -727,11 +757,10 @@ def test_the_default_budget_holds_the_whole_job_at_the_seconds_two_h200s_took(tm
     two-mode there: every strategy at every batch, then compile reduce-overhead at every batch of both
     device counts and the CUDA graph where the GPU idles, the two-mode row that may lead measured
     again, and the answer within 5% of the best in every cell. The survey races its cases (a short
-    first trial after a warm-up shorter by as many steps; every trial only for a case within reach
-    of its group's leader): at 6 minutes the same replay leaves one GPU's compile reduce-overhead at
-    1024 and 2048/GPU out, at 7 it holds every first-tier execution (the real run, before racing,
-    left one GPU's compile reduce-overhead at 2048/GPU out), and at 5 minutes every strategy still
-    has a row at every batch."""
+    first trial; every trial only for a case within reach of its group's leader): at 7 minutes the
+    same replay leaves one GPU's CUDA graph at 256/GPU out (the real run, before racing, left one
+    GPU's compile reduce-overhead at 2048/GPU out), and at 5 minutes every strategy still has a row
+    at every batch."""
     costs = MeasuredCosts(SEARCH_7MIN_2XH200)
     sweep, doc = device_search(tmp_path, shaky=TWO_MODE_2XH200, gpus=(0, 1), names=EVERY_STRATEGY, costs=costs)
     assert not [r for r in doc["rows"] if r["status"] == "skipped" and r["strategy"] != "mxnet-gluon"]
@@ -742,13 +771,11 @@ def test_the_default_budget_holds_the_whole_job_at_the_seconds_two_h200s_took(tm
     recs = {(r["devices"], r["batch_per_gpu"]): r for r in answers_all(tmp_path / "run.json")}
     for (n, batch), rec in recs.items():
         assert rec["recommended"] and rec["items_per_s"] >= 0.95 * best_measurable(n, batch, H200X2), rec
-    ro = "execution=compile:reduce-overhead"
-    for minutes, left_out in ((6, [(1, 1024, ro), (1, 2048, ro)]), (7, [])):
-        folder = tmp_path / f"{minutes}min"
-        folder.mkdir()
-        _, short = device_search(folder, shaky=TWO_MODE_2XH200, gpus=(0, 1), names=EVERY_STRATEGY, costs=costs,
-                                 budget_s=minutes * 60)
-        assert first_tier_left_out(short) == left_out, minutes
+    seven = tmp_path / "seven"
+    seven.mkdir()
+    _, short = device_search(seven, shaky=TWO_MODE_2XH200, gpus=(0, 1), names=EVERY_STRATEGY, costs=costs,
+                             budget_s=7 * 60)
+    assert first_tier_left_out(short) == [(1, 256, "execution=cuda-graph")]
     # The racing survey (bench/run/survey.py) keeps the comparison whole at 5 minutes: every strategy
     # has a row at every batch, the ones far behind after a short trial.
     five = tmp_path / "five"
@@ -773,16 +800,16 @@ def test_at_four_gpus_the_default_budget_holds_the_whole_job_and_five_minutes_do
     default budget every strategy at every batch, every first-tier execution at both device counts,
     and each of the six answers within 5% of the best. With the racing survey, at 5 minutes the
     survey keeps every strategy at every batch (before racing it lost five of dp-fn's and
-    dp-manual's cases); one GPU's compile reduce-overhead at 1024 and 2048/GPU is left out (and 4
-    GPUs' at 2048/GPU too with the cold run's seconds), and those cells are answered at under 0.9 of
-    the best.
+    dp-manual's cases); one GPU's compile reduce-overhead is left out (at every batch and 4 GPUs'
+    at 2048/GPU too with the cold run's seconds, at 1024 and 2048 with the warm run's), and those
+    cells are answered at under 0.9 of the best.
     The warm run's seconds fit the whole job in 6 minutes; the cold run's leave one GPU's compile
     reduce-overhead at 2048/GPU out at 7 and measure it at 8."""
     ro = "execution=compile:reduce-overhead"
     one_gpu = [(1, b, ro) for b in (256, 1024, 2048)]
     # Per run: execution cases at the default budget, and what each shorter budget leaves out of
     # compile reduce-overhead (an empty list: every first-tier execution measured).
-    expected = {"search-1": (8, {5: one_gpu[1:] + [(4, 2048, ro)], 7: [(1, 2048, ro)], 8: []}),
+    expected = {"search-1": (8, {5: one_gpu + [(4, 2048, ro)], 7: [(1, 2048, ro)], 8: []}),
                 "search-2": (14, {5: one_gpu[1:], 6: []})}
     # What the racing survey leaves unmeasured at 5 minutes (before it, dp-fn's and dp-manual's five cases).
     cut_from_survey = {"search-1": [], "search-2": []}
@@ -819,6 +846,8 @@ def test_at_four_gpus_the_default_budget_holds_the_whole_job_and_five_minutes_do
 # `python -m bench run --no-search --gpus 0 --models timm:resnet50` on one H200 (2026-11-29): every
 # strategy at 256, 1024 and 2048 per GPU in full, each case's seconds and interval as they came.
 RESNET50_SURVEY = ROOT / "tests/fixtures/timings/h200-resnet50-survey.json"
+# The shortest budget, minutes, at which its replayed survey still gives every strategy a row at every batch.
+RESNET50_FIRST_LOOKS_MIN = 3.5
 
 
 def test_a_heavy_models_survey_is_whole_within_the_default_budget_once_it_races(tmp_path):
@@ -847,14 +876,16 @@ def test_a_heavy_models_survey_is_whole_within_the_default_budget_once_it_races(
         timed[(r["strategy"], int(r["batch_per_gpu"]))] = (r["timed_s"] + r["counters_s"]) / r["elapsed_s"]
     unmeasured, spent = {}, {}
     looks = {}
-    for settles, minutes in ((True, 5), (True, 3.5), (False, 5)):
+    shortest = RESNET50_FIRST_LOOKS_MIN
+    for settles, minutes in ((True, 5), (True, shortest), (False, 5)):
         s = settings(channels_last=True, warmup=10, steps=20, trials=3)
         cases = build_cases(EVERY_STRATEGY, ["amp-bf16"], ["timm:resnet50"], ["eager"], [0], [1], 1,
                             [256, 1024, 2048], s)
         clock = Clock()
         sweep = DeviceSweep(tmp_path / f"run-{settles}-{minutes}.json", clock, None, table,
                             MeasuredCosts(RESNET50_SURVEY), timed_share=lambda c: timed[(c.strategy, c.batch_per_gpu)],
-                            short_width=(lambda c: width[(c.strategy, c.batch_per_gpu)]) if settles else None)
+                            short_width=(lambda c: width[(c.strategy, c.batch_per_gpu)]) if settles else None,
+                            steady=lambda c: True)  # GPU-bound at every batch
         state = Search(sweep, s, 60 * minutes, asked(s, "eager"), Quiet(), clock=clock)
         state.counts = [1]
         survey(state, cases)  # a phase is a function over the search's state
@@ -864,8 +895,8 @@ def test_a_heavy_models_survey_is_whole_within_the_default_budget_once_it_races(
         looks[(settles, minutes)] = sorted((r["strategy"], r["batch_per_gpu"]) for r in sweep.rows.values()
                                            if FIRST_LOOK in str(r.get("screened")))
     torchrun = [(name, b) for name in ("ddp", "fsdp2", "zero1") for b in (256, 1024, 2048)]
-    assert unmeasured == {(True, 5): [], (True, 3.5): [], (False, 5): torchrun}, unmeasured
-    assert looks[(True, 5)] == [] and looks[(True, 3.5)] == torchrun, looks
+    assert unmeasured == {(True, 5): [], (True, shortest): [], (False, 5): torchrun}, unmeasured
+    assert looks[(True, 5)] == [] and looks[(True, shortest)] == torchrun, looks
     assert spent[(True, 5)] < 0.5 * sum(float(r["elapsed_s"]) + float(r.get("worker_start_s") or 0) for r in rows)
 
 

@@ -106,14 +106,32 @@ def bind(mode: str, local_rank: int, local_ranks: int, gpus: list[int]) -> list[
     return cpus
 
 
+def cores(cpus: list[int]) -> list[list[int]]:
+    """`cpus` grouped by physical core, in order: by sysfs's thread siblings where it shows a core
+    of several CPUs; where it shows none (these virtual machines list every CPU alone, yet two
+    adjacent CPUs launched kernels at half the rate: the note above), adjacent pairs."""
+    cpus, groups, seen = sorted(cpus), [], set()
+    siblings = {}
+    for cpu in cpus:
+        try:
+            text = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read_text()
+            siblings[cpu] = sorted(parse_ranges(text) & set(cpus))
+        except (OSError, ValueError):
+            siblings[cpu] = [cpu]
+    if not any(len(group) > 1 for group in siblings.values()):
+        return [cpus[i:i + 2] for i in range(0, len(cpus), 2)]
+    for cpu in cpus:
+        if cpu not in seen:
+            groups.append(siblings[cpu] or [cpu])
+            seen.update(groups[-1])
+    return groups
+
+
 def side_cpus(cpus: list[int]) -> list[int]:
-    """The CPUs left to work beside the measured workers (bench/run/precompile.py): the last half of
-    `cpus`, an even number of them, so that on these virtual machines (adjacent CPUs share a
-    physical core: the launch rates above) they are whole cores, and a worker the kernel places on
-    the first half has no busy sibling. Fewer than 4 CPUs: all of them."""
-    cpus = sorted(cpus)
-    if len(cpus) < 4:
-        return cpus
-    half = len(cpus) // 2
-    half -= half % 2
-    return cpus[len(cpus) - half:]
+    """The CPUs left to work beside the measured workers (bench/run/precompile.py): the whole cores
+    of the last half of `cpus` (`cores`), so that a worker the kernel places on the first half has
+    no busy sibling. Fewer than 2 cores: all of them."""
+    groups = cores(cpus)
+    if len(groups) < 2:
+        return sorted(cpus)
+    return sorted(cpu for group in groups[len(groups) - len(groups) // 2:] for cpu in group)

@@ -141,9 +141,9 @@ class SideCompiles:
         from bench.run.limits import usable_cores
 
         self.slots = slots or max(1, usable_cores() // CPUS_PER_SIDE)
-        # `pinned`: every side process on the last half of the CPUs (affinity.side_cpus), whole cores,
-        # so that a measured worker the kernel places on the first half shares no core with a compile
-        # (docs/search.md: beside unpinned side compiles a host-bound cell read lower; pinned, less so).
+        # `pinned`: every side process on the whole cores of the last half of the CPUs
+        # (affinity.side_cpus), so that a measured worker the kernel places on the first half shares
+        # no core with a compile (docs/search.md: whether unpinned ones disturb is not yet resolved).
         self.cpus = _side_cpus() if pinned else None
         self.clock = clock
         self.items: list[SideCompile] = []
@@ -312,7 +312,10 @@ def main(argv: list[str]) -> None:
     if os.environ.get(CPUS_ENV) and hasattr(os, "sched_setaffinity"):
         from bench.run.affinity import parse_ranges
 
-        os.sched_setaffinity(0, parse_ranges(os.environ[CPUS_ENV]))  # before torch: its threads inherit them
+        # Before torch: its threads inherit them. Of those still allowed (a job's CPU set may have shrunk).
+        cpus = parse_ranges(os.environ[CPUS_ENV]) & os.sched_getaffinity(0)
+        if cpus:
+            os.sched_setaffinity(0, cpus)
     with open(argv[0]) as fh:
         spec = LaunchSpec.from_json(json.load(fh))
     print(REPORT + json.dumps(compile_case(spec, int(argv[1]))), flush=True)
