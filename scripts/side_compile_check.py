@@ -34,22 +34,12 @@ FIGURES = ("items_per_s", "items_per_s_p10", "items_per_s_p90")
 ARMS = ("alone", "beside", "alone", "beside-pinned")
 
 
-def measured_cases(args):
-    from bench.cases.case import Case, settings
-    from bench.core.placement import Placement
+def measure(args) -> dict:
+    """The suite's own row of `single` on the first of --gpus (bench/checks/bareloop.py)."""
+    from bench.checks.bareloop import suite_single
 
-    gpus = tuple(int(g) for g in args.gpus.split(",") if g)  # none: the CPU (a smoke test)
-    s = settings(warmup=10, steps=20, trials=3, channels_last="on", cudnn_benchmark="on")
-    return [Case.make("single", "amp-bf16", args.model, Placement(gpus[:1], 1), args.batch, "eager", s)]
-
-
-def measure(case) -> dict:
-    from bench.core.launch_spec import LaunchSpec
-    from bench.run.worker import Job, configure_backends, measure_case
-
-    spec = case.spec()
-    configure_backends(spec)
-    row = measure_case(Job(LaunchSpec.local("local", spec.gpus, spec.n_replicas, cases=(spec,)), 0, 1, 0), spec)
+    gpus = [int(g) for g in args.gpus.split(",") if g]  # none: the CPU (a smoke test)
+    row = suite_single(args.model, args.batch, "amp-bf16", True, 10, 20, "foreach", gpus[0] if gpus else None)
     return {k: row.get(k) for k in FIGURES}
 
 
@@ -113,15 +103,10 @@ def main() -> None:
         if not first_half:
             parser.error(f"--measure-on-first-half needs 2 cores or more; this process may use {len(every)} CPUs")
         os.sched_setaffinity(0, first_half)  # before torch's threads start
-    import torch
-
     from bench.run.precompile import SideCompiles
 
-    torch.backends.cudnn.benchmark = True
     work = Path(tempfile.mkdtemp(prefix="side-check-"))
-    cases = measured_cases(args)
-    for case in cases:
-        measure(case)  # cuDNN's choices and the allocator's pool made before any phase
+    measure(args)  # cuDNN's choices and the allocator's pool made before any phase
     phases = []
     for turn in range(args.turns):
         for arm in ARMS:
@@ -133,10 +118,8 @@ def main() -> None:
                 time.sleep(3)  # started: importing, then compiling
             measurements, started = [], time.monotonic()
             while time.monotonic() - started < args.phase_s:
-                for case in cases:
-                    running = sum(i.state == "running" for i in side.items) if side else 0
-                    measurements.append({"case": f"{case.strategy} {case.n_replicas} GPU", "side_running": running,
-                                         **measure(case)})
+                running = sum(i.state == "running" for i in side.items) if side else 0
+                measurements.append({"case": "single 1 GPU", "side_running": running, **measure(args)})
             record = {"turn": turn, "arm": arm, "measurements": measurements}
             if side is not None:
                 side.close()
@@ -148,7 +131,7 @@ def main() -> None:
                                                  "summary": summary(phases)}, indent=1))
             meds = summary([record])
             print(f"turn {turn + 1} {arm}: " + "; ".join(
-                f"{name} median {v[arm][0] or 0:.0f} of {len(record['measurements']) // len(cases)}"
+                f"{name} median {v[arm][0] or 0:.0f} of {len(record['measurements'])}"
                 for name, v in meds.items()), flush=True)
     for name, arms in summary(phases).items():
         print(name, json.dumps(arms), flush=True)

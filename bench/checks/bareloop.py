@@ -38,13 +38,15 @@ def bare_loop(model_name: str, batch: int, precision: str, channels_last: bool, 
 
 
 def suite_single(model_name: str, batch: int, precision: str, channels_last: bool, warmup: int, steps: int,
-                 kernels: str) -> dict:
+                 kernels: str, gpu: int | None = 0) -> dict:
+    """The suite's row of its one-device baseline, measured in this process on `gpu` (None: the CPU)."""
     settings = make_settings(warmup=warmup, steps=steps, trials=3, channels_last="on" if channels_last else "auto",
                              cudnn_benchmark="on", optimizer_impl=kernels)
     # The registry's one-device baseline (strategies/single.py), set against the bare loop.
-    case = Case.make(strategies.baseline(), precision, model_name, Placement((0,), 1), batch, "eager", settings).spec()
+    gpus = () if gpu is None else (gpu,)
+    case = Case.make(strategies.baseline(), precision, model_name, Placement(gpus, 1), batch, "eager", settings).spec()
     configure_backends(case)
-    return measure_case(Job(LaunchSpec.local("local", (0,), cases=(case,)), 0, 1, 0), case)
+    return measure_case(Job(LaunchSpec.local("local", gpus, cases=(case,)), 0, 1, 0), case)
 
 
 def run(args) -> None:
